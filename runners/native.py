@@ -1,0 +1,390 @@
+"""Native backend: build the topology with Mininet on this kernel and run every run.
+
+Flow: plan (pure) -> Mininet hosts and links -> addresses, offloads, netem
+(verified) -> per run: MPTCP endpoints, ping, counters, iperf3, counters ->
+results. Cleanup happens in one `finally`, which SIGINT and SIGTERM reach.
+"""
+from __future__ import annotations
+
+import signal
+import subprocess
+import threading
+import time
+from contextlib import contextmanager
+from typing import Callable
+
+from scenarios.model import Scenario
+from topologies.plan import TopologyPlan, plan as make_plan
+from topologies.net import build_network
+from . import commands as C
+from . import parsers as P
+from .nsexec import ProcessRegistry, run
+from .probe import ProbeReport
+from .results import ResultStore
+
+OFO_COUNTERS = ["TcpExtTCPOFOQueue", "MPTcpExtOFOQueue", "MPTcpExtOFOQueueTail"]
+OTHER_COUNTERS = ["TcpRetransSegs", "MPTcpExtMPCapableSYNRX", "MPTcpExtMPCapableACKRX",
+                  "MPTcpExtMPJoinSynRx", "MPTcpExtMPJoinAckRx", "MPTcpExtMPJoinSynAckRx",
+                  "MPTcpExtAddAddr", "MPTcpExtEchoAdd", "MPTcpExtMPFallbackTokenInit",
+                  "MPTcpExtInfiniteMapRx", "MPTcpExtDSSNotMatching"]
+IPERF_PORT = 5201
+
+
+class RunFailure(RuntimeError):
+    """Something broke while running; exit code 1 with this message."""
+
+
+class Terminated(BaseException):
+    """SIGTERM, turned into an exception so the `finally` cleanup runs."""
+
+
+@contextmanager
+def sigterm_raises():
+    def handler(signum, frame):
+        raise Terminated()
+    old = signal.signal(signal.SIGTERM, handler)
+    try:
+        yield
+    finally:
+        signal.signal(signal.SIGTERM, old)
+
+
+@contextmanager
+def signals_blocked():
+    """Cleanup must not be cut short by a second Ctrl-C."""
+    old = signal.pthread_sigmask(signal.SIG_BLOCK, {signal.SIGINT, signal.SIGTERM})
+    try:
+        yield
+    finally:
+        signal.pthread_sigmask(signal.SIG_SETMASK, old)
+
+
+def run_order(scenario: Scenario) -> list[tuple[int, str]]:
+    """(repetition, mode) pairs; modes alternate direction each repetition (ABBA) to spread drift."""
+    order = []
+    for rep in range(1, scenario.runs.repeat + 1):
+        modes = list(scenario.runs.compare)
+        if rep % 2 == 0:
+            modes.reverse()
+        order += [(rep, m) for m in modes]
+    return order
+
+
+class LinkSampler(threading.Thread):
+    """Samples interface byte counters of one host every `interval` s: per-path throughput over time."""
+
+    def __init__(self, node, ifnames: dict[str, str], interval: float, key: str):
+        super().__init__(daemon=True)
+        self.node, self.ifnames, self.interval, self.key = node, ifnames, interval, key
+        self.samples: list[dict] = []
+        self._halt = threading.Event()
+        self.error: str | None = None
+
+    def run(self) -> None:
+        t0 = time.monotonic()
+        while not self._halt.is_set():
+            try:
+                stats = P.parse_link_stats(run(self.node, C.link_stats_argv(), timeout=10).out)
+                self.samples.append({"t": round(time.monotonic() - t0, 3),
+                                     **{path: stats[ifn][self.key] for path, ifn in self.ifnames.items()}})
+            except Exception as e:  # keep sampling; report at the end
+                self.error = str(e)
+            self._halt.wait(self.interval)
+
+    def stop(self) -> list[dict]:
+        self._halt.set()
+        self.join(timeout=15)
+        return self.samples
+
+
+def series_from_samples(samples: list[dict], paths: list[str]) -> list[dict]:
+    """Cumulative byte samples -> Mbit/s per path per interval."""
+    out = []
+    for a, b in zip(samples, samples[1:]):
+        dt = b["t"] - a["t"]
+        if dt <= 0:
+            continue
+        out.append({"t": b["t"], **{p: (b[p] - a[p]) * 8 / dt / 1e6 for p in paths}})
+    return out
+
+
+class NativeRunner:
+    def __init__(self, scenario: Scenario, store: ResultStore, probe: ProbeReport,
+                 log: Callable[[str], None] = print):
+        self.scenario = scenario
+        self.store = store
+        self.probe = probe
+        self.log = log
+        self.plan: TopologyPlan = make_plan(scenario)
+        self.procs = ProcessRegistry()
+        self.net = None
+        self.iperf = C.Iperf(native_mptcp=bool(probe.facts.get("iperf3_native_mptcp")))
+
+    # ------------------------------------------------------------ lifecycle
+
+    def run(self) -> list[dict]:
+        with sigterm_raises():
+            try:
+                self._build()
+                self._configure()
+                for rep, mode in run_order(self.scenario):
+                    self._one_run(rep, mode)
+                return self.store.runs
+            finally:
+                with signals_blocked():
+                    self.cleanup()
+
+    def cleanup(self) -> None:
+        self.procs.stop_all()
+        if self.net is not None:
+            self.log("cleaning up: stopping Mininet")
+            try:
+                self.net.stop()
+            except Exception as e:  # still try the rest
+                self.log(f"warning: Mininet stop failed: {e}")
+            self.net = None
+
+    # ------------------------------------------------------------ build
+
+    def _build(self) -> None:
+        t0 = time.monotonic()
+        self.log(f"building topology {self.scenario.topology.kind} with {len(self.plan.paths)} paths")
+        self.net = build_network(self.plan)
+        self.client = self.net.get(self.plan.client)
+        self.server = self.net.get(self.plan.server)
+        self.store.set_metadata(build_seconds=round(time.monotonic() - t0, 2), address_plan=self.plan.to_dict())
+
+    def _configure(self) -> None:
+        t0 = time.monotonic()
+        cmds = C.address_argvs(self.plan)
+        for argv in cmds.client:
+            run(self.client, argv)
+        for argv in cmds.server:
+            run(self.server, argv)
+        for node in (self.client, self.server):
+            for key, value in C.sysctls(self.scenario, bool(self.probe.facts.get("mptcp_scheduler_sysctl"))):
+                run(node, C.sysctl_argv(key, value))
+        shaping_report = {}
+        for p in self.plan.paths:
+            for node, ifname in ((self.client, p.client_if), (self.server, p.server_if)):
+                run(node, C.offload_argv(ifname))
+                res = run(node, C.netem_argv(ifname, p), check=False)
+                if res.rc != 0:
+                    raise RunFailure(f"path {p.name}: tc refused the netem qdisc on {ifname}: "
+                                     f"{(res.err or res.out).strip()} - refusing to run unshaped")
+                shown = run(node, ["tc", "-j", "qdisc", "show", "dev", ifname]).out
+                self.store.save_raw("setup", f"tc-{ifname}.json", shown)
+                got = P.parse_netem(shown)
+                want = {"limit": p.shaping.limit_pkts, "rate_mbit": p.shaping.rate_mbit,
+                        "delay_ms": p.shaping.delay_ms, "loss_pct": p.shaping.loss_pct}
+                bad = P.shaping_mismatches(want, got)
+                if bad:
+                    raise RunFailure(f"path {p.name}: shaping on {ifname} did not take: {'; '.join(bad)}")
+                shaping_report[ifname] = got
+        self.store.set_metadata(shaping=shaping_report, configure_seconds=round(time.monotonic() - t0, 2))
+
+    # ------------------------------------------------------------ one run
+
+    def _snapshot(self, run_id: str, label: str) -> dict:
+        """Counters of both hosts; the raw tool output is kept beside the run."""
+        snap = {}
+        for side, node in (("client", self.client), ("server", self.server)):
+            nstat = run(node, C.nstat_argv()).out
+            links = run(node, C.link_stats_argv()).out
+            self.store.save_raw(run_id, f"nstat-{side}-{label}.txt", nstat)
+            self.store.save_raw(run_id, f"links-{side}-{label}.json", links)
+            snap[f"{side}_nstat"] = P.parse_nstat(nstat)
+            snap[f"{side}_links"] = P.parse_link_stats(links)
+        return snap
+
+    def _ping_paths(self, run_id: str) -> dict:
+        out = {}
+        for p in self.plan.paths:
+            # One unmeasured echo first, so neighbour resolution does not inflate the first RTT.
+            run(self.client, C.ping_argv(p.client_ip, p.server_ip, count=1), timeout=30, check=False)
+            res = run(self.client, C.ping_argv(p.client_ip, p.server_ip), timeout=30, check=False)
+            self.store.save_raw(run_id, f"ping-{p.name}.txt", res.out + res.err)
+            try:
+                out[p.name] = P.parse_ping(res.out)
+            except P.ParseError:
+                out[p.name] = {"loss_pct": 100.0, "rtt_avg_ms": None}
+        return out
+
+    def _wait_listening(self, port: int, timeout: float = 20) -> None:
+        deadline = time.monotonic() + timeout
+        while time.monotonic() < deadline:
+            out = run(self.server, ["ss", "-H", "-l", "-t", "-n", "sport", "=", f":{port}"], check=False).out
+            if out.strip():
+                return
+            time.sleep(0.2)
+        raise RunFailure(f"iperf3 server did not listen on port {port} within {timeout:g}s")
+
+    def _traffic_timeout(self) -> float:
+        t = self.scenario.traffic
+        if t.duration is not None:
+            return t.duration + t.omit + 60
+        slowest = min(p.bw for p in self.scenario.topology.paths)
+        return 3 * t.bytes * 8 / (slowest * 1e6) + 60
+
+    def _one_run(self, rep: int, mode: str) -> None:
+        sc = self.scenario
+        primary = sc.primary
+        run_id = f"r{rep:03d}-{mode}"
+        mptcp = mode == "mptcp"
+        pp = self.plan.path(primary)
+        self.log(f"run {run_id}: {mode} with primary path {primary}")
+        started = time.time()
+        # MPTCP endpoints: configured for MPTCP runs, flushed for the TCP baseline.
+        if mptcp:
+            cmds = C.mptcp_argvs(sc, self.plan, primary)
+            for argv in cmds.client:
+                run(self.client, argv)
+            for argv in cmds.server:
+                run(self.server, argv)
+        else:
+            for node in (self.client, self.server):
+                for argv in C.mptcp_reset_argvs():
+                    run(node, argv)
+        endpoints = {"client": run(self.client, ["ip", "mptcp", "endpoint", "show"]).out,
+                     "server": run(self.server, ["ip", "mptcp", "endpoint", "show"]).out}
+        self.store.save_raw(run_id, "mptcp-endpoints.txt",
+                            f"# client\n{endpoints['client']}\n# server\n{endpoints['server']}")
+        pings = self._ping_paths(run_id)
+        upload = sc.traffic.direction == "upload"
+        receiver, sender = (self.server, self.client) if upload else (self.client, self.server)
+        rx_ifs = {p.name: (p.server_if if upload else p.client_if) for p in self.plan.paths}
+        before = self._snapshot(run_id, "before")
+        server = self.procs.start(self.server, C.iperf_server_argv(self.iperf, IPERF_PORT, mptcp))
+        try:
+            self._wait_listening(IPERF_PORT)
+            sampler = LinkSampler(receiver, rx_ifs, sc.traffic.interval, "rx_bytes")
+            sampler.start()
+            client = self.procs.start(self.client, C.iperf_client_argv(
+                self.iperf, sc, pp.server_ip, pp.client_ip, IPERF_PORT, mptcp))
+            ss_samples = self._watch_subflows(client)
+            try:
+                c_out, c_err = client.communicate(timeout=self._traffic_timeout())
+            except subprocess.TimeoutExpired:
+                raise RunFailure(f"run {run_id}: iperf3 client did not finish in {self._traffic_timeout():.0f}s")
+            finally:
+                samples = sampler.stop()
+            try:
+                s_out, s_err = server.communicate(timeout=15)
+            except subprocess.TimeoutExpired:
+                server.kill()
+                s_out, s_err = server.communicate()
+        finally:
+            self.procs.stop_all()
+        after = self._snapshot(run_id, "after")
+        c_text, s_text = c_out.decode(errors="replace"), s_out.decode(errors="replace")
+        self.store.save_raw(run_id, "iperf3-client.json", c_text)
+        self.store.save_raw(run_id, "iperf3-server.json", s_text)
+        if c_err.strip() or s_err.strip():
+            self.store.save_raw(run_id, "iperf3-stderr.txt",
+                                f"# client\n{c_err.decode(errors='replace')}\n# server\n{s_err.decode(errors='replace')}")
+        self.store.save_raw(run_id, "ss-subflows.txt", "\n\n".join(s["raw"] for s in ss_samples))
+        try:
+            iperf = P.parse_iperf3(c_text)
+        except P.ParseError as e:
+            raise RunFailure(f"run {run_id}: {e} (stderr: {c_err.decode(errors='replace').strip()[:300]})") from None
+        result = self._assemble(run_id, rep, mode, primary, iperf, before, after, pings, samples, ss_samples,
+                                receiver is self.server, started)
+        self.store.add_run(result)
+        m = result["metrics"]
+        self.log(f"run {run_id}: {m['throughput_mbps']:.2f} Mbit/s, subflows {m['subflows']}, "
+                 f"OFO tcp/mptcp {m['ofo_tcp']}/{m['ofo_mptcp']}, retrans {m['retrans_segs']}")
+        time.sleep(sc.runs.pause / 1000.0)
+
+    def _watch_subflows(self, client_proc) -> list[dict]:
+        """Sample `ss` on the client while iperf3 runs; the sample with the most subflows is kept."""
+        samples: list[dict] = []
+        t = self.scenario.traffic
+        first = min(2.0, (t.duration or 4) / 2)
+        deadline = time.monotonic() + first
+        while client_proc.poll() is None and time.monotonic() < deadline:
+            time.sleep(0.1)
+        for _ in range(3):
+            if client_proc.poll() is not None:
+                break
+            raw = run(self.client, C.ss_argv(), check=False).out
+            samples.append({"raw": raw, "subflows": P.parse_ss_subflows(raw)})
+            step = max(0.5, (t.duration or 4) / 5)
+            end = time.monotonic() + step
+            while client_proc.poll() is None and time.monotonic() < end:
+                time.sleep(0.1)
+        return samples
+
+    def _assemble(self, run_id, rep, mode, primary, iperf, before, after, pings, samples, ss_samples,
+                  server_receives: bool, started: float) -> dict:
+        rx_side = "server" if server_receives else "client"
+        tx_side = "client" if server_receives else "server"
+        rx_n = P.counter_delta(before[f"{rx_side}_nstat"], after[f"{rx_side}_nstat"], OFO_COUNTERS)
+        tx_n = P.counter_delta(before[f"{tx_side}_nstat"], after[f"{tx_side}_nstat"], ["TcpRetransSegs"])
+        srv = P.counter_delta(before["server_nstat"], after["server_nstat"], OTHER_COUNTERS)
+        cli = P.counter_delta(before["client_nstat"], after["client_nstat"], OTHER_COUNTERS)
+        data_port = iperf["connected"][0]["local_port"] if iperf["connected"] else None
+        subflows = 1
+        subflow_list: list[dict] = []
+        if mode == "mptcp":
+            best: list[dict] = []
+            for s in ss_samples:
+                conn = _data_connection(s["subflows"], data_port)
+                if len(conn) > len(best):
+                    best = conn
+            subflow_list = best
+            subflows = len(best) if best else 0
+        paths: dict[str, dict] = {}
+        total_rx = 0
+        for p in self.plan.paths:
+            rx_if = p.server_if if server_receives else p.client_if
+            tx_if = p.client_if if server_receives else p.server_if
+            rx = after[f"{rx_side}_links"][rx_if]["rx_bytes"] - before[f"{rx_side}_links"][rx_if]["rx_bytes"]
+            tx = after[f"{tx_side}_links"][tx_if]["tx_bytes"] - before[f"{tx_side}_links"][tx_if]["tx_bytes"]
+            total_rx += rx
+            paths[p.name] = {"bytes_received": rx, "bytes_sent": tx,
+                             "throughput_mbps": rx * 8 / iperf["seconds"] / 1e6 if iperf["seconds"] else None,
+                             "rtt_avg_ms": pings[p.name].get("rtt_avg_ms"),
+                             "ping_loss_pct": pings[p.name].get("loss_pct")}
+        for p in paths.values():
+            p["share"] = p["bytes_received"] / total_rx if total_rx else None
+        fallback = mode == "mptcp" and srv["MPTcpExtMPCapableSYNRX"] == 0
+        metrics = {
+            "throughput_mbps": iperf["throughput_mbps"],
+            "sender_throughput_mbps": iperf["sender_throughput_mbps"],
+            "seconds": iperf["seconds"],
+            "bytes_received": iperf["bytes_received"],
+            "iperf_retransmits": iperf["retransmits"],
+            "retrans_segs": tx_n["TcpRetransSegs"],
+            "ofo_tcp": rx_n["TcpExtTCPOFOQueue"],
+            "ofo_mptcp": rx_n["MPTcpExtOFOQueue"],
+            "ofo_mptcp_tail": rx_n["MPTcpExtOFOQueueTail"],
+            "subflows": subflows,
+            "mptcp_joins": srv["MPTcpExtMPJoinAckRx"],
+            "sender_mean_rtt_ms": iperf["sender_mean_rtt_ms"],
+        }
+        return {
+            "id": run_id, "mode": mode, "repeat": rep, "primary": primary,
+            "status": "ok" if not fallback else "mptcp-fallback",
+            "started_utc": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime(started)),
+            "metrics": metrics, "paths": paths,
+            "subflow_list": subflow_list,
+            "counters": {"server": srv, "client": cli, "receiver_ofo": rx_n},
+            "intervals": iperf["intervals"],
+            "path_series_mbps": series_from_samples(samples, [p.name for p in self.plan.paths]),
+            "iperf_connected": iperf["connected"],
+            "iperf_version": iperf["version"],
+        }
+
+
+def _data_connection(subflows: list[dict], data_port: int | None) -> list[dict]:
+    """The subflows of iperf3's data connection (not its control connection), grouped by MPTCP token."""
+    if not subflows:
+        return []
+    tokens: dict[str, list[dict]] = {}
+    for s in subflows:
+        tokens.setdefault(s.get("token", "?"), []).append(s)
+    if data_port is not None:
+        for group in tokens.values():
+            if any(s["local_port"] == data_port for s in group):
+                return group
+    return max(tokens.values(), key=lambda g: sum(s.get("bytes_acked", 0) + s.get("bytes_received", 0) for s in g))

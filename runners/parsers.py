@@ -1,0 +1,204 @@
+"""Pure parsers of tool output, tested on recorded fixtures.
+
+Each returns plain dicts and numbers; units are in the key names
+(`_mbps`, `_ms`, `_bytes`) so the results stay self-describing.
+"""
+from __future__ import annotations
+
+import json
+import re
+from typing import Any
+
+
+class ParseError(ValueError):
+    """A tool printed something we cannot interpret: a run failure, not bad input."""
+
+
+# ---------------------------------------------------------------- iperf3 JSON
+
+def parse_iperf3(text: str) -> dict[str, Any]:
+    """Totals and per-interval throughput from one iperf3 `-J` report."""
+    try:
+        doc = json.loads(text)
+    except json.JSONDecodeError as e:
+        raise ParseError(f"iperf3 did not print JSON: {e}; output starts {text[:200]!r}") from None
+    if not isinstance(doc, dict):
+        raise ParseError("iperf3 JSON is not an object")
+    if doc.get("error"):
+        raise ParseError(f"iperf3 reported an error: {doc['error']}")
+    end = doc.get("end") or {}
+    sent = end.get("sum_sent") or {}
+    received = end.get("sum_received") or {}
+    if not received:
+        raise ParseError("iperf3 JSON has no end.sum_received (the test did not finish)")
+    start = doc.get("start") or {}
+    test = start.get("test_start") or {}
+    out: dict[str, Any] = {
+        "version": start.get("version"),
+        "reverse": bool(test.get("reverse", 0)),
+        "throughput_mbps": received.get("bits_per_second", 0.0) / 1e6,
+        "sender_throughput_mbps": sent.get("bits_per_second", 0.0) / 1e6,
+        "bytes_received": int(received.get("bytes", 0)),
+        "bytes_sent": int(sent.get("bytes", 0)),
+        "seconds": float(received.get("seconds", 0.0)),
+        "retransmits": sent.get("retransmits"),
+        "connected": [{"local": c.get("local_host"), "local_port": c.get("local_port"),
+                       "remote": c.get("remote_host"), "remote_port": c.get("remote_port")}
+                      for c in start.get("connected") or []],
+        "congestion": end.get("sender_tcp_congestion"),
+    }
+    rtts = [s["sender"].get("mean_rtt") for s in end.get("streams") or []
+            if isinstance(s.get("sender"), dict) and s["sender"].get("mean_rtt") is not None]
+    out["sender_mean_rtt_ms"] = (sum(rtts) / len(rtts) / 1000.0) if rtts else None
+    out["intervals"] = [
+        {"start": iv["sum"]["start"], "end": iv["sum"]["end"],
+         "mbps": iv["sum"]["bits_per_second"] / 1e6,
+         "retransmits": iv["sum"].get("retransmits"),
+         "omitted": bool(iv["sum"].get("omitted", False))}
+        for iv in doc.get("intervals") or [] if "sum" in iv
+    ]
+    return out
+
+
+# ---------------------------------------------------------------- nstat
+
+def parse_nstat(text: str) -> dict[str, int]:
+    """`nstat -a -z -s` text -> {counter: value}."""
+    counters: dict[str, int] = {}
+    for line in text.splitlines():
+        line = line.strip()
+        if not line or line.startswith("#"):
+            continue
+        parts = line.split()
+        if len(parts) < 2:
+            continue
+        try:
+            counters[parts[0]] = int(parts[1])
+        except ValueError:
+            raise ParseError(f"nstat line not understood: {line!r}") from None
+    return counters
+
+
+def counter_delta(before: dict[str, int], after: dict[str, int], names: list[str]) -> dict[str, int]:
+    return {n: after.get(n, 0) - before.get(n, 0) for n in names}
+
+
+# ---------------------------------------------------------------- ping
+
+_PING_LOSS = re.compile(r"(\d+) packets transmitted, (\d+) (?:packets )?received.*?([\d.]+)% packet loss")
+_PING_RTT = re.compile(r"(?:rtt|round-trip) min/avg/max/(?:mdev|stddev) = ([\d.]+)/([\d.]+)/([\d.]+)/([\d.]+) ms")
+
+
+def parse_ping(text: str) -> dict[str, Any]:
+    m = _PING_LOSS.search(text)
+    if not m:
+        raise ParseError(f"ping summary not found in {text[-300:]!r}")
+    out: dict[str, Any] = {"sent": int(m.group(1)), "received": int(m.group(2)), "loss_pct": float(m.group(3)),
+                           "rtt_min_ms": None, "rtt_avg_ms": None, "rtt_max_ms": None, "rtt_mdev_ms": None}
+    r = _PING_RTT.search(text)
+    if r:
+        out.update(rtt_min_ms=float(r.group(1)), rtt_avg_ms=float(r.group(2)),
+                   rtt_max_ms=float(r.group(3)), rtt_mdev_ms=float(r.group(4)))
+    return out
+
+
+# ---------------------------------------------------------------- ip -s -j link
+
+def parse_link_stats(text: str) -> dict[str, dict[str, int]]:
+    """`ip -s -j link show` -> {ifname: {rx_bytes, tx_bytes, rx_packets, tx_packets, ...}}."""
+    try:
+        doc = json.loads(text)
+    except json.JSONDecodeError as e:
+        raise ParseError(f"ip -j link output is not JSON: {e}") from None
+    out: dict[str, dict[str, int]] = {}
+    for link in doc:
+        stats = link.get("stats64") or link.get("stats") or {}
+        rx, tx = stats.get("rx", {}), stats.get("tx", {})
+        out[link["ifname"]] = {
+            "rx_bytes": int(rx.get("bytes", 0)), "rx_packets": int(rx.get("packets", 0)),
+            "rx_dropped": int(rx.get("dropped", 0)),
+            "tx_bytes": int(tx.get("bytes", 0)), "tx_packets": int(tx.get("packets", 0)),
+            "tx_dropped": int(tx.get("dropped", 0)),
+        }
+    return out
+
+
+# ---------------------------------------------------------------- tc -j qdisc
+
+def parse_netem(text: str) -> dict[str, Any] | None:
+    """The root netem qdisc of `tc -j qdisc show dev X`, as rate/delay/loss/limit; None if absent."""
+    try:
+        doc = json.loads(text) if text.strip() else []
+    except json.JSONDecodeError as e:
+        raise ParseError(f"tc -j output is not JSON: {e}") from None
+    for q in doc:
+        if q.get("kind") != "netem" or not q.get("root", False):
+            continue
+        opts = q.get("options") or {}
+        delay = opts.get("delay") or {}
+        loss = opts.get("loss-random") or {}
+        rate = opts.get("rate") or {}
+        return {
+            "limit": opts.get("limit"),
+            "delay_ms": float(delay.get("delay", 0.0)) * 1000.0,
+            "loss_pct": float(loss.get("loss", 0.0)) * 100.0,
+            "rate_mbit": float(rate.get("rate", 0)) * 8 / 1e6,
+        }
+    return None
+
+
+def shaping_mismatches(want: dict[str, float], got: dict[str, Any] | None) -> list[str]:
+    """What differs between the netem we asked for and the one the kernel holds."""
+    if got is None:
+        return ["no netem qdisc is installed"]
+    problems = []
+    if got.get("limit") != want["limit"]:
+        problems.append(f"limit {got.get('limit')} != {want['limit']}")
+    for key, tol in (("rate_mbit", 0.01), ("delay_ms", 0.01), ("loss_pct", 0.01)):
+        w, g = want[key], got.get(key) or 0.0
+        if abs(w - g) > max(tol * abs(w), 1e-3):
+            problems.append(f"{key} {g:g} != {w:g}")
+    return problems
+
+
+# ---------------------------------------------------------------- ss -tinMO
+
+_SS_ADDR = re.compile(r"^\S+\s+\d+\s+\d+\s+(\S+)\s+(\S+)")
+
+
+def _split_hostport(s: str) -> tuple[str, int]:
+    host, _, port = s.rpartition(":")
+    return host.strip("[]"), int(port) if port.isdigit() else -1
+
+
+def parse_ss_subflows(text: str) -> list[dict[str, Any]]:
+    """TCP sockets that are MPTCP subflows (they carry `tcp-ulp-mptcp`) from `ss -tinMO`."""
+    out = []
+    for line in text.splitlines():
+        if "tcp-ulp-mptcp" not in line:
+            continue
+        m = _SS_ADDR.match(line.strip())
+        if not m:
+            continue
+        local, lport = _split_hostport(m.group(1))
+        remote, rport = _split_hostport(m.group(2))
+        entry: dict[str, Any] = {"local": local, "local_port": lport, "remote": remote, "remote_port": rport,
+                                 "family": "ipv6" if ":" in local else "ipv4"}
+        for key in ("bytes_acked", "bytes_received", "bytes_sent"):
+            km = re.search(rf"\b{key}:(\d+)", line)
+            if km:
+                entry[key] = int(km.group(1))
+        rm = re.search(r"\brtt:([\d.]+)/([\d.]+)", line)
+        if rm:
+            entry["rtt_ms"] = float(rm.group(1))
+        tm = re.search(r"token:([0-9a-f]+)\(id:(\d+)\)/([0-9a-f]+)\(id:(\d+)\)", line)
+        if tm:
+            # remote/local; the local token names this end's MPTCP connection.
+            entry.update(token=tm.group(3), remote_id=int(tm.group(2)), local_id=int(tm.group(4)))
+        fm = re.search(r"tcp-ulp-mptcp flags:(\S+)", line)
+        if fm:
+            entry["flags"] = fm.group(1)
+            # ss prints 'b' when the local end asked for backup, 'B' for the peer's request.
+            entry["backup"] = "b" in fm.group(1) or "B" in fm.group(1)
+        out.append(entry)
+    return out

@@ -1,0 +1,121 @@
+"""Probe whether this kernel and userland can run a scenario natively.
+
+Features are detected by trying them (a netem qdisc in a throwaway
+namespace, the MPTCP sysctl, the congestion control list), not by version
+strings, and every missing piece is reported at once.
+"""
+from __future__ import annotations
+
+import os
+import re
+import shutil
+import subprocess
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from scenarios.model import Scenario
+
+PROC = Path("/proc/sys")
+
+
+@dataclass
+class ProbeReport:
+    missing: list[str] = field(default_factory=list)
+    facts: dict = field(default_factory=dict)
+
+    @property
+    def ok(self) -> bool:
+        return not self.missing
+
+    def render(self) -> str:
+        return "this machine cannot run the scenario natively:\n" + "\n".join(f"  - {m}" for m in self.missing)
+
+
+def _run(argv: list[str], timeout: float = 20) -> subprocess.CompletedProcess:
+    return subprocess.run(argv, stdin=subprocess.DEVNULL, capture_output=True, text=True, timeout=timeout)
+
+
+def iperf3_facts(binary: str = "iperf3") -> dict:
+    path = shutil.which(binary)
+    if not path:
+        return {"iperf3": None}
+    ver = _run([path, "--version"]).stdout
+    m = re.search(r"iperf (\d+\.\d+(?:\.\d+)?)", ver)
+    helptext = _run([path, "--help"]).stdout + _run([path, "--help"]).stderr
+    return {"iperf3": path, "iperf3_version": m.group(1) if m else ver.strip()[:40],
+            "iperf3_native_mptcp": "--mptcp" in helptext}
+
+
+def netem_works() -> tuple[bool, str]:
+    """Install a netem qdisc on a veth in a throwaway namespace, then remove it all."""
+    ns = f"mptb-probe-{os.getpid()}"
+    try:
+        r = _run(["ip", "netns", "add", ns])
+        if r.returncode != 0:
+            return False, f"cannot create a network namespace: {r.stderr.strip()}"
+        for argv in (["ip", "-n", ns, "link", "add", "p0", "type", "veth", "peer", "name", "p1"],
+                     ["ip", "-n", ns, "link", "set", "p0", "up"]):
+            r = _run(argv)
+            if r.returncode != 0:
+                return False, f"`{' '.join(argv)}` failed: {r.stderr.strip()}"
+        r = _run(["tc", "-n", ns, "qdisc", "add", "dev", "p0", "root", "netem",
+                  "rate", "1mbit", "delay", "1ms", "loss", "1%", "limit", "10"])
+        if r.returncode != 0:
+            return False, (r.stderr.strip() or "tc failed")
+        return True, ""
+    finally:
+        _run(["ip", "netns", "del", ns])
+
+
+def available_congestion() -> list[str]:
+    try:
+        return (PROC / "net/ipv4/tcp_available_congestion_control").read_text().split()
+    except OSError:
+        return []
+
+
+def probe(scenario: Scenario) -> ProbeReport:
+    rep = ProbeReport()
+    rep.facts["kernel"] = os.uname().release
+    if os.geteuid() != 0:
+        rep.missing.append("root: run-scenario's native backend must run as root (sudo)")
+    for tool, pkg in (("ip", "iproute2"), ("tc", "iproute2"), ("nstat", "iproute2"), ("ss", "iproute2"),
+                      ("ping", "iputils-ping"), ("ethtool", "ethtool"), ("mnexec", "mininet")):
+        if not shutil.which(tool):
+            rep.missing.append(f"`{tool}` is not installed (package {pkg}; run setup.sh)")
+    try:
+        import mininet.net  # noqa: F401
+        import mininet.clean  # noqa: F401
+    except ImportError:
+        rep.missing.append("the Mininet Python package is not importable (package mininet; run setup.sh)")
+    if not (PROC / "net/mptcp/enabled").exists():
+        rep.missing.append("the kernel has no MPTCP (no net.mptcp.enabled sysctl; needs CONFIG_MPTCP)")
+    if os.geteuid() == 0 and shutil.which("tc") and shutil.which("ip"):
+        ok, why = netem_works()
+        if not ok:
+            rep.missing.append(f"sch_netem does not work here ({why}): delay, loss and rate need it")
+    ip = iperf3_facts()
+    rep.facts.update(ip)
+    if not ip["iperf3"]:
+        rep.missing.append("`iperf3` is not installed (package iperf3)")
+    elif "mptcp" in scenario.runs.compare and not ip["iperf3_native_mptcp"] and not shutil.which("mptcpize"):
+        rep.missing.append(f"iperf3 {ip['iperf3_version']} has no --mptcp and `mptcpize` is not installed "
+                           "(package mptcpize)")
+    cc = scenario.mptcp.congestion
+    if cc not in available_congestion() and os.geteuid() == 0:
+        _run(["modprobe", "-q", f"tcp_{cc}"])
+    if cc not in available_congestion():
+        rep.missing.append(f"congestion control {cc!r} is not available "
+                           f"(available: {' '.join(available_congestion()) or 'none'})")
+    sched_file = PROC / "net/mptcp/scheduler"
+    rep.facts["mptcp_scheduler_sysctl"] = sched_file.exists()
+    if scenario.mptcp.scheduler != "default":
+        avail_file = PROC / "net/mptcp/available_schedulers"
+        avail = avail_file.read_text().split() if avail_file.exists() else []
+        if not sched_file.exists():
+            rep.missing.append(f"mptcp.scheduler {scenario.mptcp.scheduler!r}: this kernel has no "
+                               "net.mptcp.scheduler (it only has the default scheduler)")
+        elif scenario.mptcp.scheduler not in avail:
+            rep.missing.append(f"mptcp.scheduler {scenario.mptcp.scheduler!r} is not available "
+                               f"(available: {' '.join(avail) or 'none'})")
+    return rep

@@ -1,0 +1,151 @@
+"""Result files: written atomically after every run, so a finished run is never lost.
+
+Layout of one result set (`results/<scenario>/<UTC timestamp>/`):
+  scenario.yaml   the scenario as given
+  metadata.json   kernel, tool versions, git revision, backend, times
+  results.json    every run with all its metrics
+  runs.csv        tidy: one row per run, metric and path
+  raw/<run-id>/   the tools' own output (iperf3 JSON, nstat, ss, ping, tc)
+"""
+from __future__ import annotations
+
+import csv
+import io
+import json
+import os
+import tempfile
+from datetime import datetime, timezone
+from pathlib import Path
+from typing import Any
+
+CSV_FIELDS = ["run_id", "mode", "repeat", "primary", "status", "metric", "path", "value", "unit"]
+
+
+def atomic_write(path: Path, data: str | bytes) -> None:
+    """Write to a temporary file in the same folder, fsync, then rename over the target."""
+    path.parent.mkdir(parents=True, exist_ok=True)
+    mode = "wb" if isinstance(data, bytes) else "w"
+    fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", dir=path.parent)
+    try:
+        with os.fdopen(fd, mode) as f:
+            f.write(data)
+            f.flush()
+            os.fsync(f.fileno())
+        os.replace(tmp, path)
+    except BaseException:
+        try:
+            os.unlink(tmp)
+        except FileNotFoundError:
+            pass
+        raise
+
+
+def utc_stamp(now: datetime | None = None) -> str:
+    return (now or datetime.now(timezone.utc)).strftime("%Y%m%dT%H%M%SZ")
+
+
+def new_run_dir(base: Path, scenario_name: str) -> Path:
+    """A fresh `base/<scenario>/<UTC timestamp>` folder; never reuses an existing one."""
+    stamp = utc_stamp()
+    d = base / scenario_name / stamp
+    n = 1
+    while d.exists():
+        n += 1
+        d = base / scenario_name / f"{stamp}-{n}"
+    d.mkdir(parents=True)
+    return d
+
+
+# metric name -> unit; the order is the CSV's and the summary's.
+RUN_METRICS = {
+    "throughput_mbps": "Mbit/s",
+    "sender_throughput_mbps": "Mbit/s",
+    "seconds": "s",
+    "bytes_received": "B",
+    "iperf_retransmits": "segments",
+    "retrans_segs": "segments",
+    "ofo_tcp": "segments",
+    "ofo_mptcp": "segments",
+    "ofo_mptcp_tail": "segments",
+    "subflows": "count",
+    "mptcp_joins": "count",
+    "sender_mean_rtt_ms": "ms",
+}
+PATH_METRICS = {
+    "bytes_received": "B",
+    "bytes_sent": "B",
+    "throughput_mbps": "Mbit/s",
+    "share": "fraction",
+    "rtt_avg_ms": "ms",
+    "ping_loss_pct": "%",
+}
+
+
+def tidy_rows(runs: list[dict]) -> list[dict]:
+    rows = []
+    for r in runs:
+        base = {"run_id": r["id"], "mode": r["mode"], "repeat": r["repeat"], "primary": r.get("primary", ""),
+                "status": r["status"]}
+        for name, unit in RUN_METRICS.items():
+            v = (r.get("metrics") or {}).get(name)
+            if v is not None:
+                rows.append({**base, "metric": name, "path": "", "value": v, "unit": unit})
+        for pname, pm in (r.get("paths") or {}).items():
+            for name, unit in PATH_METRICS.items():
+                v = pm.get(name)
+                if v is not None:
+                    rows.append({**base, "metric": name, "path": pname, "value": v, "unit": unit})
+    return rows
+
+
+def render_csv(runs: list[dict]) -> str:
+    buf = io.StringIO()
+    w = csv.DictWriter(buf, fieldnames=CSV_FIELDS, lineterminator="\n")
+    w.writeheader()
+    for row in tidy_rows(runs):
+        w.writerow(row)
+    return buf.getvalue()
+
+
+class ResultStore:
+    """One result set on disk. Every mutation rewrites the affected files atomically."""
+
+    def __init__(self, run_dir: Path):
+        self.dir = Path(run_dir)
+        self.dir.mkdir(parents=True, exist_ok=True)
+        self.runs: list[dict] = []
+        self.metadata: dict[str, Any] = {}
+        self.extra: dict[str, Any] = {}
+
+    def write_scenario(self, text: str) -> None:
+        atomic_write(self.dir / "scenario.yaml", text)
+
+    def set_metadata(self, **kv: Any) -> None:
+        self.metadata.update(kv)
+        atomic_write(self.dir / "metadata.json", json.dumps(self.metadata, indent=2, sort_keys=True, default=str) + "\n")
+
+    def raw_dir(self, run_id: str) -> Path:
+        d = self.dir / "raw" / run_id
+        d.mkdir(parents=True, exist_ok=True)
+        return d
+
+    def save_raw(self, run_id: str, name: str, text: str) -> None:
+        atomic_write(self.raw_dir(run_id) / name, text)
+
+    def add_run(self, run: dict) -> None:
+        self.runs.append(run)
+        atomic_write(self.raw_dir(run["id"]) / "run.json", json.dumps(run, indent=2, default=str) + "\n")
+        self._flush()
+
+    def set_extra(self, key: str, value: Any) -> None:
+        self.extra[key] = value
+        self._flush()
+
+    def _flush(self) -> None:
+        doc = {"format": 1, "metadata": self.metadata, **self.extra, "runs": self.runs}
+        atomic_write(self.dir / "results.json", json.dumps(doc, indent=2, default=str) + "\n")
+        atomic_write(self.dir / "runs.csv", render_csv(self.runs))
+
+
+def load_results(run_dir: Path) -> dict:
+    return json.loads((Path(run_dir) / "results.json").read_text())

@@ -1,0 +1,127 @@
+"""VM backend: boot a micro-VM with virtme-ng and run the native backend inside it.
+
+virtme-ng shares the host's root file system read-only, so the guest runs
+this very checkout and venv; the result folder is shared writable
+(`--rwdir`), so each finished run lands on the host as soon as it is written.
+"""
+from __future__ import annotations
+
+import os
+import re
+import shlex
+import shutil
+import signal
+import subprocess
+import sys
+from dataclasses import dataclass
+from pathlib import Path
+
+REPO = Path(__file__).resolve().parent.parent
+
+
+class VmError(RuntimeError):
+    """The VM could not be started (no kernel, no virtme-ng, no qemu)."""
+
+
+def _version_key(path: Path) -> list:
+    return [int(x) if x.isdigit() else x for x in re.split(r"[.-]", path.name.removeprefix("vmlinuz-"))]
+
+
+def find_kernels() -> list[Path]:
+    return sorted((p for p in Path("/boot").glob("vmlinuz-*") if p.is_file()), key=_version_key)
+
+
+def default_kernel() -> Path:
+    kernels = find_kernels()
+    if not kernels:
+        raise VmError("no kernel in /boot to boot the VM with (install linux-image-amd64, or pass --kernel)")
+    return kernels[-1]
+
+
+def kernel_release(kernel: Path) -> str:
+    return kernel.name.removeprefix("vmlinuz-")
+
+
+def kvm_usable() -> tuple[bool, str]:
+    """KVM only helps when it can boot a stock kernel: a PVM-only /dev/kvm cannot."""
+    if not os.access("/dev/kvm", os.R_OK | os.W_OK):
+        return False, "no usable /dev/kvm"
+    if Path("/sys/module/kvm_pvm").exists():
+        return False, "/dev/kvm is PVM-only (kvm_pvm), which cannot boot a stock kernel"
+    flags = Path("/proc/cpuinfo").read_text()
+    if not re.search(r"\b(vmx|svm)\b", flags):
+        return False, "the CPU exposes no vmx/svm"
+    if not (Path("/sys/module/kvm_intel").exists() or Path("/sys/module/kvm_amd").exists()):
+        return False, "neither kvm_intel nor kvm_amd is loaded"
+    return True, "KVM"
+
+
+def vng_binary() -> str:
+    here = Path(sys.executable).parent / "vng"
+    found = str(here) if here.exists() else shutil.which("vng")
+    if not found:
+        raise VmError("virtme-ng (`vng`) is not installed; run setup.sh")
+    if not shutil.which("qemu-system-x86_64"):
+        raise VmError("qemu-system-x86_64 is not installed (package qemu-system-x86); run setup.sh")
+    return found
+
+
+@dataclass(frozen=True)
+class VmPlan:
+    kernel: Path
+    kvm: bool
+    accel_reason: str
+    memory: str
+    cpus: int
+    rwdirs: tuple[str, ...]
+    guest_argv: tuple[str, ...]
+
+    def vng_argv(self, vng: str) -> list[str]:
+        argv = [vng, "--run", str(self.kernel), "--memory", self.memory, "--cpus", str(self.cpus)]
+        if not self.kvm:
+            argv.append("--disable-kvm")
+        for d in self.rwdirs:
+            argv += ["--rwdir", d]
+        # The guest command goes through the guest's shell: every word is quoted.
+        argv += ["--exec", f"cd {shlex.quote(str(REPO))} && exec {shlex.join(self.guest_argv)}"]
+        return argv
+
+
+def plan_vm(guest_argv: list[str], rwdirs: list[Path], kernel: Path | None = None,
+            memory: str = "2G", cpus: int | None = None) -> VmPlan:
+    k = Path(kernel) if kernel else default_kernel()
+    if not k.is_file():
+        raise VmError(f"--kernel {k}: no such kernel image")
+    kvm, why = kvm_usable()
+    return VmPlan(kernel=k, kvm=kvm, accel_reason=why, memory=memory, cpus=cpus or min(os.cpu_count() or 1, 4),
+                  rwdirs=tuple(str(d) for d in rwdirs), guest_argv=tuple(guest_argv))
+
+
+def run_in_vm(plan: VmPlan, log=print) -> int:
+    """Boot, run, return the guest command's exit code. Ctrl-C and SIGTERM stop qemu too."""
+    vng = vng_binary()
+    env = dict(os.environ)
+    env["PATH"] = f"{Path(vng).parent}:{env.get('PATH', '/usr/bin:/bin')}"
+    env["TESTBED_IN_VM"] = "1"
+    log(f"booting micro-VM: kernel {kernel_release(plan.kernel)}, "
+        f"{'KVM' if plan.kvm else 'TCG (' + plan.accel_reason + ')'}, {plan.cpus} CPUs, {plan.memory}")
+    proc = subprocess.Popen(plan.vng_argv(vng), env=env, stdin=subprocess.DEVNULL, start_new_session=True)
+
+    def stop(signum, frame):
+        raise KeyboardInterrupt()
+    old_term = signal.signal(signal.SIGTERM, stop)
+    try:
+        return proc.wait()
+    finally:
+        signal.signal(signal.SIGTERM, old_term)
+        if proc.poll() is None:
+            log("stopping the micro-VM")
+            try:
+                os.killpg(proc.pid, signal.SIGTERM)
+                proc.wait(timeout=10)
+            except (ProcessLookupError, subprocess.TimeoutExpired):
+                try:
+                    os.killpg(proc.pid, signal.SIGKILL)
+                except ProcessLookupError:
+                    pass
+                proc.wait()

@@ -1,0 +1,165 @@
+"""Load a scenario file into the typed model, with errors a person can act on.
+
+Each error names the file, the field (as a dotted path such as
+`topology.paths[1].bw`) and, where the YAML has one, the line.
+"""
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+import re
+
+import yaml
+from pydantic import ValidationError
+
+from .model import IDENT, KERNEL_IDENT, SCENARIO_NAME, Scenario
+
+
+class ScenarioError(Exception):
+    """Bad user input: the CLI prints it and exits 2, without a traceback."""
+
+    def __init__(self, file: str | Path, problems: list[str]):
+        self.file = str(file)
+        self.problems = problems
+        super().__init__(self.render())
+
+    def render(self) -> str:
+        if len(self.problems) == 1:
+            return f"{self.file}: {self.problems[0]}"
+        return f"{self.file}: {len(self.problems)} problems:\n" + "\n".join(f"  - {p}" for p in self.problems)
+
+
+def _index_lines(node: yaml.Node, loc: tuple, lines: dict, dups: list, top_file: str) -> None:
+    """Map every field's location tuple to its 1-based line; record duplicate keys."""
+    lines[loc] = node.start_mark.line + 1
+    if isinstance(node, yaml.MappingNode):
+        seen: dict[Any, int] = {}
+        for key_node, value_node in node.value:
+            key = key_node.value
+            line = key_node.start_mark.line + 1
+            if key in seen:
+                dups.append(f"{_dotted(loc + (key,))} (line {line}): key given twice (first on line {seen[key]})")
+            seen[key] = line
+            _index_lines(value_node, loc + (key,), lines, dups, top_file)
+            lines[loc + (key,)] = line
+    elif isinstance(node, yaml.SequenceNode):
+        for i, item in enumerate(node.value):
+            _index_lines(item, loc + (i,), lines, dups, top_file)
+
+
+def _dotted(loc: tuple) -> str:
+    out = ""
+    for part in loc:
+        if isinstance(part, int):
+            out += f"[{part}]"
+        else:
+            out += ("." if out else "") + str(part)
+    return out or "(top level)"
+
+
+def _line_for(loc: tuple, lines: dict) -> int | None:
+    while loc:
+        if loc in lines:
+            return lines[loc]
+        loc = loc[:-1]
+    return lines.get(())
+
+
+def _clean_loc(loc: tuple) -> tuple:
+    # pydantic adds the validator's type name for Annotated unions and
+    # function validators; only the user's keys and indexes matter here.
+    return tuple(p for p in loc if isinstance(p, int) or not str(p).startswith(("function-", "literal[")))
+
+
+_PATTERN_WORDS = {
+    IDENT: "use letters, digits, '_' or '-', starting with a letter (at most 32)",
+    SCENARIO_NAME: "use letters, digits, '.', '_' or '-' (at most 64)",
+    KERNEL_IDENT: "use lower-case letters, digits and '_' (a kernel module name)",
+}
+
+# A model-level check names its field first ("paths[1].name: ..."), relative
+# to the model it belongs to, so the message can point at the right line.
+_REL_FIELD = re.compile(r"^([A-Za-z_][\w]*(?:\[\d+\])?(?:\.[A-Za-z_]\w*(?:\[\d+\])?)*): (.*)$", re.S)
+
+
+def _split_rel(msg: str) -> tuple[tuple, str]:
+    m = _REL_FIELD.match(msg)
+    if not m:
+        return (), msg
+    rel: list = []
+    for part in m.group(1).split("."):
+        name, _, idx = part.partition("[")
+        rel.append(name)
+        if idx:
+            rel.append(int(idx.rstrip("]")))
+    return tuple(rel), m.group(2)
+
+
+def _message(err: dict) -> str:
+    msg = err["msg"]
+    for prefix in ("Value error, ", "Assertion failed, "):
+        if msg.startswith(prefix):
+            msg = msg[len(prefix):]
+    if err["type"] == "extra_forbidden":
+        return "unknown key (check the spelling; see `run-scenario --schema`)"
+    if err["type"] == "missing":
+        return "required field is missing"
+    if err["type"] == "string_pattern_mismatch":
+        pattern = (err.get("ctx") or {}).get("pattern", "")
+        what = _PATTERN_WORDS.get(pattern, f"must match {pattern}")
+        return f"{err.get('input')!r} is not allowed here: {what}"
+    if "input" in err and err["type"] not in ("value_error",) and not isinstance(err["input"], (dict, list)):
+        return f"{msg} (got {err['input']!r})"
+    return msg
+
+
+def parse_scenario(text: str, file: str | Path = "<string>") -> Scenario:
+    """Parse and validate scenario text; raise ScenarioError on any problem."""
+    try:
+        node = yaml.compose(text, Loader=yaml.SafeLoader)
+    except yaml.MarkedYAMLError as e:
+        mark = e.problem_mark or e.context_mark
+        where = f"line {mark.line + 1}, column {mark.column + 1}: " if mark else ""
+        raise ScenarioError(file, [f"YAML syntax error at {where}{e.problem or e}"]) from None
+    except yaml.YAMLError as e:
+        raise ScenarioError(file, [f"YAML error: {e}"]) from None
+    if node is None:
+        raise ScenarioError(file, ["the file is empty; a scenario needs at least `name` and `topology`"])
+    lines: dict = {}
+    dups: list[str] = []
+    _index_lines(node, (), lines, dups, str(file))
+    if dups:
+        raise ScenarioError(file, dups)
+    data = yaml.safe_load(text)
+    if not isinstance(data, dict):
+        raise ScenarioError(file, [f"the top level must be a mapping of keys (got {type(data).__name__})"])
+    try:
+        return Scenario.model_validate(data)
+    except ValidationError as e:
+        problems = []
+        for err in e.errors():
+            loc = _clean_loc(err["loc"])
+            msg = _message(err)
+            if err["type"] == "value_error":
+                rel, msg = _split_rel(msg)
+                loc = loc + rel
+            field = _dotted(loc)
+            line = _line_for(loc, lines)
+            where = f" (line {line})" if line else ""
+            problems.append(f"{field}{where}: {msg}")
+        raise ScenarioError(file, problems) from None
+
+
+def load_scenario(path: str | Path) -> Scenario:
+    """Read a scenario file; a missing or unreadable file is a ScenarioError too."""
+    p = Path(path)
+    try:
+        text = p.read_text(encoding="utf-8")
+    except FileNotFoundError:
+        raise ScenarioError(p, ["no such file"]) from None
+    except IsADirectoryError:
+        raise ScenarioError(p, ["is a directory, not a scenario file"]) from None
+    except (OSError, UnicodeDecodeError) as e:
+        raise ScenarioError(p, [f"cannot read: {e}"]) from None
+    return parse_scenario(text, p)
