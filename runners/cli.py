@@ -124,14 +124,17 @@ def summary(runs: list[dict]) -> str:
                       str(m["retrans_segs"]), shares)
     console = Console(record=True, width=110, force_terminal=False, file=io.StringIO())
     console.print(table)
-    means = {}
-    for mode in ("mptcp", "tcp"):
-        vals = [r["metrics"]["throughput_mbps"] for r in runs if r["mode"] == mode]
-        if vals:
-            means[mode] = sum(vals) / len(vals)
-    if "mptcp" in means and means.get("tcp"):
-        console.print(f"MPTCP / TCP throughput: {means['mptcp']:.2f} / {means['tcp']:.2f} Mbit/s "
-                      f"= {means['mptcp'] / means['tcp']:.2f}x")
+    for primary in sorted({r["primary"] for r in runs}):
+        means = {}
+        for mode in ("mptcp", "tcp"):
+            vals = [r["metrics"]["throughput_mbps"] for r in runs if r["mode"] == mode and r["primary"] == primary]
+            if vals:
+                means[mode] = sum(vals) / len(vals)
+        if "mptcp" in means and means.get("tcp"):
+            console.print(f"primary {primary}: MPTCP / TCP throughput {means['mptcp']:.2f} / {means['tcp']:.2f} "
+                          f"Mbit/s = {means['mptcp'] / means['tcp']:.2f}x")
+        elif means:
+            console.print(f"primary {primary}: " + ", ".join(f"{m} {v:.2f} Mbit/s" for m, v in means.items()))
     return console.export_text()
 
 

@@ -59,14 +59,18 @@ def signals_blocked():
         signal.pthread_sigmask(signal.SIG_SETMASK, old)
 
 
-def run_order(scenario: Scenario) -> list[tuple[int, str]]:
-    """(repetition, mode) pairs; modes alternate direction each repetition (ABBA) to spread drift."""
+def run_order(scenario: Scenario) -> list[tuple[int, str, str]]:
+    """(repetition, primary, mode) triples.
+
+    Within a repetition every (primary, mode) pair runs once; even
+    repetitions run them in reverse (ABBA), so slow drift of the machine
+    does not favour whichever case always comes first.
+    """
     order = []
+    cases = [(p, m) for p in scenario.primaries for m in scenario.runs.compare]
     for rep in range(1, scenario.runs.repeat + 1):
-        modes = list(scenario.runs.compare)
-        if rep % 2 == 0:
-            modes.reverse()
-        order += [(rep, m) for m in modes]
+        seq = cases if rep % 2 else list(reversed(cases))
+        order += [(rep, p, m) for p, m in seq]
     return order
 
 
@@ -127,8 +131,8 @@ class NativeRunner:
             try:
                 self._build()
                 self._configure()
-                for rep, mode in run_order(self.scenario):
-                    self._one_run(rep, mode)
+                for rep, primary, mode in run_order(self.scenario):
+                    self._one_run(rep, primary, mode)
                 return self.store.runs
             finally:
                 with signals_blocked():
@@ -226,10 +230,9 @@ class NativeRunner:
         slowest = min(p.bw for p in self.scenario.topology.paths)
         return 3 * t.bytes * 8 / (slowest * 1e6) + 60
 
-    def _one_run(self, rep: int, mode: str) -> None:
+    def _one_run(self, rep: int, primary: str, mode: str) -> None:
         sc = self.scenario
-        primary = sc.primary
-        run_id = f"r{rep:03d}-{mode}"
+        run_id = f"r{rep:03d}-{mode}-{primary}"
         mptcp = mode == "mptcp"
         pp = self.plan.path(primary)
         self.log(f"run {run_id}: {mode} with primary path {primary}")

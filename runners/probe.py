@@ -85,7 +85,6 @@ def probe(scenario: Scenario) -> ProbeReport:
             rep.missing.append(f"`{tool}` is not installed (package {pkg}; run setup.sh)")
     try:
         import mininet.net  # noqa: F401
-        import mininet.clean  # noqa: F401
     except ImportError:
         rep.missing.append("the Mininet Python package is not importable (package mininet; run setup.sh)")
     if not (PROC / "net/mptcp/enabled").exists():

@@ -145,8 +145,13 @@ def parse_scenario(text: str, file: str | Path = "<string>") -> Scenario:
                 rel, msg = _split_rel(msg)
                 loc = loc + rel
             field = _dotted(loc)
-            line = _line_for(loc, lines)
-            where = f" (line {line})" if line else ""
+            if err["type"] == "missing":
+                # the key is absent, so point at the block it belongs in
+                line = lines.get(loc[:-1]) if len(loc) > 1 else None
+                where = f" (in the block at line {line})" if line else ""
+            else:
+                line = _line_for(loc, lines)
+                where = f" (line {line})" if line else ""
             problems.append(f"{field}{where}: {msg}")
         raise ScenarioError(file, problems) from None
 

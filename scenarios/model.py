@@ -147,6 +147,9 @@ class Runs(Strict):
     compare: list[Literal["mptcp", "tcp"]] = Field(
         default_factory=lambda: ["mptcp", "tcp"], min_length=1,
         description="mptcp: all paths; tcp: plain TCP on the primary path, alone")
+    primaries: list[Ident] = Field(
+        default_factory=list,
+        description="run every compare mode once per listed primary path (E4: [A, B]); default: mptcp.primary")
     repeat: StrictInt = Field(default=1, ge=1, le=1000)
     pause: Annotated[Duration, AfterValidator(_delay_range)] = Field(
         default=1000.0, description="idle time between runs, so queues drain")
@@ -155,6 +158,8 @@ class Runs(Strict):
     def _unique_modes(self) -> "Runs":
         if len(set(self.compare)) != len(self.compare):
             raise ValueError("compare: lists a mode twice")
+        if len(set(self.primaries)) != len(self.primaries):
+            raise ValueError("primaries: lists a path twice")
         return self
 
 
@@ -176,14 +181,18 @@ class Scenario(Strict):
         for b in self.mptcp.backup:
             if b not in names:
                 raise ValueError(f"mptcp.backup: no path named {b!r} (paths: {', '.join(names)})")
+        for i, p in enumerate(self.runs.primaries):
+            if p not in names:
+                raise ValueError(f"runs.primaries[{i}]: no path named {p!r} (paths: {', '.join(names)})")
         return self
 
     @property
     def primary(self) -> str:
         return self.mptcp.primary or self.topology.paths[0].name
 
-    def with_primary(self, primary: str) -> "Scenario":
-        return self.model_copy(update={"mptcp": self.mptcp.model_copy(update={"primary": primary})})
+    @property
+    def primaries(self) -> list[str]:
+        return list(self.runs.primaries) or [self.primary]
 
 
 def json_schema() -> dict:

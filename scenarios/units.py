@@ -36,7 +36,9 @@ def parse_rate_mbit(value: object) -> float:
     if isinstance(value, str):
         m = _RATE.match(value)
         if m:
-            return float(m.group(1)) * _RATE_MBIT[m.group(2).lower()]
+            unit = m.group(2).lower()
+            # divide for kbit so '700kbit' is exactly 0.7, not 0.7000000000000001
+            return float(m.group(1)) / 1000 if unit == "kbit" else float(m.group(1)) * _RATE_MBIT[unit]
     raise ValueError(f"must be a number in Mbit/s or a string like '700kbit' (got {value!r})")
 
 

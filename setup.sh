@@ -1,0 +1,70 @@
+#!/usr/bin/env bash
+# Install everything the testbed needs on Debian 12 or Ubuntu 22.04+, as root:
+# distribution packages (Mininet, Open vSwitch, iperf3, mptcpize, iproute2, ...),
+# what the VM backend boots (qemu, a distribution kernel), and a venv (.venv)
+# with the pinned Python dependencies and `run-scenario`.
+#
+# Usage: sudo ./setup.sh [--no-vm]
+#   --no-vm   skip qemu and the guest kernel (native backend only)
+# Safe to run again: it only adds what is missing.
+set -euo pipefail
+
+here=$(cd "$(dirname "$0")" && pwd)
+with_vm=1
+for arg in "$@"; do
+  case "$arg" in
+    --no-vm) with_vm=0 ;;
+    -h|--help) sed -n '2,10p' "$0" | sed 's/^# \{0,1\}//'; exit 0 ;;
+    *) echo "setup.sh: unknown option $arg (see --help)" >&2; exit 2 ;;
+  esac
+done
+
+if [ "$(id -u)" -ne 0 ]; then
+  exec sudo -E "$0" "$@"
+fi
+
+. /etc/os-release
+case "${ID:-}:${VERSION_ID:-}" in
+  debian:12*|debian:13*|ubuntu:22.04|ubuntu:24.04|ubuntu:2[4-9].*) ;;
+  *) echo "setup.sh: warning: tested on Debian 12 and Ubuntu 22.04/24.04, this is ${PRETTY_NAME:-unknown}" >&2 ;;
+esac
+
+pkgs=(mininet openvswitch-switch iperf3 mptcpize iproute2 iputils-ping ethtool kmod procps psmisc
+      net-tools python3 python3-venv python3-pip git)
+# os-ken (the maintained Ryu fork) for the controller apps; Debian and Ubuntu ship it.
+pkgs+=(python3-os-ken)
+if [ "$with_vm" = 1 ]; then
+  pkgs+=(qemu-system-x86)
+  if [ "$ID" = debian ]; then
+    pkgs+=(linux-image-amd64)
+  else
+    pkgs+=(linux-image-generic)
+  fi
+fi
+if [ "$ID" = ubuntu ]; then
+  # Ubuntu keeps sch_netem in linux-modules-extra; without it delay and loss cannot be shaped.
+  pkgs+=("linux-modules-extra-$(uname -r)")
+fi
+
+missing=()
+for p in "${pkgs[@]}"; do
+  dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed" || missing+=("$p")
+done
+if [ "${#missing[@]}" -gt 0 ]; then
+  echo "setup.sh: installing ${missing[*]}"
+  export DEBIAN_FRONTEND=noninteractive
+  apt-get update -qq
+  apt-get install -y -qq --no-install-recommends "${missing[@]}" >/dev/null
+fi
+
+# The venv uses the distribution's python3 so that Mininet and os-ken, which
+# come from the distribution, are importable (--system-site-packages).
+py=/usr/bin/python3
+if [ ! -x "$here/.venv/bin/python" ] || ! "$here/.venv/bin/python" -c 'import mininet' 2>/dev/null; then
+  rm -rf "$here/.venv"
+  "$py" -m venv --system-site-packages "$here/.venv"
+fi
+"$here/.venv/bin/pip" install -q --disable-pip-version-check -r "$here/requirements.txt"
+"$here/.venv/bin/pip" install -q --disable-pip-version-check --no-deps -e "$here"
+
+echo "setup.sh: done. kernel $(uname -r); $(iperf3 --version | head -1); run-scenario: $here/.venv/bin/run-scenario"

@@ -1,0 +1,102 @@
+"""End-to-end runs on a real kernel: Mininet, netem, MPTCP and iperf3, really started.
+
+On a machine without MPTCP/netem these run inside one micro-VM (see conftest).
+"""
+import json
+import signal
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import pytest
+
+from .helpers import REPO, leftovers, run_cli, write_scenario
+
+pytestmark = pytest.mark.integration
+
+
+def results_of(out_dir: Path, name: str) -> dict:
+    sets = sorted((out_dir / name).iterdir())
+    assert len(sets) == 1, sets
+    return json.loads((sets[0] / "results.json").read_text())
+
+
+def test_two_paths_mptcp_aggregates(tmp_path):
+    r = run_cli(str(REPO / "scenarios" / "two-paths.yaml"), "--backend", "native", "--out", str(tmp_path))
+    assert r.returncode == 0, r.stdout + r.stderr
+    doc = results_of(tmp_path, "two-paths")
+    runs = {x["mode"]: x for x in doc["runs"]}
+    mptcp, tcp = runs["mptcp"], runs["tcp"]
+    assert mptcp["status"] == "ok"
+    assert mptcp["metrics"]["subflows"] == 2
+    assert all(p["bytes_received"] > 1_000_000 for p in mptcp["paths"].values()), mptcp["paths"]
+    assert tcp["paths"]["B"]["bytes_received"] < 0.01 * tcp["paths"]["A"]["bytes_received"]
+    ratio = mptcp["metrics"]["throughput_mbps"] / tcp["metrics"]["throughput_mbps"]
+    assert ratio >= 1.6, f"MPTCP/TCP = {ratio:.2f}"
+    # TCP alone on a 10 Mbit/s path gets close to the configured rate
+    assert 8.5 < tcp["metrics"]["throughput_mbps"] <= 10.5
+    # the files a user is promised
+    d = next((tmp_path / "two-paths").iterdir())
+    for f in ("scenario.yaml", "metadata.json", "results.json", "runs.csv"):
+        assert (d / f).exists(), f
+    meta = json.loads((d / "metadata.json").read_text())
+    assert meta["status"] == "ok" and meta["backend_kernel"] and "iperf3" in meta
+    assert (d / "raw" / mptcp["id"] / "iperf3-client.json").exists()
+    assert leftovers() == []
+
+
+def test_e4_delay_primary_on_long_path_is_worse(tmp_path):
+    r = run_cli(str(REPO / "scenarios" / "e4-delay.yaml"), "--backend", "native", "--out", str(tmp_path))
+    assert r.returncode == 0, r.stdout + r.stderr
+    runs = {x["primary"]: x for x in results_of(tmp_path, "e4-delay")["runs"]}
+    a, b = runs["A"]["metrics"], runs["B"]["metrics"]
+    assert a["throughput_mbps"] < b["throughput_mbps"], (a, b)
+    assert a["ofo_mptcp"] > b["ofo_mptcp"], (a, b)
+    assert leftovers() == []
+
+
+SLOW = """\
+name: slow
+topology:
+  kind: dual-homed
+  paths:
+    - {name: A, bw: 5, delay: 10ms}
+    - {name: B, bw: 5, delay: 10ms}
+traffic: {duration: 60}
+runs: {compare: [mptcp, tcp]}
+"""
+
+
+@pytest.mark.parametrize("sig,code", [(signal.SIGINT, 130), (signal.SIGTERM, 143)], ids=["ctrl-c", "sigterm"])
+def test_interrupt_mid_run_cleans_up(tmp_path, sig, code):
+    scen = write_scenario(tmp_path / "slow.yaml", SLOW)
+    p = subprocess.Popen([sys.executable, "-u", "-m", "runners.cli", str(scen), "--backend", "native",
+                          "--out", str(tmp_path / "res")], cwd=REPO, stdout=subprocess.PIPE,
+                         stderr=subprocess.STDOUT, text=True)
+    seen = []
+    deadline = time.monotonic() + 240
+    for line in p.stdout:
+        seen.append(line)
+        if line.startswith("run r001-mptcp-A: mptcp"):
+            break
+        assert time.monotonic() < deadline, "".join(seen)
+    time.sleep(5)  # iperf3 is running now
+    assert [x for x in leftovers() if "another network namespace" in x], "nothing was running?"
+    p.send_signal(sig)
+    out, _ = p.communicate(timeout=120)
+    assert p.returncode == code, "".join(seen) + out
+    assert "Traceback" not in out
+    assert leftovers() == []
+    d = next((tmp_path / "res" / "slow").iterdir())
+    meta = json.loads((d / "metadata.json").read_text())
+    assert meta["status"] in ("interrupted", "terminated")
+
+
+def test_bad_input_as_root_starts_nothing(tmp_path):
+    bad = write_scenario(tmp_path / "bad.yaml", SLOW.replace("bw: 5, delay: 10ms}", "bw: 0, delay: 10}", 1))
+    r = run_cli(str(bad), "--backend", "native", "--out", str(tmp_path / "res"))
+    assert r.returncode == 2
+    assert "bad.yaml" in r.stderr and "topology.paths[0].bw" in r.stderr and "topology.paths[0].delay" in r.stderr
+    assert not (tmp_path / "res").exists()
+    assert leftovers() == []

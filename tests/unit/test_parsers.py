@@ -1,0 +1,81 @@
+"""Parsers, on tool output recorded from real runs in the micro-VM (tests/fixtures)."""
+from pathlib import Path
+
+import pytest
+
+from runners import parsers as P
+
+FIX = Path(__file__).resolve().parents[1] / "fixtures"
+
+
+def fx(name: str) -> str:
+    return (FIX / name).read_text()
+
+
+def test_iperf3_mptcp_client_report():
+    r = P.parse_iperf3(fx("iperf3-mptcp-client.json"))
+    assert r["version"].startswith("iperf 3.")
+    assert 17 < r["throughput_mbps"] < 20          # two 10 Mbit/s paths
+    assert r["bytes_received"] > 20_000_000 and r["seconds"] > 9.9
+    assert len(r["intervals"]) == 10 and all(iv["mbps"] > 0 for iv in r["intervals"])
+    assert r["connected"][0]["local"] == "10.0.1.1" and r["connected"][0]["remote"] == "10.0.1.2"
+
+
+def test_iperf3_tcp_client_report():
+    r = P.parse_iperf3(fx("iperf3-tcp-client.json"))
+    assert 9 < r["throughput_mbps"] < 10
+    assert r["retransmits"] == 0 and r["sender_mean_rtt_ms"] > 30
+
+
+@pytest.mark.parametrize("text,match", [
+    ("not json", "did not print JSON"),
+    ('{"error": "unable to connect to server: Connection refused"}', "Connection refused"),
+    ('{"start": {}, "end": {}}', "no end.sum_received"),
+])
+def test_iperf3_errors(text, match):
+    with pytest.raises(P.ParseError, match=match):
+        P.parse_iperf3(text)
+
+
+def test_nstat_absolute_counters_and_delta():
+    after = P.parse_nstat(fx("nstat-receiver-after.txt"))
+    before = P.parse_nstat(fx("nstat-receiver-before.txt"))
+    d = P.counter_delta(before, after, ["MPTcpExtOFOQueue", "TcpExtTCPOFOQueue", "MPTcpExtMPJoinAckRx", "Nope"])
+    assert d["MPTcpExtOFOQueue"] > 0 and d["MPTcpExtMPJoinAckRx"] >= 1 and d["Nope"] == 0
+    assert all(isinstance(v, int) for v in after.values())
+
+
+def test_nstat_garbage_is_an_error():
+    with pytest.raises(P.ParseError):
+        P.parse_nstat("#kernel\nTcpExtFoo notanumber 0.0\n")
+
+
+def test_ping_summary():
+    r = P.parse_ping(fx("ping.txt"))
+    assert r["sent"] == 5 and r["received"] == 5 and r["loss_pct"] == 0.0
+    assert 30 < r["rtt_min_ms"] <= r["rtt_avg_ms"] <= r["rtt_max_ms"]
+    lost = P.parse_ping("3 packets transmitted, 0 received, 100% packet loss, time 2040ms\n")
+    assert lost["loss_pct"] == 100.0 and lost["rtt_avg_ms"] is None
+
+
+def test_link_stats():
+    stats = P.parse_link_stats(fx("links.json"))
+    assert stats["h2-eth0"]["rx_bytes"] > 0 and "lo" in stats
+
+
+def test_netem_readback_and_mismatch():
+    got = P.parse_netem(fx("tc-netem.json"))
+    want = {"limit": got["limit"], "rate_mbit": got["rate_mbit"], "delay_ms": got["delay_ms"], "loss_pct": got["loss_pct"]}
+    assert P.shaping_mismatches(want, got) == []
+    assert got["rate_mbit"] == pytest.approx(10.0) and got["delay_ms"] == pytest.approx(250.0)
+    assert P.shaping_mismatches({**want, "delay_ms": 15.0}, got) == ["delay_ms 250 != 15"]
+    assert P.shaping_mismatches(want, None) == ["no netem qdisc is installed"]
+    assert P.parse_netem('[{"kind":"noqueue","handle":"0:","root":true,"refcnt":2,"options":{}}]') is None
+
+
+def test_ss_subflows_grouped_by_token():
+    subs = P.parse_ss_subflows(fx("ss-subflows.txt"))
+    assert {s["local"] for s in subs} >= {"10.0.1.1", "10.0.2.1"}
+    assert all(s["family"] == "ipv4" and s["token"] for s in subs)
+    data = [s for s in subs if s["remote_port"] == 5201]
+    assert len({s["token"] for s in data}) >= 1

@@ -1,0 +1,98 @@
+"""Topology plan and command builders: pure, no root."""
+from scenarios.loader import parse_scenario
+from runners import commands as C
+from topologies.plan import netem_limit, plan
+
+BASE = """\
+name: t
+topology:
+  kind: dual-homed
+  paths:
+    - {name: A, bw: 10, delay: 250ms, loss: 0.5, queue: 100}
+    - {name: B, bw: 10, delay: 15ms, queue: 50}
+    - {name: C, bw: 700kbit}
+"""
+
+
+def sc(extra=""):
+    return parse_scenario(BASE + extra)
+
+
+def test_address_plan_is_deterministic():
+    p = plan(sc())
+    assert [(x.name, x.client_if, x.server_if, x.client_ip, x.server_ip) for x in p.paths] == [
+        ("A", "h1-eth0", "h2-eth0", "10.0.1.1", "10.0.1.2"),
+        ("B", "h1-eth1", "h2-eth1", "10.0.2.1", "10.0.2.2"),
+        ("C", "h1-eth2", "h2-eth2", "10.0.3.1", "10.0.3.2"),
+    ]
+    assert plan(sc()).to_dict() == p.to_dict()
+
+
+def test_netem_limit_adds_the_delay_line():
+    s = sc()
+    # 10 Mbit/s * 250 ms / 12000 bit = 208.3 packets in flight on the delay line
+    assert netem_limit(s.topology.paths[0]) == 100 + 209
+    assert netem_limit(s.topology.paths[1]) == 50 + 13
+    assert netem_limit(s.topology.paths[2]) == 100
+
+
+def test_netem_argv_per_path():
+    p = plan(sc())
+    assert C.netem_argv("h1-eth0", p.paths[0]) == [
+        "tc", "qdisc", "replace", "dev", "h1-eth0", "root", "netem",
+        "rate", "10000kbit", "delay", "250ms", "loss", "0.5%", "limit", "309"]
+    # no delay or loss keyword when they are zero
+    assert C.netem_argv("h1-eth2", p.paths[2])[6:] == ["netem", "rate", "700kbit", "limit", "100"]
+
+
+def test_client_gets_source_routing_server_does_not():
+    cmds = C.address_argvs(plan(sc()))
+    assert ["ip", "rule", "add", "from", "10.0.2.1", "table", "101", "priority", "101"] in cmds.client
+    assert ["ip", "route", "add", "default", "dev", "h1-eth1", "table", "101"] in cmds.client
+    assert not any(a[:2] == ["ip", "rule"] for a in cmds.server)
+    assert ["ip", "addr", "add", "10.0.3.2/24", "dev", "h2-eth2"] in cmds.server
+
+
+def test_signal_endpoints_on_the_server_for_non_primary_paths():
+    s = sc("mptcp: {primary: B}\n")
+    cmds = C.mptcp_argvs(s, plan(s), "B")
+    assert ["ip", "mptcp", "limits", "set", "subflows", "2", "add_addr_accepted", "2"] in cmds.client
+    eps = [a for a in cmds.server if a[:4] == ["ip", "mptcp", "endpoint", "add"]]
+    assert eps == [["ip", "mptcp", "endpoint", "add", "10.0.1.2", "dev", "h2-eth0", "signal"],
+                   ["ip", "mptcp", "endpoint", "add", "10.0.3.2", "dev", "h2-eth2", "signal"]]
+    assert not any(a[:4] == ["ip", "mptcp", "endpoint", "add"] for a in cmds.client)
+
+
+def test_subflow_endpoints_and_backup_flags():
+    s = sc("mptcp: {endpoints: subflow, backup: [C], limits: {subflows: 4}}\n")
+    cmds = C.mptcp_argvs(s, plan(s), "A")
+    assert ["ip", "mptcp", "limits", "set", "subflows", "4", "add_addr_accepted", "2"] in cmds.client
+    assert ["ip", "mptcp", "endpoint", "add", "10.0.2.1", "dev", "h1-eth1", "subflow"] in cmds.client
+    assert ["ip", "mptcp", "endpoint", "add", "10.0.3.1", "dev", "h1-eth2", "subflow", "backup"] in cmds.client
+    assert ["ip", "mptcp", "endpoint", "add", "10.0.3.2", "dev", "h2-eth2", "backup"] in cmds.server
+
+
+def test_iperf_commands_mptcpize_and_native():
+    s = sc("traffic: {duration: 7, direction: download, interval: 0.5}\n")
+    old = C.Iperf(native_mptcp=False)
+    new = C.Iperf(native_mptcp=True)
+    assert C.iperf_server_argv(old, 5201, True) == ["mptcpize", "run", "iperf3", "-s", "-1", "-J", "-p", "5201"]
+    assert C.iperf_server_argv(new, 5201, True) == ["iperf3", "--mptcp", "-s", "-1", "-J", "-p", "5201"]
+    assert C.iperf_server_argv(old, 5201, False) == ["iperf3", "-s", "-1", "-J", "-p", "5201"]
+    argv = C.iperf_client_argv(old, s, "10.0.1.2", "10.0.1.1", 5201, True)
+    assert argv[:2] == ["mptcpize", "run"]
+    assert argv[2:9] == ["iperf3", "-c", "10.0.1.2", "-B", "10.0.1.1", "-p", "5201"]
+    assert "-R" in argv and argv[argv.index("-t") + 1] == "7" and argv[argv.index("-i") + 1] == "0.5"
+
+
+def test_iperf_fixed_size_transfer():
+    s = sc("traffic: {bytes: 10MB}\n")
+    argv = C.iperf_client_argv(C.Iperf(), s, "10.0.1.2", "10.0.1.1", 5201, False)
+    assert argv[argv.index("-n") + 1] == "10000000" and "-t" not in argv
+
+
+def test_sysctls_stay_in_namespaces_and_scheduler_only_when_asked():
+    keys = dict(C.sysctls(sc(), scheduler_available=False))
+    assert keys["net.mptcp.enabled"] == "1" and keys["net.ipv4.tcp_congestion_control"] == "cubic"
+    assert "net.mptcp.scheduler" not in keys
+    assert dict(C.sysctls(sc(), scheduler_available=True))["net.mptcp.scheduler"] == "default"

@@ -1,0 +1,113 @@
+"""Results files, run order, and the CLI's handling of bad input (no root needed)."""
+import csv
+import io
+import json
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from runners.cli import summary
+from runners.native import run_order, series_from_samples
+from runners.results import ResultStore, atomic_write, new_run_dir, render_csv
+from scenarios.loader import parse_scenario
+
+REPO = Path(__file__).resolve().parents[2]
+RUN = {"id": "r001-mptcp-A", "mode": "mptcp", "repeat": 1, "primary": "A", "status": "ok",
+       "metrics": {"throughput_mbps": 18.5, "subflows": 2, "ofo_tcp": 0, "ofo_mptcp": 10, "retrans_segs": 3},
+       "paths": {"A": {"bytes_received": 100, "share": 0.5}, "B": {"bytes_received": 100, "share": 0.5}}}
+
+
+def test_atomic_write_leaves_no_temp_files(tmp_path):
+    atomic_write(tmp_path / "a.json", "1")
+    atomic_write(tmp_path / "a.json", "2")
+    assert (tmp_path / "a.json").read_text() == "2"
+    assert os.listdir(tmp_path) == ["a.json"]
+
+
+def test_store_rewrites_results_after_every_run(tmp_path):
+    store = ResultStore(tmp_path)
+    store.set_metadata(kernel="x")
+    store.add_run(RUN)
+    doc = json.loads((tmp_path / "results.json").read_text())
+    assert doc["runs"][0]["id"] == "r001-mptcp-A" and doc["metadata"]["kernel"] == "x"
+    assert (tmp_path / "raw" / "r001-mptcp-A" / "run.json").exists()
+    rows = list(csv.DictReader(io.StringIO((tmp_path / "runs.csv").read_text())))
+    assert {"run_id": "r001-mptcp-A", "metric": "throughput_mbps", "path": "", "value": "18.5"}.items() <= rows[0].items()
+    assert any(r["metric"] == "share" and r["path"] == "B" for r in rows)
+
+
+def test_tidy_csv_has_one_row_per_metric_and_path():
+    rows = render_csv([RUN]).strip().splitlines()
+    assert rows[0] == "run_id,mode,repeat,primary,status,metric,path,value,unit"
+    assert len(rows) == 1 + 5 + 4
+
+
+def test_new_run_dir_never_reuses(tmp_path):
+    a = new_run_dir(tmp_path, "s")
+    b = new_run_dir(tmp_path, "s")
+    assert a != b and a.parent == b.parent == tmp_path / "s"
+
+
+def test_run_order_interleaves_and_alternates():
+    s = parse_scenario("name: t\ntopology: {kind: dual-homed, paths: [{name: A, bw: 1}, {name: B, bw: 1}]}\n"
+                       "runs: {primaries: [A, B], compare: [mptcp, tcp], repeat: 2}\n")
+    order = run_order(s)
+    assert order[:4] == [(1, "A", "mptcp"), (1, "A", "tcp"), (1, "B", "mptcp"), (1, "B", "tcp")]
+    assert order[4:] == [(2, "B", "tcp"), (2, "B", "mptcp"), (2, "A", "tcp"), (2, "A", "mptcp")]
+
+
+def test_series_from_cumulative_samples():
+    s = series_from_samples([{"t": 0, "A": 0, "B": 0}, {"t": 1.0, "A": 1_250_000, "B": 0}], ["A", "B"])
+    assert s == [{"t": 1.0, "A": 10.0, "B": 0.0}]
+
+
+def test_summary_ratio():
+    tcp = {**RUN, "id": "r001-tcp-A", "mode": "tcp", "metrics": {**RUN["metrics"], "throughput_mbps": 9.25}}
+    text = summary([RUN, tcp])
+    assert "r001-mptcp-A" in text and "= 2.00x" in text
+
+
+def cli(*args, cwd=REPO):
+    return subprocess.run([sys.executable, "-m", "runners.cli", *args], cwd=cwd, capture_output=True, text=True,
+                          timeout=60)
+
+
+@pytest.mark.parametrize("content,field", [
+    ("name: t\ntopology: {kind: dual-homed, paths: [{name: A, bw: -1}]}\n", "topology.paths[0].bw"),
+    ("name: t\ntopology: {kind: dual-homed, paths: [{name: A, bw: 1, delay: 5}]}\n", "topology.paths[0].delay"),
+    ("name: t\ntopology: {kind: dual-homed, paths: [{name: A, bw: 1}]}\nmptcp: {primary: B}\n", "mptcp.primary"),
+    ("name: t\ntopology: {kind: dual-homed, paths: [{name: A, bw: 1}\n", "YAML syntax error"),
+    ("", "the file is empty"),
+])
+def test_cli_bad_input_exits_2_without_traceback(tmp_path, content, field):
+    f = tmp_path / "bad.yaml"
+    f.write_text(content)
+    r = cli(str(f), "--out", str(tmp_path / "res"))
+    assert r.returncode == 2, r.stderr
+    assert str(f) in r.stderr and field in r.stderr
+    assert "Traceback" not in r.stderr + r.stdout
+    assert not (tmp_path / "res").exists()
+
+
+def test_cli_missing_file_and_usage_errors(tmp_path):
+    r = cli(str(tmp_path / "missing.yaml"))
+    assert r.returncode == 2 and "missing.yaml: no such file" in r.stderr
+    assert cli().returncode == 2
+    assert cli("scenarios/two-paths.yaml", "--repeat", "0").returncode == 2
+    assert cli("scenarios/two-paths.yaml", "--backend", "cloud").returncode == 2
+
+
+def test_cli_check_and_schema():
+    r = cli("--check", *[str(p) for p in sorted((REPO / "scenarios").glob("*.yaml"))])
+    assert r.returncode == 0, r.stderr
+    schema = json.loads(cli("--schema").stdout)
+    assert schema["title"].startswith("MPTCP testbed scenario") and "topology" in schema["required"]
+
+
+def test_help_documents_backends_and_exit_codes():
+    out = cli("--help").stdout
+    for word in ("--backend", "--out", "--repeat", "--kernel", "exit codes", "native", "vm", "auto"):
+        assert word in out

@@ -1,0 +1,38 @@
+"""VM backend planning: command line, quoting and kernel choice (no VM is booted)."""
+import shlex
+from pathlib import Path
+
+import pytest
+
+from runners import vm
+
+
+def test_vng_argv_quotes_guest_command(tmp_path, monkeypatch):
+    kernel = tmp_path / "vmlinuz-6.1.0-56-amd64"
+    kernel.write_text("")
+    monkeypatch.setattr(vm, "kvm_usable", lambda: (False, "no usable /dev/kvm"))
+    plan = vm.plan_vm(["/venv/python", "-m", "runners.cli", "/r/my dir/scenario.yaml"], [tmp_path], kernel=kernel,
+                      cpus=2)
+    argv = plan.vng_argv("vng")
+    assert argv[:3] == ["vng", "--run", str(kernel)] and "--disable-kvm" in argv
+    assert argv[argv.index("--rwdir") + 1] == str(tmp_path)
+    cmd = argv[argv.index("--exec") + 1]
+    assert shlex.split(cmd)[-4:] == ["/venv/python", "-m", "runners.cli", "/r/my dir/scenario.yaml"]
+
+
+def test_kvm_is_used_when_usable(tmp_path, monkeypatch):
+    kernel = tmp_path / "vmlinuz-x"
+    kernel.write_text("")
+    monkeypatch.setattr(vm, "kvm_usable", lambda: (True, "KVM"))
+    assert "--disable-kvm" not in vm.plan_vm(["true"], [], kernel=kernel).vng_argv("vng")
+
+
+def test_missing_kernel_is_a_clear_error(tmp_path):
+    with pytest.raises(vm.VmError, match="no such kernel image"):
+        vm.plan_vm(["true"], [], kernel=tmp_path / "nope")
+
+
+def test_kernel_versions_sort_numerically():
+    names = ["vmlinuz-6.12.9+bpo-amd64", "vmlinuz-6.1.0-56-amd64", "vmlinuz-6.9.1"]
+    assert [p.name for p in sorted(map(Path, names), key=vm._version_key)] == [
+        "vmlinuz-6.1.0-56-amd64", "vmlinuz-6.9.1", "vmlinuz-6.12.9+bpo-amd64"]
