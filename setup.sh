@@ -4,8 +4,9 @@
 # what the VM backend boots (qemu, a distribution kernel), and a venv (.venv)
 # with the pinned Python dependencies and `run-scenario`.
 #
-# Usage: sudo ./setup.sh [--no-vm]
+# Usage: ./setup.sh [--no-vm]      (re-runs itself with sudo when not root)
 #   --no-vm   skip qemu and the guest kernel (native backend only)
+#   TESTBED_VENV=/path  put the venv elsewhere than .venv (the Vagrant box does)
 # Safe to run again: it only adds what is missing.
 set -euo pipefail
 
@@ -20,6 +21,7 @@ for arg in "$@"; do
 done
 
 if [ "$(id -u)" -ne 0 ]; then
+  command -v sudo >/dev/null || { echo "setup.sh: run as root (no sudo here)" >&2; exit 1; }
   exec sudo -E "$0" "$@"
 fi
 
@@ -31,6 +33,8 @@ esac
 
 pkgs=(mininet openvswitch-switch iperf3 mptcpize iproute2 iputils-ping ethtool kmod procps psmisc
       net-tools python3 python3-venv python3-pip git)
+# The test suite checks the Vagrantfile with `vagrant validate` (no box needed).
+pkgs+=(vagrant)
 # os-ken (the maintained Ryu fork) for the controller apps; Debian and Ubuntu ship it.
 pkgs+=(python3-os-ken)
 if [ "$with_vm" = 1 ]; then
@@ -60,11 +64,12 @@ fi
 # The venv uses the distribution's python3 so that Mininet and os-ken, which
 # come from the distribution, are importable (--system-site-packages).
 py=/usr/bin/python3
-if [ ! -x "$here/.venv/bin/python" ] || ! "$here/.venv/bin/python" -c 'import mininet' 2>/dev/null; then
-  rm -rf "$here/.venv"
-  "$py" -m venv --system-site-packages "$here/.venv"
+venv=${TESTBED_VENV:-$here/.venv}
+if [ ! -x "$venv/bin/python" ] || ! "$venv/bin/python" -c 'import mininet, yaml' 2>/dev/null; then
+  rm -rf "$venv"
+  "$py" -m venv --system-site-packages "$venv"
 fi
-"$here/.venv/bin/pip" install -q --disable-pip-version-check -r "$here/requirements.txt"
-"$here/.venv/bin/pip" install -q --disable-pip-version-check --no-deps -e "$here"
+"$venv/bin/pip" install -q --disable-pip-version-check -r "$here/requirements.txt"
+"$venv/bin/pip" install -q --disable-pip-version-check --no-deps -e "$here"
 
-echo "setup.sh: done. kernel $(uname -r); $(iperf3 --version | head -1); run-scenario: $here/.venv/bin/run-scenario"
+echo "setup.sh: done. kernel $(uname -r); $(iperf3 --version | head -1); run-scenario: $venv/bin/run-scenario"

@@ -341,10 +341,15 @@ class NativeRunner:
         for p in self.plan.paths:
             rx_if = p.server_if if server_receives else p.client_if
             tx_if = p.client_if if server_receives else p.server_if
-            rx = after[f"{rx_side}_links"][rx_if]["rx_bytes"] - before[f"{rx_side}_links"][rx_if]["rx_bytes"]
-            tx = after[f"{tx_side}_links"][tx_if]["tx_bytes"] - before[f"{tx_side}_links"][tx_if]["tx_bytes"]
+            def delta(side, ifname, key):
+                return after[f"{side}_links"][ifname][key] - before[f"{side}_links"][ifname][key]
+            rx, tx = delta(rx_side, rx_if, "rx_bytes"), delta(tx_side, tx_if, "tx_bytes")
+            rx_pk, tx_pk = delta(rx_side, rx_if, "rx_packets"), delta(tx_side, tx_if, "tx_packets")
             total_rx += rx
             paths[p.name] = {"bytes_received": rx, "bytes_sent": tx,
+                             "packets_received": rx_pk, "packets_sent": tx_pk,
+                             # data direction only; netem drops happen after the sender's counter
+                             "loss_pct": 100.0 * (tx_pk - rx_pk) / tx_pk if tx_pk >= 100 else None,
                              "throughput_mbps": rx * 8 / iperf["seconds"] / 1e6 if iperf["seconds"] else None,
                              "rtt_avg_ms": pings[p.name].get("rtt_avg_ms"),
                              "ping_loss_pct": pings[p.name].get("loss_pct")}

@@ -75,6 +75,9 @@ RUN_METRICS = {
 PATH_METRICS = {
     "bytes_received": "B",
     "bytes_sent": "B",
+    "packets_received": "packets",
+    "packets_sent": "packets",
+    "loss_pct": "%",
     "throughput_mbps": "Mbit/s",
     "share": "fraction",
     "rtt_avg_ms": "ms",

@@ -47,12 +47,19 @@ def test_two_paths_mptcp_aggregates(tmp_path):
 
 
 def test_e4_delay_primary_on_long_path_is_worse(tmp_path):
-    r = run_cli(str(REPO / "scenarios" / "e4-delay.yaml"), "--backend", "native", "--out", str(tmp_path))
+    """Means over 3 repetitions: one pair of 10 s runs is too noisy under TCG."""
+    r = run_cli(str(REPO / "scenarios" / "e4-delay.yaml"), "--backend", "native", "--out", str(tmp_path),
+                "--repeat", "3")
     assert r.returncode == 0, r.stdout + r.stderr
-    runs = {x["primary"]: x for x in results_of(tmp_path, "e4-delay")["runs"]}
-    a, b = runs["A"]["metrics"], runs["B"]["metrics"]
-    assert a["throughput_mbps"] < b["throughput_mbps"], (a, b)
-    assert a["ofo_mptcp"] > b["ofo_mptcp"], (a, b)
+    runs = results_of(tmp_path, "e4-delay")["runs"]
+
+    def mean(primary, metric):
+        vals = [x["metrics"][metric] for x in runs if x["primary"] == primary]
+        assert len(vals) == 3
+        return sum(vals) / 3
+    detail = {p: (mean(p, "throughput_mbps"), mean(p, "ofo_mptcp")) for p in "AB"}
+    assert mean("A", "throughput_mbps") < mean("B", "throughput_mbps"), detail
+    assert mean("A", "ofo_mptcp") > mean("B", "ofo_mptcp"), detail
     assert leftovers() == []
 
 

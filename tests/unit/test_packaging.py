@@ -1,0 +1,50 @@
+"""The README, CI entry point, setup script and Vagrantfile stay true to each other."""
+import re
+import shutil
+import subprocess
+from pathlib import Path
+
+REPO = Path(__file__).resolve().parents[2]
+
+
+def readme_commands() -> list[str]:
+    text = (REPO / "README.md").read_text()
+    block = re.search(r"```sh\n(.*?)```", text, re.S).group(1)
+    return [line for line in block.splitlines() if line.strip()]
+
+
+def test_readme_starts_with_exactly_two_commands():
+    cmds = readme_commands()
+    assert len(cmds) == 2
+    assert "run-scenario scenarios/two-paths.yaml" in cmds[0]
+    assert cmds[0].startswith("./setup.sh") and cmds[1].startswith("./setup.sh")
+
+
+def test_ci_runs_the_readme_test_command():
+    ci = (REPO / ".ci" / "run").read_text()
+    assert readme_commands()[1] in ci.splitlines()
+
+
+def test_vagrant_provisions_with_setup_sh():
+    vf = (REPO / "Vagrantfile").read_text()
+    assert "/vagrant/setup.sh" in vf and "config.vm.box" in vf
+
+
+def test_vagrantfile_validates():
+    vagrant = shutil.which("vagrant")
+    assert vagrant, "vagrant is missing: setup.sh installs it"
+    r = subprocess.run([vagrant, "validate", "--ignore-provider"], cwd=REPO, capture_output=True, text=True,
+                       timeout=120)
+    assert r.returncode == 0, r.stdout + r.stderr
+
+
+def test_setup_sh_is_valid_bash_and_documents_itself():
+    assert subprocess.run(["bash", "-n", str(REPO / "setup.sh")]).returncode == 0
+    out = subprocess.run([str(REPO / "setup.sh"), "--help"], capture_output=True, text=True).stdout
+    assert "--no-vm" in out
+
+
+def test_requirements_are_pinned():
+    for line in (REPO / "requirements.txt").read_text().splitlines():
+        if line.strip() and not line.startswith("#"):
+            assert re.match(r"^[A-Za-z0-9_.-]+==[\w.]+$", line), line
