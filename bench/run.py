@@ -122,15 +122,21 @@ class Bench:
     def write(self, backend: dict) -> None:
         doc = {"date_utc": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()), "kernel": platform.release(),
                "backend": backend, "rows": self.rows}
-        atomic_write(self.out / "bench.json", json.dumps(doc, indent=2) + "\n")
-        md = [f"Benchmark of {doc['date_utc']}, kernel {doc['kernel']}, backend {backend.get('name')}"
-              f"{' (' + backend['accel'] + ')' if backend.get('accel') else ''}", "",
-              "| group | case | configured | measured | unit | ratio | note |", "|---|---|---|---|---|---|---|"]
-        for r in self.rows:
-            ratio = "" if r["ratio"] is None else f"{r['ratio']:.3f}"
-            md.append(f"| {r['group']} | {r['case']} | {r['configured']} | {r['measured']} | {r['unit']} | {ratio} "
-                      f"| {r['note']} |")
-        atomic_write(self.out / "bench.md", "\n".join(md) + "\n")
+        write_doc(self.out, doc)
+
+
+def write_doc(out: Path, doc: dict) -> None:
+    """bench.json and its markdown table, both from the same document."""
+    atomic_write(out / "bench.json", json.dumps(doc, indent=2) + "\n")
+    b = doc["backend"]
+    md = [f"Benchmark of {doc['date_utc']}, kernel {doc['kernel']}, backend {b.get('name')}"
+          f"{' (' + b['accel'] + ')' if b.get('accel') else ''}", "",
+          "| group | case | configured | measured | unit | ratio | note |", "|---|---|---|---|---|---|---|"]
+    for r in doc["rows"]:
+        ratio = "" if r["ratio"] is None else f"{r['ratio']:.3f}"
+        md.append(f"| {r['group']} | {r['case']} | {r['configured']} | {r['measured']} | {r['unit']} | {ratio} "
+                  f"| {r['note']} |")
+    atomic_write(out / "bench.md", "\n".join(md) + "\n")
 
 
 def main() -> int:
@@ -165,10 +171,9 @@ def main() -> int:
         doc_path = out / "bench.json"
         if doc_path.exists():
             doc = json.loads(doc_path.read_text())
-            b = Bench(out, args.quick)
-            b.rows = doc["rows"]
-            b.write({"name": "vm", "accel": "KVM" if plan.kvm else "TCG", "kernel": plan.kernel.name,
-                     "cpus": plan.cpus, "memory": plan.memory})
+            doc["backend"].update(name="vm", accel="KVM" if plan.kvm else "TCG", kernel_image=plan.kernel.name,
+                                  cpus=plan.cpus, memory=plan.memory)
+            write_doc(out, doc)
             print((out / "bench.md").read_text())
         return code
     b = Bench(out, args.quick)

@@ -32,13 +32,26 @@ results:
   <out>/<scenario name>/<UTC timestamp>/ holds scenario.yaml, metadata.json,
   results.json, runs.csv (tidy: one row per run, metric and path) and raw/ tool output.
 
+experiments:
+  A scenario may hold a `sweep` grid and named `variants`; every combination is a
+  point. Runs go in rounds (every point, primary and mode once per round), in an
+  order shuffled by a recorded seed. The network is rebuilt only when the
+  topology changes. `expect` claims are judged per point with 95% confidence
+  intervals: pass, fail, or inconclusive (needs more repetitions).
+
+subcommands:
+  run-scenario report DIR [--baseline DIR]   stats, plots, verdicts, JUnit from saved results
+  run-scenario merge DIR... [--out DIR]      combine --shard result sets into one
+
 exit codes:
-  0 ok; 1 failure while running (finished runs are kept); 2 bad input or bad
-  command line (nothing was started); 130 Ctrl-C; 143 SIGTERM.
+  0 ok; 1 failure while running (finished runs are kept) or a failed verdict;
+  2 bad input or bad command line (nothing was started); 130 Ctrl-C; 143 SIGTERM.
 
 examples:
   run-scenario scenarios/two-paths.yaml
   run-scenario scenarios/e4-delay.yaml --repeat 3 --backend vm
+  run-scenario scenarios/e4-primary-path.yaml --shard 1/4
+  run-scenario --resume results/e4-primary-path/20261121T101500Z
   run-scenario --check scenarios/*.yaml
   run-scenario --schema > scenario.schema.json
 """
@@ -59,6 +72,13 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--kernel", metavar="PATH", help="vm backend: kernel image to boot (default: newest /boot/vmlinuz-*)")
     p.add_argument("--vm-memory", default="2G", metavar="SIZE", help="vm backend: guest memory (default: 2G)")
     p.add_argument("--vm-cpus", type=int, metavar="N", help="vm backend: guest CPUs (default: host CPUs, at most 4)")
+    p.add_argument("--shard", metavar="K/N", help="run only shard K of N of the sweep's points (combine with merge)")
+    p.add_argument("--resume", metavar="DIR", help="continue an interrupted result set: finished runs are kept")
+    p.add_argument("--until-conclusive", action="store_true",
+                   help="add repetitions to points whose verdicts are inconclusive, up to --max-repeat")
+    p.add_argument("--max-repeat", type=int, default=10, metavar="N",
+                   help="bound for --until-conclusive (default: 10)")
+    p.add_argument("--baseline", metavar="DIR", help="a saved result set: flag significant regressions against it")
     p.add_argument("--check", action="store_true", help="only validate the scenario file(s) and exit")
     p.add_argument("--schema", action="store_true", help="print the scenario JSON Schema and exit")
     p.add_argument("--run-dir", help=argparse.SUPPRESS)  # internal: exact result folder (VM guest side)
@@ -138,53 +158,133 @@ def summary(runs: list[dict]) -> str:
     return console.export_text()
 
 
-def _run_native(args, scenario, text: str, run_dir: Path, report) -> int:
+def _parse_shard(text: str | None) -> tuple[int, int] | None:
+    if text is None:
+        return None
+    try:
+        k, n = (int(x) for x in text.split("/"))
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"--shard {text!r}: use K/N, e.g. 2/4") from None
+    if not 1 <= k <= n:
+        raise argparse.ArgumentTypeError(f"--shard {text!r}: K must be between 1 and N")
+    return k, n
+
+
+def _run_native(args, exp, run_dir: Path, report) -> int:
+    import random
+
+    from .jobs import plan_jobs, run_key
     from .native import NativeRunner, RunFailure, Terminated
     from .nsexec import CommandError
+    from .progress import make_progress
     from .results import ResultStore
+    from scenarios.sweep import shard_points
 
+    scenario = exp.scenario
     store = ResultStore(run_dir)
-    store.write_scenario(text)
+    resumed = (run_dir / "results.json").exists()
+    if resumed:
+        old = json.loads((run_dir / "results.json").read_text())
+        store.runs = list(old.get("runs", []))
+        store.metadata = dict(old.get("metadata", {}))
+    store.write_scenario(exp.text)
+    seed = scenario.runs.seed if scenario.runs.seed is not None else store.metadata.get("seed")
+    if seed is None:
+        seed = random.SystemRandom().randrange(2**31)
+    shard = _parse_shard(args.shard) if args.shard else store.metadata.get("shard") and tuple(store.metadata["shard"])
+    points = shard_points(exp.points, shard)
+    repeat = args.repeat or scenario.runs.repeat
     started = time.time()
     store.set_metadata(scenario=scenario.name, backend=os.environ.get("TESTBED_BACKEND", "native"),
-                       started_utc=time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime(started)),
-                       argv=sys.argv, **native_metadata(report.facts), probe=report.facts)
+                       started_utc=store.metadata.get("started_utc")
+                       or time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime(started)),
+                       argv=sys.argv, seed=seed, shard=list(shard) if shard else None, repeat=repeat,
+                       points={p.id: {"label": p.label, "params": p.params} for p in points},
+                       **native_metadata(report.facts), probe=report.facts)
+    done = {run_key(r) for r in store.runs}
+    jobs = [j for j in plan_jobs(points, range(1, repeat + 1), seed, len(exp.points) > 1) if j.key not in done]
     print(f"results: {run_dir}", flush=True)
-    runner = NativeRunner(scenario, store, report, log=lambda m: print(m, flush=True))
+    if resumed:
+        print(f"resuming: {len(done)} finished run(s) kept, {len(jobs)} to go", flush=True)
+    progress = make_progress(len(done) + len(jobs), len(done))
     code, status = EXIT_OK, "ok"
     try:
-        runner.run()
+        with NativeRunner(store, report, log=progress.log, on_run=progress.advance) as runner:
+            runner.run_jobs(jobs)
+            if args.until_conclusive:
+                from .report import make_report
+                rnd = max([r["repeat"] for r in store.runs] + [repeat])
+                while rnd < args.max_repeat:
+                    pending = make_report(run_dir, plots=False).inconclusive_points()
+                    if not pending:
+                        break
+                    rnd += 1
+                    more = plan_jobs([p for p in points if p.id in pending], range(rnd, rnd + 1), seed,
+                                     len(exp.points) > 1)
+                    progress.log(f"until-conclusive: round {rnd} for {len(pending)} inconclusive point(s)")
+                    progress.extend(len(more))
+                    runner.run_jobs(more)
     except KeyboardInterrupt:
         code, status = 130, "interrupted"
-        _err(f"interrupted; {len(store.runs)} finished run(s) kept in {run_dir}")
     except Terminated:
         code, status = 143, "terminated"
-        _err(f"terminated; {len(store.runs)} finished run(s) kept in {run_dir}")
     except (RunFailure, CommandError) as e:
         code, status = EXIT_FAIL, "failed"
-        _err(f"{e}\n{len(store.runs)} finished run(s) kept in {run_dir}")
+        _err(str(e))
+    finally:
+        progress.close()
+    if code in (130, 143):
+        _err(f"{status}; {len(store.runs)} finished run(s) kept in {run_dir} "
+             f"(continue with: run-scenario --resume {run_dir})")
+    elif code == EXIT_FAIL:
+        _err(f"{len(store.runs)} finished run(s) kept in {run_dir}")
     store.set_metadata(status=status, finished_utc=time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()),
                        wall_seconds=round(time.time() - started, 2))
     if store.runs:
         print(summary(store.runs), flush=True)
+        verdict_code = _report(run_dir, Path(args.baseline) if args.baseline else None)
+        if code == EXIT_OK:
+            code = verdict_code
     return code
 
 
-def _run_vm(args, scenario, scenario_path: Path, text: str, run_dir: Path) -> int:
+def _report(run_dir: Path, baseline: Path | None) -> int:
+    """Stats, plots, verdicts and JUnit for a result set; 1 when a verdict failed."""
+    from .report import make_report, verdict_table
+
+    rep = make_report(run_dir, baseline)
+    if rep.verdicts:
+        print(verdict_table(rep.verdicts), flush=True)
+        print(f"junit: {run_dir / 'junit.xml'}", flush=True)
+    print(f"plots: {run_dir / 'plots'}", flush=True)
+    return EXIT_FAIL if rep.failed else EXIT_OK
+
+
+def _guest_flags(args) -> list[str]:
+    """The run options that the guest's native run must see too."""
+    out = []
+    for flag, value in (("--repeat", args.repeat), ("--shard", args.shard), ("--baseline", args.baseline),
+                        ("--max-repeat", args.max_repeat if args.until_conclusive else None)):
+        if value is not None:
+            out += [flag, str(Path(value).resolve()) if flag == "--baseline" else str(value)]
+    if args.until_conclusive:
+        out.append("--until-conclusive")
+    return out
+
+
+def _run_vm(args, exp, run_dir: Path) -> int:
     from .results import ResultStore
     from .vm import VmError, kernel_release, plan_vm, run_in_vm
 
     guest = [sys.executable, "-m", "runners.cli", str(run_dir / "scenario.yaml"),
-             "--backend", "native", "--run-dir", str(run_dir)]
-    if args.repeat:
-        guest += ["--repeat", str(args.repeat)]
+             "--backend", "native", "--run-dir", str(run_dir), *_guest_flags(args)]
     try:
         plan = plan_vm(guest, [run_dir], kernel=Path(args.kernel) if args.kernel else None,
                        memory=args.vm_memory, cpus=args.vm_cpus)
     except VmError as e:
         _err(str(e))
         return EXIT_FAIL
-    ResultStore(run_dir).write_scenario(text)
+    ResultStore(run_dir).write_scenario(exp.text)
     print(f"results: {run_dir}", flush=True)
     t0 = time.time()
     try:
@@ -193,7 +293,7 @@ def _run_vm(args, scenario, scenario_path: Path, text: str, run_dir: Path) -> in
         _err(str(e))
         return EXIT_FAIL
     except KeyboardInterrupt:
-        _err(f"interrupted; finished runs are kept in {run_dir}")
+        _err(f"interrupted; finished runs are kept in {run_dir} (continue with: run-scenario --resume {run_dir})")
         return 130
     # The guest wrote metadata.json; add what only the host knows.
     meta_path = run_dir / "metadata.json"
@@ -213,48 +313,100 @@ def _run_vm(args, scenario, scenario_path: Path, text: str, run_dir: Path) -> in
     return code if code in (0, 1, 2, 130, 143) else EXIT_FAIL
 
 
+def _cmd_report(argv: list[str]) -> int:
+    p = argparse.ArgumentParser(prog="run-scenario report",
+                                description="Regenerate stats, plots, verdicts and JUnit from saved results "
+                                            "(nothing is re-run).")
+    p.add_argument("dir", help="a result set folder (results/<scenario>/<stamp>)")
+    p.add_argument("--baseline", metavar="DIR", help="flag significant regressions against this result set")
+    a = p.parse_args(argv)
+    d = Path(a.dir)
+    if not (d / "results.json").exists():
+        _err(f"{d}: no results.json here")
+        return EXIT_INPUT
+    from .results import load_results
+    print(summary(load_results(d)["runs"]))
+    return _report(d, Path(a.baseline) if a.baseline else None)
+
+
+def _cmd_merge(argv: list[str]) -> int:
+    p = argparse.ArgumentParser(prog="run-scenario merge",
+                                description="Combine result sets of the same scenario (e.g. --shard runs) into one.")
+    p.add_argument("dirs", nargs="+", metavar="DIR")
+    p.add_argument("--out", default=str(REPO / "results"), metavar="DIR", help="base folder for the merged set")
+    a = p.parse_args(argv)
+    from .merge import MergeError, merge
+    try:
+        merged = merge([Path(d) for d in a.dirs], Path(a.out).resolve())
+    except MergeError as e:
+        _err(str(e))
+        return EXIT_INPUT
+    print(f"merged {len(a.dirs)} result sets into {merged}")
+    from .results import load_results
+    print(summary(load_results(merged)["runs"]))
+    return _report(merged, None)
+
+
 def main(argv: list[str] | None = None) -> int:
+    argv = list(sys.argv[1:] if argv is None else argv)
+    if argv[:1] == ["report"]:
+        return _cmd_report(argv[1:])
+    if argv[:1] == ["merge"]:
+        return _cmd_merge(argv[1:])
     parser = build_parser()
     args = parser.parse_args(argv)
-    from scenarios.loader import ScenarioError, load_scenario
+    from scenarios.loader import ScenarioError, load_experiment
     from scenarios.model import json_schema
 
     if args.schema:
         print(json.dumps(json_schema(), indent=2))
         return EXIT_OK
-    if not args.scenario:
-        parser.error("a scenario file is required (see --help)")
     if args.repeat is not None and not 1 <= args.repeat <= 1000:
         parser.error("--repeat must be between 1 and 1000")
+    try:
+        _parse_shard(args.shard)
+    except argparse.ArgumentTypeError as e:
+        parser.error(str(e))
+    if args.resume:
+        rdir = Path(args.resume)
+        if not (rdir / "scenario.yaml").exists():
+            parser.error(f"--resume {rdir}: not a result set (no scenario.yaml)")
+        if args.scenario and Path(args.scenario[0]).read_text() != (rdir / "scenario.yaml").read_text():
+            parser.error(f"--resume {rdir}: {args.scenario[0]} differs from the scenario of that result set")
+        args.scenario = [str(rdir / "scenario.yaml")]
+        args.run_dir = str(rdir)
+    if not args.scenario:
+        parser.error("a scenario file is required (see --help)")
     if args.check:
         bad = 0
         for f in args.scenario:
             try:
-                load_scenario(f)
-                print(f"{f}: ok")
+                exp = load_experiment(f)
+                print(f"{f}: ok ({len(exp.points)} point{'s' if len(exp.points) > 1 else ''})")
             except ScenarioError as e:
                 print(e.render(), file=sys.stderr)
                 bad += 1
         return EXIT_INPUT if bad else EXIT_OK
     if len(args.scenario) > 1:
         parser.error("give one scenario file to run (several only with --check)")
-    path = Path(args.scenario[0])
     try:
-        scenario = load_scenario(path)
+        exp = load_experiment(args.scenario[0])
     except ScenarioError as e:
         print(e.render(), file=sys.stderr)
         return EXIT_INPUT
-    if args.repeat:
-        scenario = scenario.model_copy(update={"runs": scenario.runs.model_copy(update={"repeat": args.repeat})})
-    text = path.read_text(encoding="utf-8")
 
     from .probe import probe
     from .results import new_run_dir
 
+    scenario = exp.scenario
     backend = args.backend
     report = None
     if backend in ("auto", "native"):
         report = probe(scenario)
+        for pt in exp.points[1:]:
+            extra = probe(pt.scenario) if pt.scenario.mptcp != scenario.mptcp else None
+            if extra:
+                report.missing += [m for m in extra.missing if m not in report.missing]
         if not report.ok:
             if backend == "native":
                 _err(report.render())
@@ -265,8 +417,8 @@ def main(argv: list[str] | None = None) -> int:
             backend = "native"
     run_dir = Path(args.run_dir) if args.run_dir else new_run_dir(Path(args.out).resolve(), scenario.name)
     if backend == "native":
-        return _run_native(args, scenario, text, run_dir, report)
-    return _run_vm(args, scenario, path, text, run_dir)
+        return _run_native(args, exp, run_dir, report)
+    return _run_vm(args, exp, run_dir)
 
 
 if __name__ == "__main__":

@@ -14,10 +14,12 @@ from contextlib import contextmanager
 from typing import Callable
 
 from scenarios.model import Scenario
-from topologies.plan import TopologyPlan, plan as make_plan
+from scenarios.sweep import Point
+from topologies.plan import plan as make_plan
 from topologies.net import build_network
 from . import commands as C
 from . import parsers as P
+from .jobs import Job, topology_signature
 from .nsexec import ProcessRegistry, run
 from .probe import ProbeReport
 from .results import ResultStore
@@ -59,21 +61,6 @@ def signals_blocked():
         signal.pthread_sigmask(signal.SIG_SETMASK, old)
 
 
-def run_order(scenario: Scenario) -> list[tuple[int, str, str]]:
-    """(repetition, primary, mode) triples.
-
-    Within a repetition every (primary, mode) pair runs once; even
-    repetitions run them in reverse (ABBA), so slow drift of the machine
-    does not favour whichever case always comes first.
-    """
-    order = []
-    cases = [(p, m) for p in scenario.primaries for m in scenario.runs.compare]
-    for rep in range(1, scenario.runs.repeat + 1):
-        seq = cases if rep % 2 else list(reversed(cases))
-        order += [(rep, p, m) for p, m in seq]
-    return order
-
-
 class LinkSampler(threading.Thread):
     """Samples interface byte counters of one host every `interval` s: per-path throughput over time."""
 
@@ -113,30 +100,44 @@ def series_from_samples(samples: list[dict], paths: list[str]) -> list[dict]:
 
 
 class NativeRunner:
-    def __init__(self, scenario: Scenario, store: ResultStore, probe: ProbeReport,
-                 log: Callable[[str], None] = print):
-        self.scenario = scenario
+    """Runs jobs on a Mininet network that it builds, reshapes and tears down as the jobs need.
+
+    Use as a context manager: leaving it (normally, on an exception, on
+    Ctrl-C or on SIGTERM) stops every process and the network.
+    """
+
+    def __init__(self, store: ResultStore, probe: ProbeReport, log: Callable[[str], None] = print,
+                 on_run: Callable[[Job, dict], None] | None = None):
         self.store = store
         self.probe = probe
         self.log = log
-        self.plan: TopologyPlan = make_plan(scenario)
+        self.on_run = on_run
         self.procs = ProcessRegistry()
         self.net = None
+        self.signature: tuple | None = None
+        self.shaping: dict[str, tuple] = {}
+        self.sysctl_state: dict[str, list] = {}
         self.iperf = C.Iperf(native_mptcp=bool(probe.facts.get("iperf3_native_mptcp")))
+        self._sigterm = None
 
     # ------------------------------------------------------------ lifecycle
 
-    def run(self) -> list[dict]:
-        with sigterm_raises():
-            try:
-                self._build()
-                self._configure()
-                for rep, primary, mode in run_order(self.scenario):
-                    self._one_run(rep, primary, mode)
-                return self.store.runs
-            finally:
-                with signals_blocked():
-                    self.cleanup()
+    def __enter__(self) -> "NativeRunner":
+        self._sigterm = sigterm_raises()
+        self._sigterm.__enter__()
+        return self
+
+    def __exit__(self, *exc) -> None:
+        with signals_blocked():
+            self.cleanup()
+        self._sigterm.__exit__(*exc)
+
+    def run_jobs(self, jobs: list[Job]) -> None:
+        for job in jobs:
+            self._prepare(job.point)
+            result = self._one_run(job)
+            if self.on_run:
+                self.on_run(job, result)
 
     def cleanup(self) -> None:
         self.procs.stop_all()
@@ -147,8 +148,24 @@ class NativeRunner:
             except Exception as e:  # still try the rest
                 self.log(f"warning: Mininet stop failed: {e}")
             self.net = None
+            self.signature = None
+            self.shaping.clear()
+            self.sysctl_state.clear()
 
-    # ------------------------------------------------------------ build
+    # ------------------------------------------------------------ build and configure
+
+    def _prepare(self, point: Point) -> None:
+        """Rebuild only when the topology changes; reshape and re-set sysctls only when they differ."""
+        sc = point.scenario
+        self.scenario = sc
+        self.plan = make_plan(sc)
+        sig = topology_signature(point)
+        if sig != self.signature:
+            self.cleanup()
+            self._build()
+            self.signature = sig
+        self._sysctls(sc)
+        self._shape()
 
     def _build(self) -> None:
         t0 = time.monotonic()
@@ -156,36 +173,47 @@ class NativeRunner:
         self.net = build_network(self.plan)
         self.client = self.net.get(self.plan.client)
         self.server = self.net.get(self.plan.server)
-        self.store.set_metadata(build_seconds=round(time.monotonic() - t0, 2), address_plan=self.plan.to_dict())
-
-    def _configure(self) -> None:
-        t0 = time.monotonic()
         cmds = C.address_argvs(self.plan)
         for argv in cmds.client:
             run(self.client, argv)
         for argv in cmds.server:
             run(self.server, argv)
+        for p in self.plan.paths:
+            run(self.client, C.offload_argv(p.client_if))
+            run(self.server, C.offload_argv(p.server_if))
+        self.store.set_metadata(build_seconds=round(time.monotonic() - t0, 2), address_plan=self.plan.to_dict())
+
+    def _sysctls(self, sc: Scenario) -> None:
+        wanted = C.sysctls(sc, bool(self.probe.facts.get("mptcp_scheduler_sysctl")))
         for node in (self.client, self.server):
-            for key, value in C.sysctls(self.scenario, bool(self.probe.facts.get("mptcp_scheduler_sysctl"))):
-                run(node, C.sysctl_argv(key, value))
-        shaping_report = {}
+            if self.sysctl_state.get(node.name) != wanted:
+                for key, value in wanted:
+                    run(node, C.sysctl_argv(key, value))
+                self.sysctl_state[node.name] = wanted
+
+    def _shape(self) -> None:
+        """netem on both directions of every path, read back and compared; a refusal stops the run."""
+        report = {}
         for p in self.plan.paths:
             for node, ifname in ((self.client, p.client_if), (self.server, p.server_if)):
-                run(node, C.offload_argv(ifname))
+                if self.shaping.get(ifname) == p.shaping:
+                    continue
                 res = run(node, C.netem_argv(ifname, p), check=False)
                 if res.rc != 0:
                     raise RunFailure(f"path {p.name}: tc refused the netem qdisc on {ifname}: "
                                      f"{(res.err or res.out).strip()} - refusing to run unshaped")
                 shown = run(node, ["tc", "-j", "qdisc", "show", "dev", ifname]).out
-                self.store.save_raw("setup", f"tc-{ifname}.json", shown)
                 got = P.parse_netem(shown)
                 want = {"limit": p.shaping.limit_pkts, "rate_mbit": p.shaping.rate_mbit,
                         "delay_ms": p.shaping.delay_ms, "loss_pct": p.shaping.loss_pct}
                 bad = P.shaping_mismatches(want, got)
                 if bad:
                     raise RunFailure(f"path {p.name}: shaping on {ifname} did not take: {'; '.join(bad)}")
-                shaping_report[ifname] = got
-        self.store.set_metadata(shaping=shaping_report, configure_seconds=round(time.monotonic() - t0, 2))
+                self.shaping[ifname] = p.shaping
+                report[ifname] = got
+                self.store.save_raw("setup", f"tc-{ifname}.json", shown)
+        if report and "shaping" not in self.store.metadata:
+            self.store.set_metadata(shaping=report)
 
     # ------------------------------------------------------------ one run
 
@@ -230,12 +258,13 @@ class NativeRunner:
         slowest = min(p.bw for p in self.scenario.topology.paths)
         return 3 * t.bytes * 8 / (slowest * 1e6) + 60
 
-    def _one_run(self, rep: int, primary: str, mode: str) -> None:
+    def _one_run(self, job: Job) -> dict:
         sc = self.scenario
-        run_id = f"r{rep:03d}-{mode}-{primary}"
+        rep, primary, mode, run_id = job.rep, job.primary, job.mode, job.run_id
         mptcp = mode == "mptcp"
         pp = self.plan.path(primary)
-        self.log(f"run {run_id}: {mode} with primary path {primary}")
+        self.log(f"run {run_id}: {mode} with primary path {primary}"
+                 + (f" [{job.point.label}]" if job.multi_point else ""))
         started = time.time()
         # MPTCP endpoints: configured for MPTCP runs, flushed for the TCP baseline.
         if mptcp:
@@ -292,11 +321,10 @@ class NativeRunner:
             raise RunFailure(f"run {run_id}: {e} (stderr: {c_err.decode(errors='replace').strip()[:300]})") from None
         result = self._assemble(run_id, rep, mode, primary, iperf, before, after, pings, samples, ss_samples,
                                 receiver is self.server, started)
+        result.update(point=job.point.id, point_label=job.point.label, params=job.point.params)
         self.store.add_run(result)
-        m = result["metrics"]
-        self.log(f"run {run_id}: {m['throughput_mbps']:.2f} Mbit/s, subflows {m['subflows']}, "
-                 f"OFO tcp/mptcp {m['ofo_tcp']}/{m['ofo_mptcp']}, retrans {m['retrans_segs']}")
         time.sleep(sc.runs.pause / 1000.0)
+        return result
 
     def _watch_subflows(self, client_proc) -> list[dict]:
         """Sample `ss` on the client while iperf3 runs; the sample with the most subflows is kept."""

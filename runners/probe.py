@@ -6,6 +6,7 @@ strings, and every missing piece is reported at once.
 """
 from __future__ import annotations
 
+import importlib
 import os
 import re
 import shutil
@@ -84,7 +85,7 @@ def probe(scenario: Scenario) -> ProbeReport:
         if not shutil.which(tool):
             rep.missing.append(f"`{tool}` is not installed (package {pkg}; run setup.sh)")
     try:
-        import mininet.net  # noqa: F401
+        importlib.import_module("mininet.net")
     except ImportError:
         rep.missing.append("the Mininet Python package is not importable (package mininet; run setup.sh)")
     if not (PROC / "net/mptcp/enabled").exists():

@@ -9,11 +9,13 @@ from pathlib import Path
 from typing import Any
 
 import re
+from dataclasses import dataclass
 
 import yaml
 from pydantic import ValidationError
 
 from .model import IDENT, KERNEL_IDENT, SCENARIO_NAME, Scenario
+from .sweep import Point, SweepError, point_documents
 
 
 class ScenarioError(Exception):
@@ -114,8 +116,43 @@ def _message(err: dict) -> str:
     return msg
 
 
+def _validation_problems(e: ValidationError, lines: dict) -> list[str]:
+    problems = []
+    for err in e.errors():
+        loc = _clean_loc(err["loc"])
+        msg = _message(err)
+        if err["type"] == "value_error":
+            rel, msg = _split_rel(msg)
+            loc = loc + rel
+        field = _dotted(loc)
+        if err["type"] == "missing":
+            # the key is absent, so point at the block it belongs in
+            line = lines.get(loc[:-1]) if len(loc) > 1 else None
+            where = f" (in the block at line {line})" if line else ""
+        else:
+            line = _line_for(loc, lines)
+            where = f" (line {line})" if line else ""
+        problems.append(f"{field}{where}: {msg}")
+    return problems
+
+
 def parse_scenario(text: str, file: str | Path = "<string>") -> Scenario:
     """Parse and validate scenario text; raise ScenarioError on any problem."""
+    return parse_experiment(text, file).scenario
+
+
+@dataclass(frozen=True)
+class Experiment:
+    """A validated scenario and its points (one point when there is no sweep or variant)."""
+
+    scenario: Scenario
+    points: list
+    text: str
+    file: str
+
+
+def parse_experiment(text: str, file: str | Path = "<string>") -> Experiment:
+    """Parse, validate, and expand the sweep; every point is validated as a whole scenario."""
     try:
         node = yaml.compose(text, Loader=yaml.SafeLoader)
     except yaml.MarkedYAMLError as e:
@@ -135,28 +172,34 @@ def parse_scenario(text: str, file: str | Path = "<string>") -> Scenario:
     if not isinstance(data, dict):
         raise ScenarioError(file, [f"the top level must be a mapping of keys (got {type(data).__name__})"])
     try:
-        return Scenario.model_validate(data)
+        scenario = Scenario.model_validate(data)
     except ValidationError as e:
-        problems = []
-        for err in e.errors():
-            loc = _clean_loc(err["loc"])
-            msg = _message(err)
-            if err["type"] == "value_error":
-                rel, msg = _split_rel(msg)
-                loc = loc + rel
-            field = _dotted(loc)
-            if err["type"] == "missing":
-                # the key is absent, so point at the block it belongs in
-                line = lines.get(loc[:-1]) if len(loc) > 1 else None
-                where = f" (in the block at line {line})" if line else ""
-            else:
-                line = _line_for(loc, lines)
-                where = f" (line {line})" if line else ""
-            problems.append(f"{field}{where}: {msg}")
-        raise ScenarioError(file, problems) from None
+        raise ScenarioError(file, _validation_problems(e, lines)) from None
+    points = []
+    failing: dict[str, list[str]] = {}  # problem -> labels of the points that have it
+    try:
+        docs = point_documents(data)
+    except SweepError as e:
+        raise ScenarioError(file, [f"sweep: {e}"]) from None
+    for i, (params, doc) in enumerate(docs):
+        try:
+            points.append(Point(id=f"p{i + 1:03d}", params=params, scenario=Scenario.model_validate(doc)))
+        except ValidationError as e:
+            label = ", ".join(f"{k}={v}" for k, v in params.items())
+            for problem in _validation_problems(e, {}):
+                failing.setdefault(problem, []).append(label)
+    if failing:
+        raise ScenarioError(file, [
+            f"sweep point {labels[0]}{f' (and {len(labels) - 1} more)' if len(labels) > 1 else ''}: {problem}"
+            for problem, labels in failing.items()])
+    return Experiment(scenario=scenario, points=points, text=text, file=str(file))
 
 
 def load_scenario(path: str | Path) -> Scenario:
+    return load_experiment(path).scenario
+
+
+def load_experiment(path: str | Path) -> Experiment:
     """Read a scenario file; a missing or unreadable file is a ScenarioError too."""
     p = Path(path)
     try:
@@ -167,4 +210,4 @@ def load_scenario(path: str | Path) -> Scenario:
         raise ScenarioError(p, ["is a directory, not a scenario file"]) from None
     except (OSError, UnicodeDecodeError) as e:
         raise ScenarioError(p, [f"cannot read: {e}"]) from None
-    return parse_scenario(text, p)
+    return parse_experiment(text, p)

@@ -6,12 +6,13 @@ typo never silently falls back to a default.
 """
 from __future__ import annotations
 
-from typing import Annotated, Literal, Optional
+from typing import Annotated, Any, Literal, Optional
 
 from pydantic import (AfterValidator, BaseModel, BeforeValidator, ConfigDict, Field,
                       StrictInt, WithJsonSchema, model_validator)
 
 from . import units
+from .expect import parse_check
 
 FORMAT_VERSION = 1
 
@@ -151,6 +152,8 @@ class Runs(Strict):
         default_factory=list,
         description="run every compare mode once per listed primary path (E4: [A, B]); default: mptcp.primary")
     repeat: StrictInt = Field(default=1, ge=1, le=1000)
+    seed: Optional[StrictInt] = Field(
+        default=None, ge=0, description="seed of the randomised run order; default: drawn and recorded")
     pause: Annotated[Duration, AfterValidator(_delay_range)] = Field(
         default=1000.0, description="idle time between runs, so queues drain")
 
@@ -163,6 +166,37 @@ class Runs(Strict):
         return self
 
 
+def _check_expr(v: str) -> str:
+    parse_check(v)
+    return v
+
+
+class Expectation(Strict):
+    """A claim checked statistically at every point; see scenarios/expect.py for the grammar."""
+
+    name: Optional[Ident] = None
+    check: Annotated[str, AfterValidator(_check_expr)] = Field(
+        description="e.g. 'mptcp.throughput_mbps >= 1.8 * tcp.throughput_mbps' or "
+                    "'mptcp@B.throughput_mbps > mptcp@A.throughput_mbps'")
+
+    @property
+    def label(self) -> str:
+        return self.name or self.check
+
+
+SweepKey = Annotated[str, Field(pattern=r"^[A-Za-z_][A-Za-z0-9_-]*(\.[A-Za-z0-9_-]+)+$")]
+Grid = dict[SweepKey, Annotated[list[Any], Field(min_length=1)]]
+
+
+class Variant(Strict):
+    """A named set of overrides (keys as in `sweep`), e.g. one of E3's cases, with an optional grid of its own."""
+
+    name: Ident
+    description: str = ""
+    set: dict[SweepKey, Any] = Field(default_factory=dict, description="dotted key -> value, e.g. {paths.A.bw: 2}")
+    sweep: Grid = Field(default_factory=dict, description="a grid swept in this variant only (added to the global one)")
+
+
 class Scenario(Strict):
     """A whole experiment: one topology, its MPTCP settings, the traffic and the runs."""
 
@@ -172,6 +206,12 @@ class Scenario(Strict):
     mptcp: Mptcp = Field(default_factory=Mptcp)
     traffic: Traffic = Field(default_factory=Traffic)
     runs: Runs = Field(default_factory=Runs)
+    sweep: Grid = Field(
+        default_factory=dict,
+        description="parameter grid: every combination is a point, e.g. {paths.A.delay: [15ms, 250ms]}")
+    variants: list[Variant] = Field(default_factory=list,
+                                    description="named override sets; each is combined with the whole grid")
+    expect: list[Expectation] = Field(default_factory=list, description="claims checked statistically per point")
 
     @model_validator(mode="after")
     def _cross_refs(self) -> "Scenario":
@@ -184,6 +224,20 @@ class Scenario(Strict):
         for i, p in enumerate(self.runs.primaries):
             if p not in names:
                 raise ValueError(f"runs.primaries[{i}]: no path named {p!r} (paths: {', '.join(names)})")
+        seen = set()
+        for i, v in enumerate(self.variants):
+            if v.name in seen:
+                raise ValueError(f"variants[{i}].name: variant name {v.name!r} is used twice")
+            seen.add(v.name)
+        for i, e in enumerate(self.expect):
+            c = parse_check(e.check)
+            for side in (c.left, c.right):
+                if side is None:
+                    continue
+                if side.mode not in self.runs.compare:
+                    raise ValueError(f"expect[{i}].check: mode {side.mode!r} is not in runs.compare")
+                if side.primary is not None and side.primary not in names:
+                    raise ValueError(f"expect[{i}].check: no path named {side.primary!r}")
         return self
 
     @property

@@ -10,9 +10,10 @@ from pathlib import Path
 import pytest
 
 from runners.cli import summary
-from runners.native import run_order, series_from_samples
+from runners.jobs import plan_jobs
+from runners.native import series_from_samples
 from runners.results import ResultStore, atomic_write, new_run_dir, render_csv
-from scenarios.loader import parse_scenario
+from scenarios.loader import parse_experiment
 
 REPO = Path(__file__).resolve().parents[2]
 RUN = {"id": "r001-mptcp-A", "mode": "mptcp", "repeat": 1, "primary": "A", "status": "ok",
@@ -51,12 +52,18 @@ def test_new_run_dir_never_reuses(tmp_path):
     assert a != b and a.parent == b.parent == tmp_path / "s"
 
 
-def test_run_order_interleaves_and_alternates():
-    s = parse_scenario("name: t\ntopology: {kind: dual-homed, paths: [{name: A, bw: 1}, {name: B, bw: 1}]}\n"
-                       "runs: {primaries: [A, B], compare: [mptcp, tcp], repeat: 2}\n")
-    order = run_order(s)
-    assert order[:4] == [(1, "A", "mptcp"), (1, "A", "tcp"), (1, "B", "mptcp"), (1, "B", "tcp")]
-    assert order[4:] == [(2, "B", "tcp"), (2, "B", "mptcp"), (2, "A", "tcp"), (2, "A", "mptcp")]
+def test_rounds_run_every_case_once_in_a_seeded_order():
+    exp = parse_experiment("name: t\ntopology: {kind: dual-homed, paths: [{name: A, bw: 1}, {name: B, bw: 1}]}\n"
+                           "runs: {primaries: [A, B], compare: [mptcp, tcp], repeat: 3}\n")
+    jobs = plan_jobs(exp.points, range(1, 4), seed=7)
+    cases = {("A", "mptcp"), ("A", "tcp"), ("B", "mptcp"), ("B", "tcp")}
+    for rep in (1, 2, 3):
+        assert {(j.primary, j.mode) for j in jobs if j.rep == rep} == cases
+        assert [j.rep for j in jobs[(rep - 1) * 4:rep * 4]] == [rep] * 4
+    assert plan_jobs(exp.points, range(1, 4), seed=7) == jobs          # the seed fixes the order
+    orders = {tuple((j.primary, j.mode) for j in plan_jobs(exp.points, range(1, 2), seed=s)) for s in range(20)}
+    assert len(orders) > 1                                               # and it is really shuffled
+    assert jobs[0].run_id.startswith("r001-") and not jobs[0].multi_point
 
 
 def test_series_from_cumulative_samples():

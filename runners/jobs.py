@@ -1,0 +1,60 @@
+"""Which runs to do, in which order (pure).
+
+A job is one iperf3 run: (point, repetition, primary path, mode). Jobs come
+in rounds: a round runs every (point, primary, mode) case once, shuffled by a
+recorded seed, so slow drift of the machine cannot masquerade as an effect
+and an interrupted sweep still has balanced data. Cases are grouped by
+topology so the (slow) network rebuild happens only between groups.
+"""
+from __future__ import annotations
+
+import random
+from dataclasses import dataclass
+
+from scenarios.sweep import Point
+
+
+@dataclass(frozen=True)
+class Job:
+    point: Point
+    rep: int
+    primary: str
+    mode: str
+    multi_point: bool = False
+
+    @property
+    def key(self) -> tuple[str, int, str, str]:
+        return (self.point.id, self.rep, self.primary, self.mode)
+
+    @property
+    def run_id(self) -> str:
+        base = f"r{self.rep:03d}-{self.mode}-{self.primary}"
+        return f"{self.point.id}-{base}" if self.multi_point else base
+
+
+def run_key(run: dict) -> tuple[str, int, str, str]:
+    return (run.get("point", "p001"), int(run["repeat"]), run["primary"], run["mode"])
+
+
+def topology_signature(point: Point) -> tuple:
+    """What needs a new Mininet network when it changes; shaping and MPTCP settings do not."""
+    t = point.scenario.topology
+    return (t.kind, tuple(p.name for p in t.paths))
+
+
+def plan_jobs(points: list[Point], rounds: range, seed: int, multi_point: bool | None = None) -> list[Job]:
+    multi = len(points) > 1 if multi_point is None else multi_point
+    groups: dict[tuple, list[tuple[Point, str, str]]] = {}
+    for pt in points:
+        sc = pt.scenario
+        for primary in sc.primaries:
+            for mode in sc.runs.compare:
+                groups.setdefault(topology_signature(pt), []).append((pt, primary, mode))
+    jobs = []
+    for rep in rounds:
+        rng = random.Random(f"{seed}:{rep}")
+        for cases in groups.values():
+            order = list(cases)
+            rng.shuffle(order)
+            jobs += [Job(pt, rep, primary, mode, multi) for pt, primary, mode in order]
+    return jobs

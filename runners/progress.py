@@ -1,0 +1,68 @@
+"""Progress of a run set: a rich live display on a terminal, plain lines elsewhere (CI, logs, the VM)."""
+from __future__ import annotations
+
+import sys
+import time
+
+
+def describe_result(result: dict) -> str:
+    m = result["metrics"]
+    return (f"{m['throughput_mbps']:.2f} Mbit/s, subflows {m['subflows']}, "
+            f"OFO tcp/mptcp {m['ofo_tcp']}/{m['ofo_mptcp']}, retrans {m['retrans_segs']}")
+
+
+class PlainProgress:
+    """One line per event, with done/total and a naive ETA; safe for pipes and log files."""
+
+    def __init__(self, total: int, done: int = 0):
+        self.total, self.done, self.t0 = total, done, time.monotonic()
+        self.finished_here = 0
+
+    def log(self, msg: str) -> None:
+        print(msg, flush=True)
+
+    def extend(self, n: int) -> None:
+        self.total += n
+
+    def advance(self, job, result: dict) -> None:
+        self.done += 1
+        self.finished_here += 1
+        per = (time.monotonic() - self.t0) / self.finished_here
+        eta = per * (self.total - self.done)
+        self.log(f"run {job.run_id}: {describe_result(result)}  [{self.done}/{self.total}, ETA {eta / 60:.1f} min]")
+
+    def close(self) -> None:
+        pass
+
+
+class RichProgress(PlainProgress):
+    """A progress bar with point, repetition, ETA and the last result; log lines scroll above it."""
+
+    def __init__(self, total: int, done: int = 0):
+        super().__init__(total, done)
+        from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeRemainingColumn
+
+        self.progress = Progress(TextColumn("[bold]{task.description}"), BarColumn(), MofNCompleteColumn(),
+                                 TimeRemainingColumn(), TextColumn("{task.fields[last]}"))
+        self.task = self.progress.add_task("runs", total=total, completed=done, last="")
+        self.progress.start()
+
+    def log(self, msg: str) -> None:
+        self.progress.console.print(msg, highlight=False)
+
+    def extend(self, n: int) -> None:
+        super().extend(n)
+        self.progress.update(self.task, total=self.total)
+
+    def advance(self, job, result: dict) -> None:
+        self.done += 1
+        self.progress.update(self.task, completed=self.done,
+                             description=f"{job.point.id} rep {job.rep}",
+                             last=f"last {job.run_id}: {describe_result(result)}")
+
+    def close(self) -> None:
+        self.progress.stop()
+
+
+def make_progress(total: int, done: int = 0) -> PlainProgress:
+    return RichProgress(total, done) if sys.stdout.isatty() else PlainProgress(total, done)

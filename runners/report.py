@@ -1,0 +1,111 @@
+"""Tables, verdicts, JUnit and plots from a saved result set, without re-running anything.
+
+`run-scenario report DIR` calls this; so does every run when it finishes.
+Writes into DIR: stats.json, stats.csv (one row per point, case and metric),
+verdicts.json, junit.xml (when the scenario has expectations or a baseline)
+and plots/*.png|svg.
+"""
+from __future__ import annotations
+
+import csv
+import io
+import json
+from dataclasses import dataclass
+from pathlib import Path
+
+from scenarios.loader import load_experiment
+
+from .junit import render_junit
+from .results import atomic_write, load_results
+from .stats import describe
+from .verdicts import FAIL, INCONCLUSIVE, PASS, Verdict, evaluate_points, regressions
+
+STAT_METRICS = ("throughput_mbps", "seconds", "ofo_tcp", "ofo_mptcp", "retrans_segs", "subflows")
+
+
+@dataclass
+class Report:
+    dir: Path
+    stats: list[dict]
+    verdicts: list[Verdict]
+
+    @property
+    def failed(self) -> bool:
+        return any(v.outcome == FAIL for v in self.verdicts)
+
+    def inconclusive_points(self) -> set[str]:
+        return {v.point for v in self.verdicts if v.outcome == INCONCLUSIVE and not v.name.startswith("baseline")}
+
+
+def case_of(run: dict) -> str:
+    return f"{run['mode']}@{run['primary']}"
+
+
+def group_runs(doc: dict) -> dict[str, tuple[str, list[dict]]]:
+    """{point id: (point label, runs)}; a result set without points is one point."""
+    out: dict[str, tuple[str, list[dict]]] = {}
+    for r in doc["runs"]:
+        pid = r.get("point", "p001")
+        label = r.get("point_label", "base")
+        out.setdefault(pid, (label, []))[1].append(r)
+    return dict(sorted(out.items()))
+
+
+def point_stats(doc: dict) -> list[dict]:
+    rows = []
+    for pid, (label, runs) in group_runs(doc).items():
+        params = runs[0].get("params", {})
+        for case in sorted({case_of(r) for r in runs}):
+            sel = [r for r in runs if case_of(r) == case and r["status"] == "ok"]
+            for metric in STAT_METRICS:
+                vals = [r["metrics"][metric] for r in sel if r["metrics"].get(metric) is not None]
+                if vals:
+                    rows.append({"point": pid, "label": label, "params": params, "case": case, "metric": metric,
+                                 **describe(vals).to_dict()})
+    return rows
+
+
+def render_stats_csv(rows: list[dict]) -> str:
+    fields = ["point", "label", "case", "metric", "n", "mean", "median", "q1", "q3", "min", "max", "stdev",
+              "ci_low", "ci_high"]
+    buf = io.StringIO()
+    w = csv.DictWriter(buf, fieldnames=fields, extrasaction="ignore", lineterminator="\n")
+    w.writeheader()
+    w.writerows(rows)
+    return buf.getvalue()
+
+
+def verdict_table(verdicts: list[Verdict]) -> str:
+    from rich.console import Console
+    from rich.table import Table
+
+    t = Table(title="verdicts")
+    for col in ("point", "expectation", "verdict", "detail"):
+        t.add_column(col)
+    for v in verdicts:
+        mark = {PASS: "pass", FAIL: "FAIL", INCONCLUSIVE: "inconclusive"}[v.outcome]
+        t.add_row(f"{v.point} {v.label}", v.name, mark, v.detail)
+    c = Console(record=True, width=140, file=io.StringIO())
+    c.print(t)
+    return c.export_text()
+
+
+def make_report(run_dir: Path, baseline: Path | None = None, plots: bool = True) -> Report:
+    run_dir = Path(run_dir)
+    doc = load_results(run_dir)
+    exp = load_experiment(run_dir / "scenario.yaml")
+    groups = group_runs(doc)
+    stats = point_stats(doc)
+    verdicts = evaluate_points(exp.scenario, groups)
+    if baseline is not None:
+        verdicts += regressions(groups, group_runs(load_results(baseline)))
+    atomic_write(run_dir / "stats.json", json.dumps(stats, indent=1, default=str) + "\n")
+    atomic_write(run_dir / "stats.csv", render_stats_csv(stats))
+    atomic_write(run_dir / "verdicts.json", json.dumps([v.to_dict() for v in verdicts], indent=1) + "\n")
+    if verdicts:
+        atomic_write(run_dir / "junit.xml", render_junit(exp.scenario.name, verdicts,
+                                                         doc.get("metadata", {}).get("started_utc", "")))
+    if plots and doc["runs"]:
+        from .plots import write_plots
+        write_plots(run_dir / "plots", doc, stats, exp)
+    return Report(run_dir, stats, verdicts)

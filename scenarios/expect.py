@@ -1,0 +1,80 @@
+"""Expectations: small, checked comparisons between a point's runs.
+
+    mptcp.throughput_mbps >= 1.8 * tcp.throughput_mbps
+    mptcp@B.throughput_mbps > mptcp@A.throughput_mbps      (primary B beats primary A)
+    mptcp@A.ofo_mptcp > mptcp@B.ofo_mptcp
+    mptcp.subflows >= 2
+
+A side is `<mode>[@<primary path>].<metric>`; the right side may be a number
+or `<factor> * <side>`. Parsed with one regular expression, never eval'd.
+"""
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass
+
+# Run metrics an expectation may name (the keys of every run's `metrics`).
+METRICS = {
+    "throughput_mbps": "Mbit/s",
+    "sender_throughput_mbps": "Mbit/s",
+    "seconds": "s",
+    "bytes_received": "B",
+    "iperf_retransmits": "segments",
+    "retrans_segs": "segments",
+    "ofo_tcp": "segments",
+    "ofo_mptcp": "segments",
+    "ofo_mptcp_tail": "segments",
+    "subflows": "count",
+    "mptcp_joins": "count",
+    "sender_mean_rtt_ms": "ms",
+}
+# Metrics for which a lower value is better (for baseline regressions).
+LOWER_IS_BETTER = {"seconds", "iperf_retransmits", "retrans_segs", "ofo_tcp", "ofo_mptcp", "ofo_mptcp_tail",
+                   "sender_mean_rtt_ms"}
+
+_SIDE = r"(?P<{p}mode>mptcp|tcp)(?:@(?P<{p}primary>[A-Za-z][A-Za-z0-9_-]*))?\.(?P<{p}metric>[a-z_]+)"
+_NUM = r"\d+(?:\.\d+)?"
+_CHECK = re.compile(
+    rf"^\s*{_SIDE.format(p='l')}\s*(?P<op>>=|<=|>|<)\s*"
+    rf"(?:(?P<const>{_NUM})|(?:(?P<factor>{_NUM})\s*\*\s*)?{_SIDE.format(p='r')})\s*$")
+
+
+@dataclass(frozen=True)
+class Side:
+    mode: str
+    primary: str | None
+    metric: str
+
+    def __str__(self) -> str:
+        return f"{self.mode}{'@' + self.primary if self.primary else ''}.{self.metric}"
+
+
+@dataclass(frozen=True)
+class Check:
+    left: Side
+    op: str
+    right: Side | None
+    factor: float
+    const: float | None
+
+    def __str__(self) -> str:
+        if self.right is None:
+            return f"{self.left} {self.op} {self.const:g}"
+        f = f"{self.factor:g} * " if self.factor != 1 else ""
+        return f"{self.left} {self.op} {f}{self.right}"
+
+
+def parse_check(text: str) -> Check:
+    m = _CHECK.match(text)
+    if not m:
+        raise ValueError(f"{text!r} is not an expectation like 'mptcp.throughput_mbps >= 1.8 * tcp.throughput_mbps'")
+    for p in ("l", "r"):
+        metric = m.group(f"{p}metric")
+        if metric is not None and metric not in METRICS:
+            raise ValueError(f"unknown metric {metric!r} (known: {', '.join(METRICS)})")
+    left = Side(m.group("lmode"), m.group("lprimary"), m.group("lmetric"))
+    right = None
+    if m.group("rmode"):
+        right = Side(m.group("rmode"), m.group("rprimary"), m.group("rmetric"))
+    return Check(left=left, op=m.group("op"), right=right,
+                 factor=float(m.group("factor") or 1), const=float(m.group("const")) if m.group("const") else None)

@@ -1,0 +1,93 @@
+"""Expand a scenario's `variants` and `sweep` grid into points, each a fully validated Scenario.
+
+Override keys are dotted paths into the scenario document. `paths.<name>.<field>`
+is short for the field of the path with that name (`paths.A.delay`), so a sweep
+does not depend on list positions. Every point is validated like a whole
+scenario, so a bad sweep value gets the same clear error as a bad field.
+"""
+from __future__ import annotations
+
+import copy
+import itertools
+from dataclasses import dataclass, field
+from typing import Any
+
+from .model import Scenario
+
+ENGINE_KEYS = ("sweep", "variants", "expect")
+
+
+class SweepError(ValueError):
+    """A sweep key that does not address a field of the scenario."""
+
+
+@dataclass(frozen=True)
+class Point:
+    id: str
+    params: dict[str, Any]
+    scenario: Scenario = field(compare=False)
+
+    @property
+    def label(self) -> str:
+        return ", ".join(f"{k}={_fmt(v)}" for k, v in self.params.items()) or "base"
+
+
+def _fmt(v: Any) -> str:
+    return f"{v:g}" if isinstance(v, float) else str(v)
+
+
+def set_dotted(doc: dict, key: str, value: Any) -> None:
+    """Set `key` (e.g. 'paths.A.delay', 'mptcp.primary', 'traffic.duration') in a raw scenario dict."""
+    parts = key.split(".")
+    if parts[0] == "paths" or parts[:2] == ["topology", "paths"]:
+        rest = parts[1:] if parts[0] == "paths" else parts[2:]
+        if len(rest) != 2:
+            raise SweepError(f"{key!r}: use paths.<path name>.<field>, e.g. paths.A.delay")
+        name, fld = rest
+        paths = (doc.get("topology") or {}).get("paths") or []
+        for p in paths:
+            if isinstance(p, dict) and p.get("name") == name:
+                p[fld] = value
+                return
+        raise SweepError(f"{key!r}: no path named {name!r}")
+    node = doc
+    for part in parts[:-1]:
+        nxt = node.get(part)
+        if nxt is None:
+            nxt = node[part] = {}
+        if not isinstance(nxt, dict):
+            raise SweepError(f"{key!r}: {part!r} is not a mapping")
+        node = nxt
+    node[parts[-1]] = value
+
+
+def point_documents(raw: dict) -> list[tuple[dict[str, Any], dict]]:
+    """(params, raw document) for every variant x grid combination, in a stable order."""
+    base = {k: v for k, v in raw.items() if k not in ENGINE_KEYS}
+    variants = raw.get("variants") or [None]
+    out = []
+    for variant in variants:
+        grid = dict(raw.get("sweep") or {})
+        if variant is not None:
+            grid.update(variant.get("sweep") or {})
+        keys = list(grid)
+        for combo in itertools.product(*(grid[k] for k in keys)) if keys else [()]:
+            doc = copy.deepcopy(base)
+            params: dict[str, Any] = {}
+            if variant is not None:
+                params["variant"] = variant["name"]
+                for k, v in (variant.get("set") or {}).items():
+                    set_dotted(doc, k, v)
+            for k, v in zip(keys, combo):
+                set_dotted(doc, k, v)
+                params[k] = v
+            out.append((params, doc))
+    return out
+
+
+def shard_points(points: list[Point], shard: tuple[int, int] | None) -> list[Point]:
+    """Points of shard K of N (1-based): every N-th point, so each point is in exactly one shard."""
+    if not shard:
+        return points
+    k, n = shard
+    return [p for i, p in enumerate(points) if i % n == k - 1]
