@@ -74,12 +74,13 @@ def evaluate(check: Check, runs: list[dict], point: str = "", label: str = "", n
 
 
 def evaluate_points(scenario, points_runs: dict[str, tuple[str, list[dict]]]) -> list[Verdict]:
-    """Every expectation at every point: {point id: (label, runs)} -> verdicts."""
+    """Every expectation at every point it applies to: {point id: (label, runs)} -> verdicts."""
     out = []
     for e in scenario.expect:
         check = parse_check(e.check)
         for pid, (label, runs) in points_runs.items():
-            out.append(evaluate(check, runs, pid, label, e.label))
+            if runs and e.applies(runs[0].get("params", {})):
+                out.append(evaluate(check, runs, pid, label, e.label))
     return out
 
 

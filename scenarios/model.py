@@ -166,6 +166,11 @@ class Runs(Strict):
         return self
 
 
+def _same(value: Any, allowed: list) -> bool:
+    """YAML gives 250ms as a string and 5 as an int; compare as written."""
+    return any(value == a or str(value) == str(a) for a in allowed)
+
+
 def _check_expr(v: str) -> str:
     parse_check(v)
     return v
@@ -178,6 +183,12 @@ class Expectation(Strict):
     check: Annotated[str, AfterValidator(_check_expr)] = Field(
         description="e.g. 'mptcp.throughput_mbps >= 1.8 * tcp.throughput_mbps' or "
                     "'mptcp@B.throughput_mbps > mptcp@A.throughput_mbps'")
+    when: dict[str, Annotated[list[Any], Field(min_length=1)]] = Field(
+        default_factory=dict,
+        description="only at points whose parameters take these values, e.g. {variant: [exp1-delay]}")
+
+    def applies(self, params: dict) -> bool:
+        return all(k in params and _same(params[k], allowed) for k, allowed in self.when.items())
 
     @property
     def label(self) -> str:
@@ -229,7 +240,12 @@ class Scenario(Strict):
             if v.name in seen:
                 raise ValueError(f"variants[{i}].name: variant name {v.name!r} is used twice")
             seen.add(v.name)
+        params = {"variant"} | set(self.sweep) | {k for v in self.variants for k in v.sweep}
         for i, e in enumerate(self.expect):
+            for key in e.when:
+                if key not in params:
+                    raise ValueError(f"expect[{i}].when.{key}: not a sweep key or 'variant' "
+                                     f"(known: {', '.join(sorted(params))})")
             c = parse_check(e.check)
             for side in (c.left, c.right):
                 if side is None:

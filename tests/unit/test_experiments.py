@@ -250,3 +250,33 @@ def test_report_writes_stats_verdicts_junit_and_plots(tmp_path):
     assert any(p.startswith("timeseries-") for p in plots)
     row = next(r for r in rep.stats if r["point"] == "p002" and r["case"] == "mptcp@A" and r["metric"] == "throughput_mbps")
     assert row["n"] == 2 and row["mean"] == pytest.approx(13.15)
+
+
+def test_expectations_apply_only_where_told():
+    exp = parse_experiment(BASE + """\
+variants:
+  - {name: slow, set: {paths.A.delay: 250ms}}
+  - {name: same}
+sweep: {traffic.duration: [5, 10]}
+runs: {primaries: [A, B], compare: [mptcp]}
+expect:
+  - {check: "mptcp@B.throughput_mbps > mptcp@A.throughput_mbps", when: {variant: [slow], traffic.duration: [10]}}
+""")
+    e = exp.scenario.expect[0]
+    assert [p.params for p in exp.points if e.applies(p.params)] == [{"variant": "slow", "traffic.duration": 10}]
+    with pytest.raises(ScenarioError, match=r"expect\[0\].when.colour \(line 3\): not a sweep key"):
+        parse_experiment(BASE + "expect: [{check: 'mptcp.subflows >= 2', when: {colour: [red]}}]\n")
+
+
+def test_e4_full_scenario_covers_the_papers_figures():
+    from scenarios.loader import load_experiment
+    exp = load_experiment(Path(__file__).resolve().parents[2] / "scenarios" / "e4-primary-path.yaml")
+    variants = {p.params["variant"] for p in exp.points}
+    assert variants == {"exp1-delay", "exp2-bandwidth", "exp3-loss", "fig5-delay", "fig5-bandwidth", "fig5-loss"}
+    exp1 = [p for p in exp.points if p.params["variant"] == "exp1-delay"]
+    assert {p.scenario.topology.path("A").delay for p in exp1} == {250.0}
+    assert sorted(p.scenario.traffic.duration for p in exp1) == [5, 10, 20, 40]        # Figure 4
+    assert all(p.scenario.topology.path("B") == exp1[0].scenario.topology.path("B") for p in exp.points)
+    assert all(p.scenario.primaries == ["A", "B"] for p in exp.points)
+    claimed = {p.id for p in exp.points for e in exp.scenario.expect if e.applies(p.params)}
+    assert not any(p.id in claimed and p.params.get("paths.A.delay") == "15ms" for p in exp.points)
