@@ -144,17 +144,28 @@ def summary(runs: list[dict]) -> str:
                       str(m["retrans_segs"]), shares)
     console = Console(record=True, width=110, force_terminal=False, file=io.StringIO())
     console.print(table)
-    for primary in sorted({r["primary"] for r in runs}):
-        means = {}
-        for mode in ("mptcp", "tcp"):
-            vals = [r["metrics"]["throughput_mbps"] for r in runs if r["mode"] == mode and r["primary"] == primary]
-            if vals:
-                means[mode] = sum(vals) / len(vals)
-        if "mptcp" in means and means.get("tcp"):
-            console.print(f"primary {primary}: MPTCP / TCP throughput {means['mptcp']:.2f} / {means['tcp']:.2f} "
-                          f"Mbit/s = {means['mptcp'] / means['tcp']:.2f}x")
-        elif means:
-            console.print(f"primary {primary}: " + ", ".join(f"{m} {v:.2f} Mbit/s" for m, v in means.items()))
+    from .report import add_efficiency
+    add_efficiency(runs)
+    tcp = {r["primary"]: [] for r in runs if r["mode"] == "tcp"}
+    for r in runs:
+        if r["mode"] == "tcp":
+            tcp[r["primary"]].append(r["metrics"]["throughput_mbps"])
+    for primary in sorted({r["primary"] for r in runs if r["mode"] == "mptcp"} or tcp):
+        mp = [r["metrics"]["throughput_mbps"] for r in runs if r["mode"] == "mptcp" and r["primary"] == primary]
+        line = f"primary {primary}:"
+        if mp:
+            line += f" MPTCP {sum(mp) / len(mp):.2f} Mbit/s"
+        if tcp.get(primary):
+            t = sum(tcp[primary]) / len(tcp[primary])
+            line += f", TCP {t:.2f} Mbit/s" + (f" = {sum(mp) / len(mp) / t:.2f}x" if mp and t else "")
+        eff = [r["metrics"]["efficiency"] for r in runs if r["mode"] == "mptcp" and r["primary"] == primary
+               and "efficiency" in r["metrics"]]
+        if eff:
+            line += f"; efficiency {sum(eff) / len(eff):.3f} (MPTCP / sum of per-path TCP)"
+        console.print(line)
+    others = sorted(set(tcp) - {r["primary"] for r in runs if r["mode"] == "mptcp"})
+    if others:
+        console.print("TCP alone: " + ", ".join(f"{p} {sum(tcp[p]) / len(tcp[p]):.2f} Mbit/s" for p in others))
     return console.export_text()
 
 
@@ -168,6 +179,23 @@ def _parse_shard(text: str | None) -> tuple[int, int] | None:
     if not 1 <= k <= n:
         raise argparse.ArgumentTypeError(f"--shard {text!r}: K must be between 1 and N")
     return k, n
+
+
+def check_plans(exp) -> None:
+    """Lay out every point (pure): a route conflict is bad input, found before anything starts."""
+    from scenarios.loader import ScenarioError
+    from topologies.plan import PlanError, plan
+
+    problems = []
+    for pt in exp.points:
+        try:
+            plan(pt.scenario)
+        except PlanError as e:
+            msg = str(e) if len(exp.points) == 1 else f"sweep point {pt.label}: {e}"
+            if msg not in problems:
+                problems.append(msg)
+    if problems:
+        raise ScenarioError(exp.file, problems)
 
 
 def _run_native(args, exp, run_dir: Path, report) -> int:
@@ -382,6 +410,7 @@ def main(argv: list[str] | None = None) -> int:
         for f in args.scenario:
             try:
                 exp = load_experiment(f)
+                check_plans(exp)
                 print(f"{f}: ok ({len(exp.points)} point{'s' if len(exp.points) > 1 else ''})")
             except ScenarioError as e:
                 print(e.render(), file=sys.stderr)
@@ -391,6 +420,7 @@ def main(argv: list[str] | None = None) -> int:
         parser.error("give one scenario file to run (several only with --check)")
     try:
         exp = load_experiment(args.scenario[0])
+        check_plans(exp)
     except ScenarioError as e:
         print(e.render(), file=sys.stderr)
         return EXIT_INPUT

@@ -8,7 +8,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from scenarios.model import Scenario
-from topologies.plan import PathPlan, TopologyPlan
+from topologies.plan import Shaping, TopologyPlan
 
 Argv = list[str]
 
@@ -40,33 +40,13 @@ def sysctl_argv(key: str, value: str) -> Argv:
     return ["sysctl", "-q", "-w", f"{key}={value}"]
 
 
-def address_argvs(plan: TopologyPlan) -> HostCommands:
-    """Addresses for both hosts, and per-interface source routing on the client.
-
-    A client subflow leaves by the interface of its source address (rule
-    `from <addr> table N`, default route on-link on that interface). The
-    server needs no rules: its connected routes already send each reply back
-    over the link the client's address belongs to.
-    """
-    client: list[Argv] = []
-    server: list[Argv] = []
-    for p in plan.paths:
-        for cmds, ifname, ip in ((client, p.client_if, p.client_ip), (server, p.server_if, p.server_ip)):
-            cmds.append(["ip", "addr", "flush", "dev", ifname])
-            cmds.append(["ip", "addr", "add", f"{ip}/{p.prefix_len}", "dev", ifname])
-            cmds.append(["ip", "link", "set", "dev", ifname, "up"])
-        client.append(["ip", "rule", "add", "from", p.client_ip, "table", str(p.table), "priority", str(p.table)])
-        client.append(["ip", "route", "add", "default", "dev", p.client_if, "table", str(p.table)])
-    return HostCommands(client, server)
-
-
 def offload_argv(ifname: str) -> Argv:
     """Segmentation offloads off, so netem's loss and limit act on real packets, not 64 KB bursts."""
     return ["ethtool", "-K", ifname, "tso", "off", "gso", "off", "gro", "off"]
 
 
-def netem_argv(ifname: str, path: PathPlan) -> Argv:
-    return ["tc", "qdisc", "replace", "dev", ifname, "root"] + path.shaping.netem_args()
+def netem_argv(ifname: str, shaping: Shaping) -> Argv:
+    return ["tc", "qdisc", "replace", "dev", ifname, "root"] + shaping.netem_args()
 
 
 def mptcp_limits(scenario: Scenario, n_paths: int) -> tuple[int, int]:
@@ -80,40 +60,44 @@ def mptcp_limits(scenario: Scenario, n_paths: int) -> tuple[int, int]:
 def mptcp_argvs(scenario: Scenario, plan: TopologyPlan, primary: str) -> HostCommands:
     """Endpoints and limits for one MPTCP run with the initial subflow on `primary`.
 
-    `signal`: the server announces the address of every other path; the
-    client's in-kernel path manager answers each ADD_ADDR with one subflow,
-    sourced (by routing) from its interface on that path's link.
-    `subflow`: the client opens one subflow from each other interface to the
-    server's primary address; source routing sends it over that link.
-    Backup paths get the backup flag on the endpoints of both ends.
+    For each other path, a subflow must appear between that path's client
+    and server addresses. `signal` (default): when the path's server address
+    differs from the primary's, the server announces it (ADD_ADDR) and the
+    client's in-kernel path manager opens one subflow to it, sourced (by
+    routing) from the client's address on that path; this is also how the
+    other address family joins on a dual-stack interface. When only the
+    client address differs, the client opens the subflow from a `subflow`
+    endpoint. `subflow` prefers client endpoints where the client address
+    differs. Backup paths get the backup flag on the endpoints of both ends.
     """
-    subflows, accepted = mptcp_limits(scenario, len(plan.paths))
+    first = plan.path(primary)
     backup = set(scenario.mptcp.backup)
-    client: list[Argv] = [["ip", "mptcp", "endpoint", "flush"],
-                          ["ip", "mptcp", "limits", "set", "subflows", str(subflows),
-                           "add_addr_accepted", str(accepted)]]
-    server: list[Argv] = [["ip", "mptcp", "endpoint", "flush"],
-                          ["ip", "mptcp", "limits", "set", "subflows", str(subflows),
-                           "add_addr_accepted", str(accepted)]]
+    client: list[Argv] = [["ip", "mptcp", "endpoint", "flush"]]
+    server: list[Argv] = [["ip", "mptcp", "endpoint", "flush"]]
+    signals = 0
     for p in plan.paths:
         if p.name == primary:
             if p.name in backup:
                 client.append(["ip", "mptcp", "endpoint", "add", p.client_ip, "dev", p.client_if, "backup"])
             continue
-        flags_c: list[str] = []
-        flags_s: list[str] = []
-        if scenario.mptcp.endpoints == "subflow":
-            flags_c.append("subflow")
+        bk = ["backup"] if p.name in backup else []
+        new_client = p.client_ip != first.client_ip
+        new_server = p.server_ip != first.server_ip
+        use_signal = new_server and (scenario.mptcp.endpoints == "signal" or not new_client)
+        if use_signal:
+            server.append(["ip", "mptcp", "endpoint", "add", p.server_ip, "dev", p.server_if, "signal"] + bk)
+            if bk and new_client:
+                client.append(["ip", "mptcp", "endpoint", "add", p.client_ip, "dev", p.client_if] + bk)
+            signals += 1
         else:
-            flags_s.append("signal")
-        if p.name in backup:
-            flags_c.append("backup")
-            flags_s.append("backup")
-        if flags_c:
-            client.append(["ip", "mptcp", "endpoint", "add", p.client_ip, "dev", p.client_if] + flags_c)
-        if flags_s:
-            server.append(["ip", "mptcp", "endpoint", "add", p.server_ip, "dev", p.server_if] + flags_s)
-    return HostCommands(client, server)
+            client.append(["ip", "mptcp", "endpoint", "add", p.client_ip, "dev", p.client_if, "subflow"] + bk)
+            if bk:
+                server.append(["ip", "mptcp", "endpoint", "add", p.server_ip, "dev", p.server_if] + bk)
+    subflows, accepted = mptcp_limits(scenario, len(plan.paths))
+    if scenario.mptcp.limits.add_addr_accepted is None:
+        accepted = signals
+    limits = ["ip", "mptcp", "limits", "set", "subflows", str(subflows), "add_addr_accepted", str(accepted)]
+    return HostCommands(client[:1] + [limits] + client[1:], server[:1] + [limits] + server[1:])
 
 
 def mptcp_reset_argvs() -> list[Argv]:
@@ -141,6 +125,15 @@ def iperf_server_argv(iperf: Iperf, port: int, mptcp: bool) -> Argv:
     return iperf.wrap([iperf.binary, "-s", "-1", "-J", "-p", str(port)], mptcp)
 
 
+def v4_mapped(ip: str) -> str:
+    return f"::ffff:{ip}"
+
+
+def needs_v6_socket(plan: TopologyPlan, primary: str, mptcp: bool) -> bool:
+    """An AF_INET MPTCP socket can never add IPv6 subflows; an AF_INET6 one (v4-mapped) can add both."""
+    return mptcp and plan.path(primary).family == "ipv4" and any(p.family == "ipv6" for p in plan.paths)
+
+
 def iperf_client_argv(iperf: Iperf, scenario: Scenario, server_ip: str, client_ip: str,
                       port: int, mptcp: bool) -> Argv:
     t = scenario.traffic
@@ -159,6 +152,32 @@ def iperf_client_argv(iperf: Iperf, scenario: Scenario, server_ip: str, client_i
 
 def ping_argv(src: str, dst: str, count: int = 5) -> Argv:
     return ["ping", "-n", "-q", "-c", str(count), "-i", "0.2", "-W", "3", "-I", src, dst]
+
+
+NFT_TABLE = ["inet", "mptb"]
+
+
+def nft_counter_argvs(plan: TopologyPlan, node: str) -> list[Argv]:
+    """Per-path byte counters in a host's namespace, by address pair, both directions.
+
+    Interface counters cannot tell IPv4 from IPv6 on one dual-stack
+    interface, so routed topologies count each path's bytes here.
+    """
+    out = [["nft", "add", "table", *NFT_TABLE],
+           ["nft", "add", "chain", *NFT_TABLE, "in", "{ type filter hook input priority 0 ; policy accept ; }"],
+           ["nft", "add", "chain", *NFT_TABLE, "out", "{ type filter hook output priority 0 ; policy accept ; }"]]
+    for p in plan.paths:
+        ip = "ip" if p.family == "ipv4" else "ip6"
+        mine, peer = (p.client_ip, p.server_ip) if node == plan.client else (p.server_ip, p.client_ip)
+        out.append(["nft", "add", "rule", *NFT_TABLE, "in", ip, "saddr", peer, ip, "daddr", mine,
+                    "counter", "comment", f'"{p.name}"'])
+        out.append(["nft", "add", "rule", *NFT_TABLE, "out", ip, "saddr", mine, ip, "daddr", peer,
+                    "counter", "comment", f'"{p.name}"'])
+    return out
+
+
+def nft_list_argv() -> Argv:
+    return ["nft", "-j", "list", "table", *NFT_TABLE]
 
 
 def nstat_argv() -> Argv:

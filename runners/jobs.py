@@ -36,10 +36,20 @@ def run_key(run: dict) -> tuple[str, int, str, str]:
     return (run.get("point", "p001"), int(run["repeat"]), run["primary"], run["mode"])
 
 
+SHAPING_FIELDS = {"bw", "delay", "loss", "queue"}
+
+
+def _strip_shaping(v):
+    if isinstance(v, dict):
+        return tuple(sorted((k, _strip_shaping(x)) for k, x in v.items() if k not in SHAPING_FIELDS))
+    if isinstance(v, list):
+        return tuple(_strip_shaping(x) for x in v)
+    return str(v)
+
+
 def topology_signature(point: Point) -> tuple:
-    """What needs a new Mininet network when it changes; shaping and MPTCP settings do not."""
-    t = point.scenario.topology
-    return (t.kind, tuple(p.name for p in t.paths))
+    """What needs a new Mininet network when it changes: everything but shaping (and MPTCP settings)."""
+    return _strip_shaping(point.scenario.topology.model_dump())
 
 
 def plan_jobs(points: list[Point], rounds: range, seed: int, multi_point: bool | None = None) -> list[Job]:
@@ -47,8 +57,9 @@ def plan_jobs(points: list[Point], rounds: range, seed: int, multi_point: bool |
     groups: dict[tuple, list[tuple[Point, str, str]]] = {}
     for pt in points:
         sc = pt.scenario
-        for primary in sc.primaries:
-            for mode in sc.runs.compare:
+        for mode in sc.runs.compare:
+            on = sc.tcp_paths if mode == "tcp" else sc.primaries
+            for primary in on:
                 groups.setdefault(topology_signature(pt), []).append((pt, primary, mode))
     jobs = []
     for rep in rounds:

@@ -61,12 +61,12 @@ def signals_blocked():
         signal.pthread_sigmask(signal.SIG_SETMASK, old)
 
 
-class LinkSampler(threading.Thread):
-    """Samples interface byte counters of one host every `interval` s: per-path throughput over time."""
+class PathSampler(threading.Thread):
+    """Samples per-path received bytes every `interval` s: per-path throughput over time."""
 
-    def __init__(self, node, ifnames: dict[str, str], interval: float, key: str):
+    def __init__(self, read: Callable[[], dict[str, int]], interval: float):
         super().__init__(daemon=True)
-        self.node, self.ifnames, self.interval, self.key = node, ifnames, interval, key
+        self.read, self.interval = read, interval
         self.samples: list[dict] = []
         self._halt = threading.Event()
         self.error: str | None = None
@@ -75,9 +75,7 @@ class LinkSampler(threading.Thread):
         t0 = time.monotonic()
         while not self._halt.is_set():
             try:
-                stats = P.parse_link_stats(run(self.node, C.link_stats_argv(), timeout=10).out)
-                self.samples.append({"t": round(time.monotonic() - t0, 3),
-                                     **{path: stats[ifn][self.key] for path, ifn in self.ifnames.items()}})
+                self.samples.append({"t": round(time.monotonic() - t0, 3), **self.read()})
             except Exception as e:  # keep sampling; report at the end
                 self.error = str(e)
             self._halt.wait(self.interval)
@@ -173,14 +171,16 @@ class NativeRunner:
         self.net = build_network(self.plan)
         self.client = self.net.get(self.plan.client)
         self.server = self.net.get(self.plan.server)
-        cmds = C.address_argvs(self.plan)
-        for argv in cmds.client:
-            run(self.client, argv)
-        for argv in cmds.server:
-            run(self.server, argv)
-        for p in self.plan.paths:
-            run(self.client, C.offload_argv(p.client_if))
-            run(self.server, C.offload_argv(p.server_if))
+        for node, argvs in self.plan.setup.items():
+            for argv in argvs:
+                run(self.net.get(node), argv)
+        for iface in self.plan.interfaces:
+            if iface.shaping is not None:
+                run(self.net.get(iface.node), C.offload_argv(iface.name))
+        if self.plan.byte_counters == "nft":
+            for node in (self.plan.client, self.plan.server):
+                for argv in C.nft_counter_argvs(self.plan, node):
+                    run(self.net.get(node), argv)
         self.store.set_metadata(build_seconds=round(time.monotonic() - t0, 2), address_plan=self.plan.to_dict())
 
     def _sysctls(self, sc: Scenario) -> None:
@@ -194,24 +194,26 @@ class NativeRunner:
     def _shape(self) -> None:
         """netem on both directions of every path, read back and compared; a refusal stops the run."""
         report = {}
-        for p in self.plan.paths:
-            for node, ifname in ((self.client, p.client_if), (self.server, p.server_if)):
-                if self.shaping.get(ifname) == p.shaping:
-                    continue
-                res = run(node, C.netem_argv(ifname, p), check=False)
-                if res.rc != 0:
-                    raise RunFailure(f"path {p.name}: tc refused the netem qdisc on {ifname}: "
-                                     f"{(res.err or res.out).strip()} - refusing to run unshaped")
-                shown = run(node, ["tc", "-j", "qdisc", "show", "dev", ifname]).out
-                got = P.parse_netem(shown)
-                want = {"limit": p.shaping.limit_pkts, "rate_mbit": p.shaping.rate_mbit,
-                        "delay_ms": p.shaping.delay_ms, "loss_pct": p.shaping.loss_pct}
-                bad = P.shaping_mismatches(want, got)
-                if bad:
-                    raise RunFailure(f"path {p.name}: shaping on {ifname} did not take: {'; '.join(bad)}")
-                self.shaping[ifname] = p.shaping
-                report[ifname] = got
-                self.store.save_raw("setup", f"tc-{ifname}.json", shown)
+        for iface in self.plan.interfaces:
+            if iface.shaping is None:
+                continue
+            node, ifname, shaping = self.net.get(iface.node), iface.name, iface.shaping
+            if self.shaping.get(ifname) == shaping:
+                continue
+            res = run(node, C.netem_argv(ifname, shaping), check=False)
+            if res.rc != 0:
+                raise RunFailure(f"link {iface.link}: tc refused the netem qdisc on {ifname}: "
+                                 f"{(res.err or res.out).strip()} - refusing to run unshaped")
+            shown = run(node, ["tc", "-j", "qdisc", "show", "dev", ifname]).out
+            got = P.parse_netem(shown)
+            want = {"limit": shaping.limit_pkts, "rate_mbit": shaping.rate_mbit,
+                    "delay_ms": shaping.delay_ms, "loss_pct": shaping.loss_pct}
+            bad = P.shaping_mismatches(want, got)
+            if bad:
+                raise RunFailure(f"link {iface.link}: shaping on {ifname} did not take: {'; '.join(bad)}")
+            self.shaping[ifname] = shaping
+            report[ifname] = got
+            self.store.save_raw("setup", f"tc-{ifname}.json", shown)
         if report and "shaping" not in self.store.metadata:
             self.store.set_metadata(shaping=report)
 
@@ -227,7 +229,19 @@ class NativeRunner:
             self.store.save_raw(run_id, f"links-{side}-{label}.json", links)
             snap[f"{side}_nstat"] = P.parse_nstat(nstat)
             snap[f"{side}_links"] = P.parse_link_stats(links)
+            if self.plan.byte_counters == "nft":
+                nft = run(node, C.nft_list_argv()).out
+                self.store.save_raw(run_id, f"nft-{side}-{label}.json", nft)
+                snap[f"{side}_paths"] = P.parse_nft_counters(nft)
         return snap
+
+    def _path_rx(self, receiver, upload: bool) -> dict[str, int]:
+        """Bytes received so far on each path, by the receiver's interface counters or nft counters."""
+        if self.plan.byte_counters == "nft":
+            counters = P.parse_nft_counters(run(receiver, C.nft_list_argv(), timeout=10).out)
+            return {p.name: counters.get(p.name, {}).get("in_bytes", 0) for p in self.plan.paths}
+        stats = P.parse_link_stats(run(receiver, C.link_stats_argv(), timeout=10).out)
+        return {p.name: stats[p.server_if if upload else p.client_if]["rx_bytes"] for p in self.plan.paths}
 
     def _ping_paths(self, run_id: str) -> dict:
         out = {}
@@ -255,7 +269,7 @@ class NativeRunner:
         t = self.scenario.traffic
         if t.duration is not None:
             return t.duration + t.omit + 60
-        slowest = min(p.bw for p in self.scenario.topology.paths)
+        slowest = self.scenario.topology.min_rate
         return 3 * t.bytes * 8 / (slowest * 1e6) + 60
 
     def _one_run(self, job: Job) -> dict:
@@ -284,15 +298,17 @@ class NativeRunner:
         pings = self._ping_paths(run_id)
         upload = sc.traffic.direction == "upload"
         receiver, sender = (self.server, self.client) if upload else (self.client, self.server)
-        rx_ifs = {p.name: (p.server_if if upload else p.client_if) for p in self.plan.paths}
         before = self._snapshot(run_id, "before")
         server = self.procs.start(self.server, C.iperf_server_argv(self.iperf, IPERF_PORT, mptcp))
         try:
             self._wait_listening(IPERF_PORT)
-            sampler = LinkSampler(receiver, rx_ifs, sc.traffic.interval, "rx_bytes")
+            sampler = PathSampler(lambda: self._path_rx(receiver, upload), sc.traffic.interval)
             sampler.start()
+            s_ip, c_ip = pp.server_ip, pp.client_ip
+            if C.needs_v6_socket(self.plan, primary, mptcp):
+                s_ip, c_ip = C.v4_mapped(s_ip), C.v4_mapped(c_ip)
             client = self.procs.start(self.client, C.iperf_client_argv(
-                self.iperf, sc, pp.server_ip, pp.client_ip, IPERF_PORT, mptcp))
+                self.iperf, sc, s_ip, c_ip, IPERF_PORT, mptcp))
             ss_samples = self._watch_subflows(client)
             try:
                 c_out, c_err = client.communicate(timeout=self._traffic_timeout())
@@ -322,6 +338,8 @@ class NativeRunner:
         result = self._assemble(run_id, rep, mode, primary, iperf, before, after, pings, samples, ss_samples,
                                 receiver is self.server, started)
         result.update(point=job.point.id, point_label=job.point.label, params=job.point.params)
+        if mode == "mptcp" and sc.efficiency_paths:
+            result["efficiency_paths"] = sc.efficiency_paths
         self.store.add_run(result)
         time.sleep(sc.runs.pause / 1000.0)
         return result
@@ -369,10 +387,17 @@ class NativeRunner:
         for p in self.plan.paths:
             rx_if = p.server_if if server_receives else p.client_if
             tx_if = p.client_if if server_receives else p.server_if
-            def delta(side, ifname, key):
-                return after[f"{side}_links"][ifname][key] - before[f"{side}_links"][ifname][key]
-            rx, tx = delta(rx_side, rx_if, "rx_bytes"), delta(tx_side, tx_if, "tx_bytes")
-            rx_pk, tx_pk = delta(rx_side, rx_if, "rx_packets"), delta(tx_side, tx_if, "tx_packets")
+            if self.plan.byte_counters == "nft":
+                def pd(side, key, path=p.name):
+                    return (after[f"{side}_paths"].get(path, {}).get(key, 0)
+                            - before[f"{side}_paths"].get(path, {}).get(key, 0))
+                rx, tx = pd(rx_side, "in_bytes"), pd(tx_side, "out_bytes")
+                rx_pk, tx_pk = pd(rx_side, "in_packets"), pd(tx_side, "out_packets")
+            else:
+                def delta(side, ifname, key):
+                    return after[f"{side}_links"][ifname][key] - before[f"{side}_links"][ifname][key]
+                rx, tx = delta(rx_side, rx_if, "rx_bytes"), delta(tx_side, tx_if, "tx_bytes")
+                rx_pk, tx_pk = delta(rx_side, rx_if, "rx_packets"), delta(tx_side, tx_if, "tx_packets")
             total_rx += rx
             paths[p.name] = {"bytes_received": rx, "bytes_sent": tx,
                              "packets_received": rx_pk, "packets_sent": tx_pk,

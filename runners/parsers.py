@@ -202,3 +202,25 @@ def parse_ss_subflows(text: str) -> list[dict[str, Any]]:
             entry["backup"] = "b" in fm.group(1) or "B" in fm.group(1)
         out.append(entry)
     return out
+
+
+# ---------------------------------------------------------------- nft -j list table
+
+def parse_nft_counters(text: str) -> dict[str, dict[str, int]]:
+    """Per-path counters of `nft -j list table inet mptb` -> {path: {in_bytes, in_packets, out_bytes, out_packets}}."""
+    try:
+        doc = json.loads(text)
+    except json.JSONDecodeError as e:
+        raise ParseError(f"nft -j output is not JSON: {e}") from None
+    out: dict[str, dict[str, int]] = {}
+    for item in doc.get("nftables", []):
+        rule = item.get("rule")
+        if not rule or "comment" not in rule:
+            continue
+        counter = next((e["counter"] for e in rule.get("expr", []) if "counter" in e), None)
+        if counter is None:
+            continue
+        d = out.setdefault(rule["comment"], {"in_bytes": 0, "in_packets": 0, "out_bytes": 0, "out_packets": 0})
+        d[f"{rule['chain']}_bytes"] += int(counter.get("bytes", 0))
+        d[f"{rule['chain']}_packets"] += int(counter.get("packets", 0))
+    return out

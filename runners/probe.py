@@ -88,6 +88,8 @@ def probe(scenario: Scenario) -> ProbeReport:
         importlib.import_module("mininet.net")
     except ImportError:
         rep.missing.append("the Mininet Python package is not importable (package mininet; run setup.sh)")
+    if scenario.topology.kind == "routed" and not shutil.which("nft"):
+        rep.missing.append("`nft` is not installed (package nftables): routed topologies count bytes per path with it")
     if not (PROC / "net/mptcp/enabled").exists():
         rep.missing.append("the kernel has no MPTCP (no net.mptcp.enabled sysctl; needs CONFIG_MPTCP)")
     if os.geteuid() == 0 and shutil.which("tc") and shutil.which("ip"):

@@ -20,7 +20,26 @@ from .results import atomic_write, load_results
 from .stats import describe
 from .verdicts import FAIL, INCONCLUSIVE, PASS, Verdict, evaluate_points, regressions
 
-STAT_METRICS = ("throughput_mbps", "seconds", "ofo_tcp", "ofo_mptcp", "retrans_segs", "subflows")
+STAT_METRICS = ("throughput_mbps", "efficiency", "seconds", "ofo_tcp", "ofo_mptcp", "retrans_segs", "subflows")
+
+
+def add_efficiency(runs: list[dict]) -> None:
+    """E3's efficiency for each MPTCP run of one point: its throughput / sum of per-path TCP means.
+
+    The paths are those the run recorded (`efficiency_paths`, from runs.tcp_on);
+    only where each of them has a successful TCP run alone in this point.
+    """
+    tcp: dict[str, list[float]] = {}
+    for r in runs:
+        if r["mode"] == "tcp" and r["status"] == "ok":
+            tcp.setdefault(r["primary"], []).append(r["metrics"]["throughput_mbps"])
+    for r in runs:
+        names = r.get("efficiency_paths")
+        if r["mode"] != "mptcp" or not names or any(n not in tcp for n in names):
+            continue
+        total = sum(sum(tcp[n]) / len(tcp[n]) for n in names)
+        if total > 0:
+            r["metrics"]["efficiency"] = r["metrics"]["throughput_mbps"] / total
 
 
 @dataclass
@@ -42,12 +61,14 @@ def case_of(run: dict) -> str:
 
 
 def group_runs(doc: dict) -> dict[str, tuple[str, list[dict]]]:
-    """{point id: (point label, runs)}; a result set without points is one point."""
+    """{point id: (point label, runs)}; a result set without points is one point. Adds derived metrics."""
     out: dict[str, tuple[str, list[dict]]] = {}
     for r in doc["runs"]:
         pid = r.get("point", "p001")
         label = r.get("point_label", "base")
         out.setdefault(pid, (label, []))[1].append(r)
+    for _, runs in out.values():
+        add_efficiency(runs)
     return dict(sorted(out.items()))
 
 

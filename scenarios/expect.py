@@ -27,6 +27,9 @@ METRICS = {
     "subflows": "count",
     "mptcp_joins": "count",
     "sender_mean_rtt_ms": "ms",
+    # derived when the point has TCP baselines on every path (runs.tcp_on: every-path):
+    # MPTCP throughput / sum of the per-path TCP throughputs (E3's formula)
+    "efficiency": "fraction",
 }
 # Metrics for which a lower value is better (for baseline regressions).
 LOWER_IS_BETTER = {"seconds", "iperf_retransmits", "retrans_segs", "ofo_tcp", "ofo_mptcp", "ofo_mptcp_tail",

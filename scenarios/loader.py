@@ -68,10 +68,21 @@ def _line_for(loc: tuple, lines: dict) -> int | None:
     return lines.get(())
 
 
+_KINDS = ("dual-homed", "routed")
+
+
 def _clean_loc(loc: tuple) -> tuple:
-    # pydantic adds the validator's type name for Annotated unions and
-    # function validators; only the user's keys and indexes matter here.
-    return tuple(p for p in loc if isinstance(p, int) or not str(p).startswith(("function-", "literal[")))
+    # pydantic adds the validator's type name for Annotated unions and function
+    # validators, and the tag of a discriminated union (topology.routed.links);
+    # only the user's keys and indexes matter here.
+    out: list = []
+    for p in loc:
+        if not isinstance(p, int) and str(p).startswith(("function-", "literal[")):
+            continue
+        if out and out[-1] == "topology" and p in _KINDS:
+            continue
+        out.append(p)
+    return tuple(out)
 
 
 _PATTERN_WORDS = {

@@ -6,7 +6,8 @@ typo never silently falls back to a default.
 """
 from __future__ import annotations
 
-from typing import Annotated, Any, Literal, Optional
+from ipaddress import IPv4Network, IPv6Network
+from typing import Annotated, Any, Literal, Optional, Union
 
 from pydantic import (AfterValidator, BaseModel, BeforeValidator, ConfigDict, Field,
                       StrictInt, WithJsonSchema, model_validator)
@@ -69,10 +70,9 @@ class Strict(BaseModel):
     model_config = ConfigDict(extra="forbid", frozen=True)
 
 
-class PathSpec(Strict):
-    """One end-to-end path: a link between client and server, shaped in both directions."""
+class Shaped(Strict):
+    """bw, delay, loss and queue of one bottleneck, shaped by netem in both directions."""
 
-    name: Ident
     bw: Annotated[Rate, AfterValidator(_rate_range)] = Field(
         description="bottleneck rate, Mbit/s (or '700kbit', '1Gbit')")
     delay: Annotated[Duration, AfterValidator(_delay_range)] = Field(
@@ -82,25 +82,182 @@ class PathSpec(Strict):
                              description="bottleneck buffer in packets, beyond the packets in flight on the delay line")
 
 
-class Topology(Strict):
+class PathSpec(Shaped):
+    """One end-to-end path of a dual-homed topology: a direct link between client and server."""
+
+    name: Ident
+
+
+class DualHomed(Strict):
     kind: Literal["dual-homed"] = Field(
         description="dual-homed: a client and a server with one interface per path, each path its own link")
     paths: list[PathSpec] = Field(min_length=1, max_length=8)
 
     @model_validator(mode="after")
-    def _unique_names(self) -> "Topology":
-        seen: set[str] = set()
-        for i, p in enumerate(self.paths):
-            if p.name in seen:
-                raise ValueError(f"paths[{i}].name: path name {p.name!r} is used twice")
-            seen.add(p.name)
+    def _unique_names(self) -> "DualHomed":
+        _unique([p.name for p in self.paths], "paths", "path")
         return self
+
+    @property
+    def path_names(self) -> list[str]:
+        return [p.name for p in self.paths]
 
     def path(self, name: str) -> PathSpec:
         return next(p for p in self.paths if p.name == name)
 
-    def index(self, name: str) -> int:
-        return [p.name for p in self.paths].index(name)
+    @property
+    def min_rate(self) -> float:
+        return min(p.bw for p in self.paths)
+
+
+def _unique(names: list[str], field: str, what: str) -> None:
+    seen: set[str] = set()
+    for i, n in enumerate(names):
+        if n in seen:
+            raise ValueError(f"{field}[{i}].name: {what} name {n!r} is used twice")
+        seen.add(n)
+
+
+# Node names become interface names (`<node>-eth<n>`, at most 15 characters).
+NodeName = Annotated[str, Field(pattern=r"^[A-Za-z][A-Za-z0-9]{0,9}$",
+                                description="letters and digits, starting with a letter (at most 10)")]
+Family = Literal["ipv4", "ipv6"]
+
+
+class LinkSpec(Shaped):
+    """A link between two nodes of a routed topology: its own subnet, shaped in both directions."""
+
+    name: Ident
+    between: Annotated[list[NodeName], Field(min_length=2, max_length=2)]
+    ipv4: Optional[IPv4Network] = Field(default=None, description="subnet override, e.g. 192.168.7.0/24")
+    ipv6: Optional[IPv6Network] = Field(default=None, description="subnet override, e.g. 2001:db8:7::/64")
+
+
+class RoutedPath(Strict):
+    """A named path: the links a subflow crosses from client to server, in one address family."""
+
+    name: Ident
+    via: list[Ident] = Field(min_length=1, description="link names from the client to the server")
+    family: Optional[Family] = Field(default=None, description="default: the topology's family (ipv4 if dual)")
+
+
+class HostSpec(Strict):
+    family: Optional[Literal["ipv4", "ipv6", "dual"]] = None
+
+
+class Routed(Strict):
+    """Hosts and routers joined by links; static IPv4/IPv6 routes are computed from the paths and the graph."""
+
+    kind: Literal["routed"]
+    family: Literal["ipv4", "ipv6", "dual"] = Field(default="ipv4", description="families of every interface")
+    client: NodeName = "h1"
+    server: NodeName = "h2"
+    routers: list[NodeName] = Field(default_factory=list)
+    hosts: dict[NodeName, HostSpec] = Field(default_factory=dict, description="per-host settings (family)")
+    links: list[LinkSpec] = Field(min_length=1, max_length=250)
+    paths: list[RoutedPath] = Field(min_length=1, max_length=8)
+
+    def node_family(self, node: str) -> set[str]:
+        fam = (self.hosts.get(node).family if node in self.hosts and self.hosts[node].family else None) \
+            or self.family
+        return {"ipv4", "ipv6"} if fam == "dual" else {fam}
+
+    def path_family(self, path: RoutedPath) -> str:
+        return path.family or ("ipv6" if self.family == "ipv6" else "ipv4")
+
+    @property
+    def nodes(self) -> list[str]:
+        out = [self.client, self.server] + list(self.routers)
+        for link in self.links:
+            out += [n for n in link.between if n not in out]
+        return list(dict.fromkeys(out))
+
+    @property
+    def path_names(self) -> list[str]:
+        return [p.name for p in self.paths]
+
+    def path(self, name: str) -> RoutedPath:
+        return next(p for p in self.paths if p.name == name)
+
+    def link(self, name: str) -> LinkSpec:
+        return next(x for x in self.links if x.name == name)
+
+    @property
+    def min_rate(self) -> float:
+        return min(x.bw for x in self.links)
+
+    @model_validator(mode="after")
+    def _graph(self) -> "Routed":
+        _unique([x.name for x in self.links], "links", "link")
+        _unique([p.name for p in self.paths], "paths", "path")
+        if self.client == self.server:
+            raise ValueError("server: the client and the server must be different hosts")
+        for i, r in enumerate(self.routers):
+            if r in (self.client, self.server) or self.routers.index(r) != i:
+                raise ValueError(f"routers[{i}]: {r!r} is the client, the server or listed twice")
+        known = {self.client, self.server, *self.routers, *self.hosts}
+        for i, link in enumerate(self.links):
+            for n in link.between:
+                if n not in known:
+                    raise ValueError(f"links[{i}].between: unknown node {n!r} (nodes: {', '.join(sorted(known))}; "
+                                     "add routers to `routers`, hosts to `hosts`)")
+            if link.between[0] == link.between[1]:
+                raise ValueError(f"links[{i}].between: a link needs two different nodes")
+            fams = self.node_family(link.between[0]) & self.node_family(link.between[1])
+            for fam, subnet in (("ipv4", link.ipv4), ("ipv6", link.ipv6)):
+                if subnet is not None and fam not in fams:
+                    raise ValueError(f"links[{i}].{fam}: an {fam.upper().replace('IPV', 'IPv')} subnet on a link "
+                                     f"whose ends do not use {fam} (topology.family: {self.family})")
+            if link.ipv4 is not None and link.ipv4.prefixlen > 30:
+                raise ValueError(f"links[{i}].ipv4: {link.ipv4} is too small for two hosts (use /30 or larger)")
+            if link.ipv6 is not None and link.ipv6.prefixlen > 126:
+                raise ValueError(f"links[{i}].ipv6: {link.ipv6} is too small for two hosts (use /126 or larger)")
+        given = [(i, n) for i, x in enumerate(self.links) for n in (x.ipv4, x.ipv6) if n is not None]
+        for a in range(len(given)):
+            for b in range(a + 1, len(given)):
+                (i, na), (j, nb) = given[a], given[b]
+                if na.version == nb.version and na.overlaps(nb):
+                    raise ValueError(f"links[{j}].ipv{nb.version}: {nb} overlaps {na} of link "
+                                     f"{self.links[i].name!r}")
+        # client and server must be connected at all
+        adj: dict[str, set[str]] = {}
+        for x in self.links:
+            a, b = x.between
+            adj.setdefault(a, set()).add(b)
+            adj.setdefault(b, set()).add(a)
+        seen, todo = {self.client}, [self.client]
+        while todo:
+            for n in adj.get(todo.pop(), ()):
+                if n not in seen:
+                    seen.add(n)
+                    todo.append(n)
+        if self.server not in seen:
+            raise ValueError(f"links: the server {self.server!r} cannot be reached from the client {self.client!r}")
+        names = {x.name: x for x in self.links}
+        for i, p in enumerate(self.paths):
+            at = self.client
+            fam = self.path_family(p)
+            visited = [at]
+            for j, ln in enumerate(p.via):
+                if ln not in names:
+                    raise ValueError(f"paths[{i}].via[{j}]: no link named {ln!r}")
+                ends = names[ln].between
+                if at not in ends:
+                    raise ValueError(f"paths[{i}].via[{j}]: link {ln!r} ({ends[0]}-{ends[1]}) does not touch "
+                                     f"{at!r}; list the links in order from {self.client!r}")
+                at = ends[1] if ends[0] == at else ends[0]
+                if at in visited:
+                    raise ValueError(f"paths[{i}].via[{j}]: the path visits {at!r} twice")
+                visited.append(at)
+            if at != self.server:
+                raise ValueError(f"paths[{i}].via: ends at {at!r}, not at the server {self.server!r}")
+            for n in visited:
+                if fam not in self.node_family(n):
+                    raise ValueError(f"paths[{i}].family: {n!r} does not use {fam}")
+        return self
+
+
+Topology = Annotated[Union[DualHomed, Routed], Field(discriminator="kind")]
 
 
 class Limits(Strict):
@@ -151,6 +308,10 @@ class Runs(Strict):
     primaries: list[Ident] = Field(
         default_factory=list,
         description="run every compare mode once per listed primary path (E4: [A, B]); default: mptcp.primary")
+    tcp_on: Union[Literal["primary", "every-path"], list[Ident]] = Field(
+        default="primary",
+        description="primary: the TCP baseline runs on each primary path; every-path (or a list of paths): "
+                    "on each of those paths alone, which gives the baselines of the efficiency metric")
     repeat: StrictInt = Field(default=1, ge=1, le=1000)
     seed: Optional[StrictInt] = Field(
         default=None, ge=0, description="seed of the randomised run order; default: drawn and recorded")
@@ -226,7 +387,7 @@ class Scenario(Strict):
 
     @model_validator(mode="after")
     def _cross_refs(self) -> "Scenario":
-        names = [p.name for p in self.topology.paths]
+        names = self.topology.path_names
         if self.mptcp.primary is not None and self.mptcp.primary not in names:
             raise ValueError(f"mptcp.primary: no path named {self.mptcp.primary!r} (paths: {', '.join(names)})")
         for b in self.mptcp.backup:
@@ -235,6 +396,10 @@ class Scenario(Strict):
         for i, p in enumerate(self.runs.primaries):
             if p not in names:
                 raise ValueError(f"runs.primaries[{i}]: no path named {p!r} (paths: {', '.join(names)})")
+        if isinstance(self.runs.tcp_on, list):
+            for i, p in enumerate(self.runs.tcp_on):
+                if p not in names:
+                    raise ValueError(f"runs.tcp_on[{i}]: no path named {p!r} (paths: {', '.join(names)})")
         seen = set()
         for i, v in enumerate(self.variants):
             if v.name in seen:
@@ -258,11 +423,21 @@ class Scenario(Strict):
 
     @property
     def primary(self) -> str:
-        return self.mptcp.primary or self.topology.paths[0].name
+        return self.mptcp.primary or self.topology.path_names[0]
 
     @property
     def primaries(self) -> list[str]:
         return list(self.runs.primaries) or [self.primary]
+
+    @property
+    def tcp_paths(self) -> list[str]:
+        on = self.runs.tcp_on
+        return self.topology.path_names if on == "every-path" else self.primaries if on == "primary" else list(on)
+
+    @property
+    def efficiency_paths(self) -> list[str] | None:
+        """Paths whose TCP-alone throughputs sum to the efficiency's denominator; None: no efficiency."""
+        return None if self.runs.tcp_on == "primary" or "tcp" not in self.runs.compare else self.tcp_paths
 
 
 def json_schema() -> dict:

@@ -1,8 +1,9 @@
 """Expand a scenario's `variants` and `sweep` grid into points, each a fully validated Scenario.
 
 Override keys are dotted paths into the scenario document. `paths.<name>.<field>`
-is short for the field of the path with that name (`paths.A.delay`), so a sweep
-does not depend on list positions. Every point is validated like a whole
+and `links.<name>.<field>` are short for the field of the path (or link) with
+that name (`paths.A.delay`, `links.P1.bw`), so a sweep does not depend on list
+positions. Every point is validated like a whole
 scenario, so a bad sweep value gets the same clear error as a bad field.
 """
 from __future__ import annotations
@@ -39,17 +40,17 @@ def _fmt(v: Any) -> str:
 def set_dotted(doc: dict, key: str, value: Any) -> None:
     """Set `key` (e.g. 'paths.A.delay', 'mptcp.primary', 'traffic.duration') in a raw scenario dict."""
     parts = key.split(".")
-    if parts[0] == "paths" or parts[:2] == ["topology", "paths"]:
-        rest = parts[1:] if parts[0] == "paths" else parts[2:]
-        if len(rest) != 2:
-            raise SweepError(f"{key!r}: use paths.<path name>.<field>, e.g. paths.A.delay")
-        name, fld = rest
-        paths = (doc.get("topology") or {}).get("paths") or []
-        for p in paths:
-            if isinstance(p, dict) and p.get("name") == name:
-                p[fld] = value
-                return
-        raise SweepError(f"{key!r}: no path named {name!r}")
+    for coll in ("paths", "links"):
+        if parts[0] == coll or parts[:2] == ["topology", coll]:
+            rest = parts[1:] if parts[0] == coll else parts[2:]
+            if len(rest) != 2:
+                raise SweepError(f"{key!r}: use {coll}.<name>.<field>, e.g. {coll}.A.delay")
+            name, fld = rest
+            for item in (doc.get("topology") or {}).get(coll) or []:
+                if isinstance(item, dict) and item.get("name") == name:
+                    item[fld] = value
+                    return
+            raise SweepError(f"{key!r}: no {coll[:-1]} named {name!r}")
     node = doc
     for part in parts[:-1]:
         nxt = node.get(part)

@@ -1,19 +1,26 @@
-"""Pure topology planning: hosts, links, addresses and shaping, from the model.
+"""Pure topology planning: nodes, links, interfaces, addresses, routes and shaping, from the model.
 
-Nothing here touches the kernel; the Mininet builder (topologies.net) and the
-runner consume these plans, and the unit tests check them directly.
+Every topology kind produces the same TopologyPlan, so the Mininet builder
+(topologies.net) and the runner do not care which kind they are running.
+Nothing here touches the kernel; the unit tests check the plans directly.
 """
 from __future__ import annotations
 
 import math
 from dataclasses import dataclass, field
 
-from scenarios.model import PathSpec, Scenario
+from scenarios.model import Scenario, Shaped
 from scenarios.units import format_mbit, format_ms
 
 CLIENT = "h1"
 SERVER = "h2"
 MTU_BYTES = 1500
+
+Argv = list[str]
+
+
+class PlanError(ValueError):
+    """The scenario is valid field by field but cannot be laid out (e.g. conflicting routes): exit 2."""
 
 
 @dataclass(frozen=True)
@@ -36,72 +43,117 @@ class Shaping:
 
 
 @dataclass(frozen=True)
+class Interface:
+    node: str
+    name: str
+    link: str
+    addrs: tuple[tuple[str, str, int], ...]   # (family, address, prefix length)
+    shaping: Shaping | None
+
+    def addr(self, family: str) -> str | None:
+        return next((a for f, a, _ in self.addrs if f == family), None)
+
+
+@dataclass(frozen=True)
 class PathPlan:
-    """A path of the dual-homed topology: one direct link between client and server."""
+    """Where a subflow on this path starts and ends: the initial subflow binds and connects to these."""
 
     name: str
     index: int
+    family: str
     client_if: str
     server_if: str
     client_ip: str
     server_ip: str
-    prefix_len: int
     table: int
-    shaping: Shaping
+    shaping: Shaping | None = None
 
 
 @dataclass(frozen=True)
 class TopologyPlan:
+    kind: str
     client: str
     server: str
     paths: tuple[PathPlan, ...]
+    interfaces: tuple[Interface, ...]
+    links: tuple[tuple[str, str, str, str, str], ...]     # (link, node a, if a, node b, if b)
+    setup: dict[str, list[Argv]]                           # per node, in order
+    routers: tuple[str, ...] = ()
+    byte_counters: str = "iface"                           # per-path bytes: interface counters or nft
     notes: tuple[str, ...] = field(default=())
+
+    @property
+    def hosts(self) -> tuple[str, ...]:
+        return (self.client, self.server)
 
     def path(self, name: str) -> PathPlan:
         return next(p for p in self.paths if p.name == name)
 
+    def interface(self, name: str) -> Interface:
+        return next(i for i in self.interfaces if i.name == name)
+
     def to_dict(self) -> dict:
         return {
-            "client": self.client,
-            "server": self.server,
-            "paths": [
-                {"name": p.name, "client_if": p.client_if, "server_if": p.server_if,
-                 "client_ip": f"{p.client_ip}/{p.prefix_len}", "server_ip": f"{p.server_ip}/{p.prefix_len}",
-                 "routing_table": p.table, "netem": " ".join(p.shaping.netem_args())}
-                for p in self.paths
-            ],
+            "kind": self.kind, "client": self.client, "server": self.server, "routers": list(self.routers),
+            "interfaces": [{"node": i.node, "name": i.name, "link": i.link,
+                            "addresses": [f"{a}/{n}" for _, a, n in i.addrs],
+                            "netem": " ".join(i.shaping.netem_args()) if i.shaping else None}
+                           for i in self.interfaces],
+            "paths": [{"name": p.name, "family": p.family, "client": f"{p.client_ip} ({p.client_if})",
+                       "server": f"{p.server_ip} ({p.server_if})", "client_routing_table": p.table}
+                      for p in self.paths],
+            "setup": {n: [" ".join(a) for a in argvs] for n, argvs in self.setup.items()},
         }
 
 
-def netem_limit(path: PathSpec) -> int:
+def netem_limit(spec: Shaped) -> int:
     """Packets netem must hold: the configured queue plus the delay line.
 
     netem counts packets waiting on its delay line against `limit`, so a bare
     `limit = queue` would cap the window at `queue` packets on long paths and
-    throttle them below their rate. We add the path's bandwidth-delay product
-    (one direction) so `queue` means the buffer in front of the bottleneck.
+    throttle them below their rate. We add the bandwidth-delay product (one
+    direction) so `queue` means the buffer in front of the bottleneck.
     """
-    bdp_pkts = path.bw * 1e6 * (path.delay / 1000.0) / (8 * MTU_BYTES)
-    return int(path.queue + math.ceil(bdp_pkts))
+    bdp_pkts = spec.bw * 1e6 * (spec.delay / 1000.0) / (8 * MTU_BYTES)
+    return int(spec.queue + math.ceil(bdp_pkts))
 
 
-def shaping_for(path: PathSpec) -> Shaping:
-    return Shaping(rate_mbit=path.bw, delay_ms=path.delay, loss_pct=path.loss, limit_pkts=netem_limit(path))
+def shaping_for(spec: Shaped) -> Shaping:
+    return Shaping(rate_mbit=spec.bw, delay_ms=spec.delay, loss_pct=spec.loss, limit_pkts=netem_limit(spec))
 
 
 def plan_dual_homed(scenario: Scenario) -> TopologyPlan:
-    """Client h1 and server h2; path i is the link h1-eth<i> <-> h2-eth<i> in 10.0.<i+1>.0/24."""
-    paths = []
+    """Client h1 and server h2; path i is the link h1-eth<i> <-> h2-eth<i> in 10.0.<i+1>.0/24.
+
+    A client subflow leaves by the interface of its source address (rule
+    `from <addr> table N`, default route on-link on that interface). The
+    server needs no rules: its connected routes already send each reply back
+    over the link the client's address belongs to.
+    """
+    paths, ifaces, links = [], [], []
+    setup: dict[str, list[Argv]] = {CLIENT: [], SERVER: []}
     for i, p in enumerate(scenario.topology.paths):
-        paths.append(PathPlan(
-            name=p.name, index=i,
-            client_if=f"{CLIENT}-eth{i}", server_if=f"{SERVER}-eth{i}",
-            client_ip=f"10.0.{i + 1}.1", server_ip=f"10.0.{i + 1}.2", prefix_len=24,
-            table=100 + i, shaping=shaping_for(p)))
-    return TopologyPlan(client=CLIENT, server=SERVER, paths=tuple(paths))
+        sh = shaping_for(p)
+        pp = PathPlan(name=p.name, index=i, family="ipv4", client_if=f"{CLIENT}-eth{i}",
+                      server_if=f"{SERVER}-eth{i}", client_ip=f"10.0.{i + 1}.1", server_ip=f"10.0.{i + 1}.2",
+                      table=100 + i, shaping=sh)
+        paths.append(pp)
+        links.append((p.name, CLIENT, pp.client_if, SERVER, pp.server_if))
+        for node, ifname, ip in ((CLIENT, pp.client_if, pp.client_ip), (SERVER, pp.server_if, pp.server_ip)):
+            ifaces.append(Interface(node, ifname, p.name, (("ipv4", ip, 24),), sh))
+            setup[node] += [["ip", "addr", "flush", "dev", ifname],
+                            ["ip", "addr", "add", f"{ip}/24", "dev", ifname],
+                            ["ip", "link", "set", "dev", ifname, "up"]]
+        setup[CLIENT] += [["ip", "rule", "add", "from", pp.client_ip, "table", str(pp.table), "priority", str(pp.table)],
+                          ["ip", "route", "add", "default", "dev", pp.client_if, "table", str(pp.table)]]
+    return TopologyPlan(kind="dual-homed", client=CLIENT, server=SERVER, paths=tuple(paths),
+                        interfaces=tuple(ifaces), links=tuple(links), setup=setup)
 
 
 def plan(scenario: Scenario) -> TopologyPlan:
     if scenario.topology.kind == "dual-homed":
         return plan_dual_homed(scenario)
-    raise ValueError(f"unsupported topology kind {scenario.topology.kind!r}")
+    if scenario.topology.kind == "routed":
+        from .routed import plan_routed
+        return plan_routed(scenario)
+    raise PlanError(f"unsupported topology kind {scenario.topology.kind!r}")

@@ -38,19 +38,21 @@ def test_netem_limit_adds_the_delay_line():
 
 def test_netem_argv_per_path():
     p = plan(sc())
-    assert C.netem_argv("h1-eth0", p.paths[0]) == [
+    assert C.netem_argv("h1-eth0", p.paths[0].shaping) == [
         "tc", "qdisc", "replace", "dev", "h1-eth0", "root", "netem",
         "rate", "10000kbit", "delay", "250ms", "loss", "0.5%", "limit", "309"]
     # no delay or loss keyword when they are zero
-    assert C.netem_argv("h1-eth2", p.paths[2])[6:] == ["netem", "rate", "700kbit", "limit", "100"]
+    assert C.netem_argv("h1-eth2", p.paths[2].shaping)[6:] == ["netem", "rate", "700kbit", "limit", "100"]
+    # every interface of the plan carries the shaping of its path, both ends
+    assert [i.shaping for i in p.interfaces if i.link == "A"] == [p.paths[0].shaping] * 2
 
 
 def test_client_gets_source_routing_server_does_not():
-    cmds = C.address_argvs(plan(sc()))
-    assert ["ip", "rule", "add", "from", "10.0.2.1", "table", "101", "priority", "101"] in cmds.client
-    assert ["ip", "route", "add", "default", "dev", "h1-eth1", "table", "101"] in cmds.client
-    assert not any(a[:2] == ["ip", "rule"] for a in cmds.server)
-    assert ["ip", "addr", "add", "10.0.3.2/24", "dev", "h2-eth2"] in cmds.server
+    setup = plan(sc()).setup
+    assert ["ip", "rule", "add", "from", "10.0.2.1", "table", "101", "priority", "101"] in setup["h1"]
+    assert ["ip", "route", "add", "default", "dev", "h1-eth1", "table", "101"] in setup["h1"]
+    assert not any(a[:2] == ["ip", "rule"] for a in setup["h2"])
+    assert ["ip", "addr", "add", "10.0.3.2/24", "dev", "h2-eth2"] in setup["h2"]
 
 
 def test_signal_endpoints_on_the_server_for_non_primary_paths():
@@ -66,7 +68,8 @@ def test_signal_endpoints_on_the_server_for_non_primary_paths():
 def test_subflow_endpoints_and_backup_flags():
     s = sc("mptcp: {endpoints: subflow, backup: [C], limits: {subflows: 4}}\n")
     cmds = C.mptcp_argvs(s, plan(s), "A")
-    assert ["ip", "mptcp", "limits", "set", "subflows", "4", "add_addr_accepted", "2"] in cmds.client
+    # no server announcements in subflow mode, so no ADD_ADDR to accept
+    assert ["ip", "mptcp", "limits", "set", "subflows", "4", "add_addr_accepted", "0"] in cmds.client
     assert ["ip", "mptcp", "endpoint", "add", "10.0.2.1", "dev", "h1-eth1", "subflow"] in cmds.client
     assert ["ip", "mptcp", "endpoint", "add", "10.0.3.1", "dev", "h1-eth2", "subflow", "backup"] in cmds.client
     assert ["ip", "mptcp", "endpoint", "add", "10.0.3.2", "dev", "h2-eth2", "backup"] in cmds.server

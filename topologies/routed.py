@@ -1,0 +1,191 @@
+"""Plan a routed topology: address plan, static IPv4/IPv6 routes and source routing (pure).
+
+Addresses: link k (1-based, in file order) gets 10.1.k.0/24 and fd00:1:k::/64
+unless the scenario overrides them; the first node in `between` takes the
+first host address, the second the next one.
+
+Routes, per family, in two layers:
+  1. every node reaches every link subnet by a shortest path (hop count;
+     ties go to the nearer end, then the lower node name): so everything
+     can reach everything;
+  2. every named path pins host routes (/32, /128) to its server address
+     along its links, and back to its client address, at every node on it.
+     Longest-prefix match lets these override layer 1, which is how IPv4 and
+     IPv6 (or the four E3 paths) take different links.
+The client and the server also get one routing table per interface and
+address family, chosen by source address, so a subflow and its replies leave
+by their own interface; only routers forward by destination alone, so only
+they can hold real route conflicts.
+"""
+from __future__ import annotations
+
+import ipaddress
+from collections import deque
+
+from scenarios.model import Routed, Scenario
+
+from .plan import Argv, Interface, PathPlan, PlanError, TopologyPlan, shaping_for
+
+FAMILIES = ("ipv4", "ipv6")
+IPFLAG = {"ipv4": "-4", "ipv6": "-6"}
+HOSTLEN = {"ipv4": 32, "ipv6": 128}
+
+
+def link_subnets(topo: Routed) -> dict[str, dict[str, ipaddress._BaseNetwork]]:
+    out = {}
+    for k, link in enumerate(topo.links, start=1):
+        out[link.name] = {
+            "ipv4": link.ipv4 or ipaddress.ip_network(f"10.1.{k}.0/24"),
+            "ipv6": link.ipv6 or ipaddress.ip_network(f"fd00:1:{k:x}::/64"),
+        }
+    auto = [(link.name, fam, net) for link in topo.links for fam, net in out[link.name].items()]
+    for i, (la, fa, na) in enumerate(auto):
+        for lb, fb, nb in auto[i + 1:]:
+            if fa == fb and na.overlaps(nb):
+                raise PlanError(f"topology.links: subnet {na} of link {la!r} overlaps {nb} of link {lb!r}; "
+                                f"override one with `{fa}:`")
+    return out
+
+
+def plan_routed(scenario: Scenario) -> TopologyPlan:
+    topo: Routed = scenario.topology
+    subnets = link_subnets(topo)
+    nodes = topo.nodes
+    n_if = {n: 0 for n in nodes}
+    ifaces: list[Interface] = []
+    links = []
+    # (node, link) -> Interface
+    at: dict[tuple[str, str], Interface] = {}
+    for link in topo.links:
+        fams = [f for f in FAMILIES if f in topo.node_family(link.between[0]) & topo.node_family(link.between[1])]
+        sh = shaping_for(link)
+        ends = []
+        for idx, node in enumerate(link.between):
+            name = f"{node}-eth{n_if[node]}"
+            n_if[node] += 1
+            addrs = []
+            for fam in fams:
+                net = subnets[link.name][fam]
+                addrs.append((fam, str(net[idx + 1]), net.prefixlen))
+            iface = Interface(node, name, link.name, tuple(addrs), sh)
+            ifaces.append(iface)
+            at[(node, link.name)] = iface
+            ends += [node, name]
+        links.append((link.name, *ends))
+
+    setup: dict[str, list[Argv]] = {n: [] for n in nodes}
+    for n in nodes:
+        setup[n] += [["sysctl", "-q", "-w", "net.ipv6.conf.all.accept_dad=0"],
+                     ["sysctl", "-q", "-w", "net.ipv6.conf.default.accept_dad=0"],
+                     ["sysctl", "-q", "-w", "net.ipv6.conf.all.accept_ra=0"]]
+        if n in topo.routers:
+            setup[n] += [["sysctl", "-q", "-w", "net.ipv4.ip_forward=1"],
+                         ["sysctl", "-q", "-w", "net.ipv6.conf.all.forwarding=1"]]
+    for i in ifaces:
+        setup[i.node] += [["ip", "addr", "flush", "dev", i.name]]
+        for fam, addr, plen in i.addrs:
+            extra = ["nodad"] if fam == "ipv6" else []
+            setup[i.node].append(["ip", IPFLAG[fam], "addr", "add", f"{addr}/{plen}", "dev", i.name] + extra)
+        setup[i.node].append(["ip", "link", "set", "dev", i.name, "up"])
+
+    routes: dict[tuple[str, str, str], tuple[str, str, str]] = {}   # (node, fam, dst) -> (gw, dev, why)
+
+    def add_route(node: str, fam: str, dst: str, gw: str, dev: str, why: str) -> None:
+        if dst.split("/")[0] == gw:
+            return  # the neighbour itself: the connected route already reaches it
+        key = (node, fam, dst)
+        if node in (topo.client, topo.server):
+            # end hosts route by source address (rules below); this main-table
+            # route only picks the source address when none is bound.
+            routes.setdefault(key, (gw, dev, why))
+            return
+        if key in routes and routes[key][:2] != (gw, dev):
+            raise PlanError(f"topology.paths: {why} and {routes[key][2]} both reach {dst} but leave {node!r} by "
+                            f"different links ({routes[key][1]} and {dev}); give them different server or client "
+                            "interfaces, or different families")
+        routes.setdefault(key, (gw, dev, why))
+
+    # layer 1: shortest paths to every subnet, per family
+    for fam in FAMILIES:
+        adj: dict[str, list[tuple[str, str]]] = {n: [] for n in nodes}
+        for link in topo.links:
+            a, b = link.between
+            if (a, link.name) in at and at[(a, link.name)].addr(fam) and at[(b, link.name)].addr(fam):
+                adj[a].append((b, link.name))
+                adj[b].append((a, link.name))
+        for src in nodes:
+            first_hop = _bfs_first_hops(src, adj)
+            for link in topo.links:
+                a, b = link.between
+                if src in (a, b) or not at[(a, link.name)].addr(fam):
+                    continue
+                reach = [first_hop[x] for x in (a, b) if x in first_hop]
+                if not reach:
+                    continue
+                dist, nbr, via = min(reach)
+                gw = at[(nbr, via)].addr(fam)
+                dev = at[(src, via)].name
+                routes.setdefault((src, fam, str(subnets[link.name][fam])), (gw, dev, f"the route to link {link.name!r}"))
+
+    # layer 2: host routes along every named path, both ways
+    paths = []
+    for idx, p in enumerate(topo.paths):
+        fam = topo.path_family(p)
+        hops = [topo.client]
+        for ln in p.via:
+            a, b = topo.link(ln).between
+            hops.append(b if a == hops[-1] else a)
+        c_if = at[(topo.client, p.via[0])]
+        s_if = at[(topo.server, p.via[-1])]
+        c_ip, s_ip = c_if.addr(fam), s_if.addr(fam)
+        for k, ln in enumerate(p.via):
+            here, nxt = hops[k], hops[k + 1]
+            add_route(here, fam, f"{s_ip}/{HOSTLEN[fam]}", at[(nxt, ln)].addr(fam), at[(here, ln)].name,
+                      f"path {p.name!r}")
+            add_route(nxt, fam, f"{c_ip}/{HOSTLEN[fam]}", at[(here, ln)].addr(fam), at[(nxt, ln)].name,
+                      f"path {p.name!r}")
+        paths.append(PathPlan(name=p.name, index=idx, family=fam, client_if=c_if.name, server_if=s_if.name,
+                              client_ip=c_ip, server_ip=s_ip, table=100 + idx))
+    seen_pairs: dict[tuple[str, str], str] = {}
+    for pp in paths:
+        pair = (pp.client_ip, pp.server_ip)
+        if pair in seen_pairs:
+            raise PlanError(f"topology.paths: {pp.name!r} and {seen_pairs[pair]!r} use the same address pair "
+                            f"({pp.client_ip} -> {pp.server_ip}); MPTCP needs a second address for a second subflow")
+        seen_pairs[pair] = pp.name
+
+    for (node, fam, dst), (gw, dev, _) in sorted(routes.items()):
+        setup[node].append(["ip", IPFLAG[fam], "route", "replace", dst, "via", gw, "dev", dev])
+
+    # client and server: one routing table per interface, chosen by source
+    # address (both families), so each subflow and its replies keep to their path
+    for t, i in enumerate(i for i in ifaces if i.node in (topo.client, topo.server)):
+        table = str(200 + t)
+        peer = next(x for x in ifaces if x.link == i.link and x.node != i.node)
+        for fam, addr, _ in i.addrs:
+            setup[i.node] += [["ip", IPFLAG[fam], "rule", "add", "from", addr, "table", table, "priority", table],
+                              ["ip", IPFLAG[fam], "route", "add", "default", "via", peer.addr(fam), "dev", i.name,
+                               "table", table]]
+    return TopologyPlan(kind="routed", client=topo.client, server=topo.server, paths=tuple(paths),
+                        interfaces=tuple(ifaces), links=tuple(links), setup=setup,
+                        routers=tuple(topo.routers), byte_counters="nft")
+
+
+def _bfs_first_hops(src: str, adj: dict[str, list[tuple[str, str]]]) -> dict[str, tuple[int, str, str]]:
+    """node -> (distance, first neighbour, first link) on a shortest path from src."""
+    out: dict[str, tuple[int, str, str]] = {}
+    q = deque()
+    for nbr, ln in adj[src]:
+        if nbr not in out:
+            out[nbr] = (1, nbr, ln)
+            q.append(nbr)
+    out.setdefault(src, (0, src, ""))
+    while q:
+        n = q.popleft()
+        d, first, ln0 = out[n]
+        for nbr, _ in adj[n]:
+            if nbr not in out:
+                out[nbr] = (d + 1, first, ln0)
+                q.append(nbr)
+    out.pop(src, None)
+    return out
