@@ -88,8 +88,9 @@ class Bench:
 
     def losses(self) -> None:
         for loss in [0.5, 5]:
-            doc, _ = self.run_scenario(f"loss-{loss}", scenario_yaml(
-                f"loss-{str(loss).replace('.', '_')}", [{"name": "A", "bw": 10, "delay": "5ms", "loss": loss}],
+            name = f"loss-{str(loss).replace('.', '_')}"
+            doc, _ = self.run_scenario(name, scenario_yaml(
+                name, [{"name": "A", "bw": 10, "delay": "5ms", "loss": loss}],
                 ["tcp"], 10 if self.quick else 20))
             p = doc["runs"][0]["paths"]["A"]
             self.add("loss", f"data-direction loss {loss}%", loss, round(p["loss_pct"], 3), "%",
@@ -144,6 +145,7 @@ def main() -> int:
     ap.add_argument("--backend", choices=["auto", "native", "vm"], default="auto")
     ap.add_argument("--out", default=str(REPO / "bench" / "out"))
     ap.add_argument("--quick", action="store_true", help="fewer rates, shorter loss runs")
+    ap.add_argument("--only", help="comma-separated groups to measure: rate,rtt,loss,mptcp,overhead (default: all)")
     ap.add_argument("--dir", help=argparse.SUPPRESS)  # internal: exact output folder (VM guest side)
     args = ap.parse_args()
     from runners.probe import probe
@@ -166,6 +168,8 @@ def main() -> int:
         guest = [sys.executable, "-m", "bench.run", "--backend", "native", "--dir", str(out)]
         if args.quick:
             guest.append("--quick")
+        if args.only:
+            guest += ["--only", args.only]
         plan = plan_vm(guest, [out])
         code = run_in_vm(plan)
         doc_path = out / "bench.json"
@@ -177,9 +181,14 @@ def main() -> int:
             print((out / "bench.md").read_text())
         return code
     b = Bench(out, args.quick)
+    steps = {"rate": b.rates, "rtt": b.delays, "loss": b.losses, "mptcp": b.efficiency, "overhead": b.overhead}
+    wanted = args.only.split(",") if args.only else list(steps)
+    for w in wanted:
+        if w not in steps:
+            ap.error(f"--only: unknown group {w!r} (groups: {', '.join(steps)})")
     try:
-        for step in (b.rates, b.delays, b.losses, b.efficiency, b.overhead):
-            step()
+        for w in wanted:
+            steps[w]()
     finally:
         b.write({"name": "native"})
     print(f"wrote {out / 'bench.json'} and {out / 'bench.md'}")
