@@ -79,6 +79,8 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--max-repeat", type=int, default=10, metavar="N",
                    help="bound for --until-conclusive (default: 10)")
     p.add_argument("--baseline", metavar="DIR", help="a saved result set: flag significant regressions against it")
+    p.add_argument("--allow-commands", action="store_true",
+                   help="allow traffic.tool: command, which runs the scenario's own commands as root")
     p.add_argument("--check", action="store_true", help="only validate the scenario file(s) and exit")
     p.add_argument("--schema", action="store_true", help="print the scenario JSON Schema and exit")
     p.add_argument("--run-dir", help=argparse.SUPPRESS)  # internal: exact result folder (VM guest side)
@@ -297,6 +299,8 @@ def _guest_flags(args) -> list[str]:
             out += [flag, str(Path(value).resolve()) if flag == "--baseline" else str(value)]
     if args.until_conclusive:
         out.append("--until-conclusive")
+    if args.allow_commands:
+        out.append("--allow-commands")
     return out
 
 
@@ -423,6 +427,10 @@ def main(argv: list[str] | None = None) -> int:
         check_plans(exp)
     except ScenarioError as e:
         print(e.render(), file=sys.stderr)
+        return EXIT_INPUT
+    if any(pt.scenario.traffic.tool == "command" for pt in exp.points) and not args.allow_commands:
+        print(f"{args.scenario[0]}: traffic.tool: this scenario runs its own commands (traffic.command) as root; "
+              "read them, then pass --allow-commands to run it", file=sys.stderr)
         return EXIT_INPUT
 
     from .probe import probe

@@ -150,6 +150,25 @@ def iperf_client_argv(iperf: Iperf, scenario: Scenario, server_ip: str, client_i
     return iperf.wrap(argv, mptcp)
 
 
+def command_values(scenario: Scenario, plan: TopologyPlan, primary: str, port: int) -> dict[str, str]:
+    """What the placeholders of a `traffic.command` tool stand for, in this run."""
+    t = scenario.traffic
+    first = plan.path(primary)
+    values = {"server_ip": first.server_ip, "client_ip": first.client_ip, "port": str(port),
+              "duration": f"{t.duration:g}" if t.duration is not None else "",
+              "bytes": str(t.bytes) if t.bytes is not None else "", "interval": f"{t.interval:g}"}
+    for p in plan.paths:
+        values[f"server_ip:{p.name}"] = p.server_ip
+        values[f"client_ip:{p.name}"] = p.client_ip
+    return values
+
+
+def fill(argv: list[str], values: dict[str, str]) -> Argv:
+    """Substitute placeholders word by word; the result is still an argument list, never a shell line."""
+    from scenarios.model import PLACEHOLDER
+    return [PLACEHOLDER.sub(lambda m: values[m.group(1)], w) for w in argv]
+
+
 def ping_argv(src: str, dst: str, count: int = 5) -> Argv:
     return ["ping", "-n", "-q", "-c", str(count), "-i", "0.2", "-W", "3", "-I", src, dst]
 

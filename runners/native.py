@@ -6,6 +6,7 @@ results. Cleanup happens in one `finally`, which SIGINT and SIGTERM reach.
 """
 from __future__ import annotations
 
+import json
 import signal
 import subprocess
 import threading
@@ -256,14 +257,15 @@ class NativeRunner:
                 out[p.name] = {"loss_pct": 100.0, "rtt_avg_ms": None}
         return out
 
-    def _wait_listening(self, port: int, timeout: float = 20) -> None:
+    def _wait_listening(self, port: int, timeout: float = 20, udp: bool = False) -> None:
         deadline = time.monotonic() + timeout
+        proto = ["-t", "-u"] if udp else ["-t"]
         while time.monotonic() < deadline:
-            out = run(self.server, ["ss", "-H", "-l", "-t", "-n", "sport", "=", f":{port}"], check=False).out
+            out = run(self.server, ["ss", "-H", "-l", *proto, "-n", "sport", "=", f":{port}"], check=False).out
             if out.strip():
                 return
             time.sleep(0.2)
-        raise RunFailure(f"iperf3 server did not listen on port {port} within {timeout:g}s")
+        raise RunFailure(f"the server did not listen on port {port} within {timeout:g}s")
 
     def _traffic_timeout(self) -> float:
         t = self.scenario.traffic
@@ -299,6 +301,36 @@ class NativeRunner:
         upload = sc.traffic.direction == "upload"
         receiver, sender = (self.server, self.client) if upload else (self.client, self.server)
         before = self._snapshot(run_id, "before")
+        if sc.traffic.tool == "command":
+            iperf, samples, ss_samples = self._command_traffic(run_id, primary, mptcp, receiver, upload)
+        else:
+            iperf, samples, ss_samples = self._iperf_traffic(run_id, pp, primary, mptcp, receiver, upload)
+        after = self._snapshot(run_id, "after")
+        if sc.traffic.tool == "command" and iperf.get("from_counters"):
+            # the tool reports nothing itself: bytes the receiver got on all paths, over the client's run time
+            rx_side = "server" if receiver is self.server else "client"
+            total = 0
+            for p in self.plan.paths:
+                if self.plan.byte_counters == "nft":
+                    total += (after[f"{rx_side}_paths"].get(p.name, {}).get("in_bytes", 0)
+                              - before[f"{rx_side}_paths"].get(p.name, {}).get("in_bytes", 0))
+                else:
+                    ifn = p.server_if if receiver is self.server else p.client_if
+                    total += after[f"{rx_side}_links"][ifn]["rx_bytes"] - before[f"{rx_side}_links"][ifn]["rx_bytes"]
+            iperf["bytes_received"] = total
+            iperf["throughput_mbps"] = total * 8 / iperf["seconds"] / 1e6 if iperf["seconds"] else 0.0
+        result = self._assemble(run_id, rep, mode, primary, iperf, before, after, pings, samples, ss_samples,
+                                receiver is self.server, started)
+        result.update(point=job.point.id, point_label=job.point.label, params=job.point.params)
+        if mode == "mptcp" and sc.efficiency_paths:
+            result["efficiency_paths"] = sc.efficiency_paths
+        self.store.add_run(result)
+        time.sleep(sc.runs.pause / 1000.0)
+        return result
+
+    def _iperf_traffic(self, run_id: str, pp, primary: str, mptcp: bool, receiver, upload: bool):
+        """iperf3 server and client under MPTCP or not; returns (parsed report, path samples, ss samples)."""
+        sc = self.scenario
         server = self.procs.start(self.server, C.iperf_server_argv(self.iperf, IPERF_PORT, mptcp))
         try:
             self._wait_listening(IPERF_PORT)
@@ -323,7 +355,6 @@ class NativeRunner:
                 s_out, s_err = server.communicate()
         finally:
             self.procs.stop_all()
-        after = self._snapshot(run_id, "after")
         c_text, s_text = c_out.decode(errors="replace"), s_out.decode(errors="replace")
         self.store.save_raw(run_id, "iperf3-client.json", c_text)
         self.store.save_raw(run_id, "iperf3-server.json", s_text)
@@ -332,17 +363,75 @@ class NativeRunner:
                                 f"# client\n{c_err.decode(errors='replace')}\n# server\n{s_err.decode(errors='replace')}")
         self.store.save_raw(run_id, "ss-subflows.txt", "\n\n".join(s["raw"] for s in ss_samples))
         try:
-            iperf = P.parse_iperf3(c_text)
+            return P.parse_iperf3(c_text), samples, ss_samples
         except P.ParseError as e:
             raise RunFailure(f"run {run_id}: {e} (stderr: {c_err.decode(errors='replace').strip()[:300]})") from None
-        result = self._assemble(run_id, rep, mode, primary, iperf, before, after, pings, samples, ss_samples,
-                                receiver is self.server, started)
-        result.update(point=job.point.id, point_label=job.point.label, params=job.point.params)
-        if mode == "mptcp" and sc.efficiency_paths:
-            result["efficiency_paths"] = sc.efficiency_paths
-        self.store.add_run(result)
-        time.sleep(sc.runs.pause / 1000.0)
-        return result
+
+    def _command_traffic(self, run_id: str, primary: str, mptcp: bool, receiver, upload: bool):
+        """A user's tool (traffic.command) in place of iperf3; the same counters are read around it."""
+        sc = self.scenario
+        tool = sc.traffic.command
+        values = C.command_values(sc, self.plan, primary, IPERF_PORT)
+
+        def argv(words):
+            filled = C.fill(words, values)
+            return ["mptcpize", "run", *filled] if (mptcp and tool.mptcpize) else filled
+        for node, cmds in ((self.client, tool.setup_client), (self.server, tool.setup_server)):
+            for words in cmds:
+                res = run(node, C.fill(words, values), check=False, timeout=120)
+                self.store.save_raw(run_id, f"setup-{node.name}.txt", f"$ {' '.join(res.argv)}\n{res.out}{res.err}")
+                if res.rc != 0:
+                    raise RunFailure(f"run {run_id}: setup command `{' '.join(res.argv)}` failed (exit {res.rc}): "
+                                     f"{(res.err or res.out).strip()[:300]}")
+        server = self.procs.start(self.server, argv(tool.server)) if tool.server else None
+        try:
+            if tool.ready_port:
+                self._wait_listening(tool.ready_port, udp=True)
+            elif server is not None:
+                time.sleep(1.0)
+            if server is not None and server.poll() is not None:
+                out, err = server.communicate()
+                raise RunFailure(f"run {run_id}: the server command exited at once ({server.returncode}): "
+                                 f"{(err or out).decode(errors='replace').strip()[:300]}")
+            sampler = PathSampler(lambda: self._path_rx(receiver, upload), sc.traffic.interval)
+            sampler.start()
+            t0 = time.monotonic()
+            client = self.procs.start(self.client, argv(tool.client))
+            ss_samples = self._watch_subflows(client)
+            try:
+                c_out, c_err = client.communicate(timeout=self._traffic_timeout())
+            except subprocess.TimeoutExpired:
+                raise RunFailure(f"run {run_id}: the client command did not finish in {self._traffic_timeout():.0f}s")
+            finally:
+                seconds = time.monotonic() - t0
+                samples = sampler.stop()
+        finally:
+            self.procs.stop_all()
+        if server is not None:
+            s_out, s_err = server.communicate()
+            self.store.save_raw(run_id, "tool-server.txt", s_out.decode(errors="replace") + s_err.decode(errors="replace"))
+        c_text = c_out.decode(errors="replace")
+        self.store.save_raw(run_id, "tool-client.txt", c_text + c_err.decode(errors="replace"))
+        self.store.save_raw(run_id, "ss-subflows.txt", "\n\n".join(s["raw"] for s in ss_samples))
+        if client.returncode != 0:
+            raise RunFailure(f"run {run_id}: the client command failed (exit {client.returncode}): "
+                             f"{c_err.decode(errors='replace').strip()[:300]}")
+        report = {"version": " ".join(tool.client[:1]), "throughput_mbps": 0.0, "sender_throughput_mbps": None,
+                  "bytes_received": 0, "bytes_sent": None, "seconds": seconds, "retransmits": None,
+                  "connected": [], "congestion": None, "sender_mean_rtt_ms": None, "intervals": [],
+                  "from_counters": tool.result == "counters"}
+        if tool.result == "json":
+            try:
+                doc = json.loads(c_text)
+                report["seconds"] = float(doc.get("seconds", seconds))
+                if "throughput_mbps" in doc:
+                    report["throughput_mbps"] = float(doc["throughput_mbps"])
+                else:
+                    report["throughput_mbps"] = float(doc["bytes"]) * 8 / report["seconds"] / 1e6
+                report["bytes_received"] = int(doc.get("bytes", 0))
+            except (ValueError, KeyError, TypeError) as e:
+                raise RunFailure(f"run {run_id}: result: json, but the client printed no usable JSON ({e})") from None
+        return report, samples, ss_samples
 
     def _watch_subflows(self, client_proc) -> list[dict]:
         """Sample `ss` on the client while iperf3 runs; the sample with the most subflows is kept."""

@@ -6,6 +6,7 @@ typo never silently falls back to a default.
 """
 from __future__ import annotations
 
+import re
 from ipaddress import IPv4Network, IPv6Network
 from typing import Annotated, Any, Literal, Optional, Union
 
@@ -281,8 +282,52 @@ class Mptcp(Strict):
     limits: Limits = Field(default_factory=Limits)
 
 
+PLACEHOLDER = re.compile(r"\{([^{}]*)\}")
+PLACEHOLDERS = ("server_ip", "client_ip", "port", "duration", "bytes", "interval")
+
+
+def _argv_words(argv: list[str]) -> list[str]:
+    for word in argv:
+        if "\x00" in word:
+            raise ValueError("a command word may not contain a NUL byte")
+        for name in PLACEHOLDER.findall(word):
+            base = name.split(":", 1)[0]
+            if base not in PLACEHOLDERS:
+                raise ValueError(f"unknown placeholder {{{name}}} in {word!r} "
+                                 f"(known: {', '.join('{' + p + '}' for p in PLACEHOLDERS)}, "
+                                 "and {server_ip:PATH} / {client_ip:PATH})")
+    return argv
+
+
+Argv = Annotated[list[str], Field(min_length=1), AfterValidator(_argv_words)]
+
+
+class CommandTool(Strict):
+    """Another multipath tool in place of iperf3 (e.g. a tunnel such as MPT), as argument lists.
+
+    Placeholders: {server_ip} {client_ip} (the primary path's), {server_ip:B}
+    {client_ip:B} (path B's), {port}, {duration}, {bytes}, {interval}. No
+    shell is involved. The same metrics are collected around it; throughput is
+    the receiver's per-path byte counters over the client command's run time,
+    unless `result: json` reads it from the client's output.
+    """
+
+    server: Optional[Argv] = Field(default=None, description="started in the server's namespace before the "
+                                                             "client, stopped (SIGTERM) after it")
+    client: Argv = Field(description="runs in the client's namespace; its exit ends the transfer")
+    setup_client: list[Argv] = Field(default_factory=list, description="run in the client before each run")
+    setup_server: list[Argv] = Field(default_factory=list, description="run in the server before each run")
+    ready_port: Optional[StrictInt] = Field(default=None, ge=1, le=65535,
+                                            description="wait until the server listens on this TCP or UDP port")
+    result: Literal["counters", "json"] = Field(
+        default="counters", description="json: the client prints a JSON object with throughput_mbps "
+                                        "(or bytes and seconds)")
+    mptcpize: bool = Field(default=False, description="in mptcp runs, wrap both commands in `mptcpize run`")
+
+
 class Traffic(Strict):
-    tool: Literal["iperf3"] = "iperf3"
+    tool: Literal["iperf3", "command"] = "iperf3"
+    command: Optional[CommandTool] = Field(default=None, description="with tool: command, what to run")
     duration: Optional[Annotated[float, AfterValidator(_positive)]] = Field(
         default=None, le=3600, description="seconds of traffic; exclusive with bytes")
     bytes: Optional[Annotated[Size, AfterValidator(_positive)]] = Field(
@@ -294,6 +339,10 @@ class Traffic(Strict):
 
     @model_validator(mode="after")
     def _one_amount(self) -> "Traffic":
+        if self.tool == "command" and self.command is None:
+            raise ValueError("command: tool: command needs a `command:` section (client, optionally server)")
+        if self.tool != "command" and self.command is not None:
+            raise ValueError("command: only with tool: command")
         if self.duration is not None and self.bytes is not None:
             raise ValueError("bytes: give either duration or bytes, not both")
         if self.duration is None and self.bytes is None:
@@ -393,6 +442,14 @@ class Scenario(Strict):
         for b in self.mptcp.backup:
             if b not in names:
                 raise ValueError(f"mptcp.backup: no path named {b!r} (paths: {', '.join(names)})")
+        cmd = self.traffic.command
+        if cmd is not None:
+            for key in ("client", "server"):
+                for word in getattr(cmd, key) or []:
+                    for ph in PLACEHOLDER.findall(word):
+                        if ":" in ph and ph.split(":", 1)[1] not in names:
+                            raise ValueError(f"traffic.command.{key}: {{{ph}}} names no path "
+                                             f"(paths: {', '.join(names)})")
         for i, p in enumerate(self.runs.primaries):
             if p not in names:
                 raise ValueError(f"runs.primaries[{i}]: no path named {p!r} (paths: {', '.join(names)})")

@@ -1,0 +1,60 @@
+"""traffic.tool: command, a user's multipath tool in place of iperf3 (pure parts)."""
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from runners import commands as C
+from scenarios.loader import ScenarioError, parse_scenario
+from topologies.plan import plan
+
+REPO = Path(__file__).resolve().parents[2]
+BASE = """\
+name: t
+topology:
+  kind: dual-homed
+  paths: [{name: A, bw: 10}, {name: B, bw: 10}]
+traffic:
+  tool: command
+  duration: 5
+  command:
+    server: [mpt-server, --listen, "{server_ip}", --port, "{port}"]
+    client: [mpt-client, "{server_ip}", "--via={server_ip:B}", -t, "{duration}"]
+    ready_port: 5201
+"""
+
+
+def test_placeholders_fill_word_by_word():
+    s = parse_scenario(BASE)
+    values = C.command_values(s, plan(s), "A", 5201)
+    assert C.fill(s.traffic.command.client, values) == ["mpt-client", "10.0.1.2", "--via=10.0.2.2", "-t", "5"]
+    assert C.fill(s.traffic.command.server, values) == ["mpt-server", "--listen", "10.0.1.2", "--port", "5201"]
+    # a value with spaces stays one word: no shell is involved
+    assert C.fill(["x{client_ip}y"], {"client_ip": "a b"}) == ["xa by"]
+
+
+@pytest.mark.parametrize("old,new,msg", [
+    ('"{duration}"', '"{colour}"', "unknown placeholder {colour}"),
+    ("{server_ip:B}", "{server_ip:Z}", "{server_ip:Z} names no path"),
+    ("    client: [mpt-client", "    clients: [mpt-client", "traffic.command.clients"),
+    ("  tool: command\n", "  tool: iperf3\n", "traffic.command (line 8): only with tool: command"),
+])
+def test_bad_command_tools(old, new, msg):
+    with pytest.raises(ScenarioError) as e:
+        parse_scenario(BASE.replace(old, new), "c.yaml")
+    assert msg in e.value.render(), e.value.render()
+
+
+def test_command_tool_needs_a_command():
+    with pytest.raises(ScenarioError, match="tool: command needs a `command:` section"):
+        parse_scenario(BASE[:BASE.index("  command:")])
+
+
+def test_cli_refuses_commands_unless_allowed(tmp_path):
+    f = tmp_path / "tool.yaml"
+    f.write_text(BASE)
+    r = subprocess.run([sys.executable, "-m", "runners.cli", str(f), "--out", str(tmp_path / "o")], cwd=REPO,
+                       capture_output=True, text=True, timeout=60)
+    assert r.returncode == 2 and "--allow-commands" in r.stderr
+    assert not (tmp_path / "o").exists()
