@@ -82,7 +82,9 @@ def plan_routed(scenario: Scenario) -> TopologyPlan:
             setup[n] += [["sysctl", "-q", "-w", "net.ipv4.ip_forward=1"],
                          ["sysctl", "-q", "-w", "net.ipv6.conf.all.forwarding=1"]]
     for i in ifaces:
-        setup[i.node] += [["ip", "addr", "flush", "dev", i.name]]
+        # IPv4 only: a router needs the interface's IPv6 link-local address to
+        # send neighbour solicitations for packets it forwards.
+        setup[i.node] += [["ip", "-4", "addr", "flush", "dev", i.name]]
         for fam, addr, plen in i.addrs:
             extra = ["nodad"] if fam == "ipv6" else []
             setup[i.node].append(["ip", IPFLAG[fam], "addr", "add", f"{addr}/{plen}", "dev", i.name] + extra)
