@@ -182,6 +182,8 @@ def parse_ss_subflows(text: str) -> list[dict[str, Any]]:
             continue
         local, lport = _split_hostport(m.group(1))
         remote, rport = _split_hostport(m.group(2))
+        # an IPv4 subflow of an AF_INET6 MPTCP socket shows v4-mapped addresses
+        local, remote = local.removeprefix("::ffff:"), remote.removeprefix("::ffff:")
         entry: dict[str, Any] = {"local": local, "local_port": lport, "remote": remote, "remote_port": rport,
                                  "family": "ipv6" if ":" in local else "ipv4"}
         for key in ("bytes_acked", "bytes_received", "bytes_sent"):

@@ -79,3 +79,11 @@ def test_ss_subflows_grouped_by_token():
     assert all(s["family"] == "ipv4" and s["token"] for s in subs)
     data = [s for s in subs if s["remote_port"] == 5201]
     assert len({s["token"] for s in data}) >= 1
+
+
+def test_ss_dual_stack_subflows_report_their_family():
+    subs = P.parse_ss_subflows(fx("ss-subflows-dualstack.txt"))
+    fams = {s["family"] for s in subs}
+    assert fams == {"ipv4", "ipv6"}, subs
+    v4 = next(s for s in subs if s["family"] == "ipv4")
+    assert v4["local"].startswith("10.") and not v4["local"].startswith("::ffff:")
