@@ -490,8 +490,10 @@ class NativeRunner:
             total_rx += rx
             paths[p.name] = {"bytes_received": rx, "bytes_sent": tx,
                              "packets_received": rx_pk, "packets_sent": tx_pk,
-                             # data direction only; netem drops happen after the sender's counter
-                             "loss_pct": 100.0 * (tx_pk - rx_pk) / tx_pk if tx_pk >= 100 else None,
+                             # data direction only; netem drops happen after the sender's counter.
+                             # nft's output hook counts before segmentation, so only interfaces tell loss.
+                             "loss_pct": (100.0 * (tx_pk - rx_pk) / tx_pk
+                                          if tx_pk >= 100 and self.plan.byte_counters == "iface" else None),
                              "throughput_mbps": rx * 8 / iperf["seconds"] / 1e6 if iperf["seconds"] else None,
                              "rtt_avg_ms": pings[p.name].get("rtt_avg_ms"),
                              "ping_loss_pct": pings[p.name].get("loss_pct")}
