@@ -299,7 +299,15 @@ def _argv_words(argv: list[str]) -> list[str]:
     return argv
 
 
-Argv = Annotated[list[str], Field(min_length=1), AfterValidator(_argv_words)]
+def _word(v: Any) -> Any:
+    """`-t, 10` in YAML gives an int: a number is a word as written; anything else must be a string."""
+    if isinstance(v, (int, float)) and not isinstance(v, bool):
+        return str(v)
+    return v
+
+
+Word = Annotated[str, BeforeValidator(_word), WithJsonSchema({"type": ["string", "number"]})]
+Argv = Annotated[list[Word], Field(min_length=1), AfterValidator(_argv_words)]
 
 
 class CommandTool(Strict):

@@ -46,6 +46,13 @@ def test_bad_command_tools(old, new, msg):
     assert msg in e.value.render(), e.value.render()
 
 
+def test_numbers_are_words_but_other_types_are_not():
+    s = parse_scenario(BASE.replace('-t, "{duration}"', "-t, 10, -w, 2.5"))
+    assert s.traffic.command.client[-4:] == ["-t", "10", "-w", "2.5"]
+    with pytest.raises(ScenarioError, match=r"traffic.command.client\[1\] \(line 10\): Input should be a valid string"):
+        parse_scenario(BASE.replace('"{server_ip}", "--via', 'true, "--via'))
+
+
 def test_command_tool_needs_a_command():
     with pytest.raises(ScenarioError, match="tool: command needs a `command:` section"):
         parse_scenario(BASE[:BASE.index("  command:")])
