@@ -234,6 +234,14 @@ class NativeRunner:
                 nft = run(node, C.nft_list_argv()).out
                 self.store.save_raw(run_id, f"nft-{side}-{label}.json", nft)
                 snap[f"{side}_paths"] = P.parse_nft_counters(nft)
+        qdiscs, raw = {}, {}
+        for iface in self.plan.interfaces:
+            if iface.shaping is not None:
+                out = run(self.net.get(iface.node), ["tc", "-s", "-j", "qdisc", "show", "dev", iface.name]).out
+                raw[iface.name] = out
+                qdiscs[(iface.node, iface.name)] = P.parse_qdisc_stats(out)
+        self.store.save_raw(run_id, f"qdiscs-{label}.json", json.dumps(raw, indent=1))
+        snap["qdiscs"] = qdiscs
         return snap
 
     def _path_rx(self, receiver, upload: bool) -> dict[str, int]:
@@ -490,10 +498,10 @@ class NativeRunner:
             total_rx += rx
             paths[p.name] = {"bytes_received": rx, "bytes_sent": tx,
                              "packets_received": rx_pk, "packets_sent": tx_pk,
-                             # data direction only; netem drops happen after the sender's counter.
-                             # nft's output hook counts before segmentation, so only interfaces tell loss.
-                             "loss_pct": (100.0 * (tx_pk - rx_pk) / tx_pk
-                                          if tx_pk >= 100 and self.plan.byte_counters == "iface" else None),
+                             # data direction: what the path's shaping qdiscs dropped (random loss and
+                             # full queues); interface counters never see those packets
+                             "loss_pct": P.path_loss_pct(before["qdiscs"], after["qdiscs"],
+                                                         p.egress_up if server_receives else p.egress_down),
                              "throughput_mbps": rx * 8 / iperf["seconds"] / 1e6 if iperf["seconds"] else None,
                              "rtt_avg_ms": pings[p.name].get("rtt_avg_ms"),
                              "ping_loss_pct": pings[p.name].get("loss_pct")}

@@ -226,3 +226,34 @@ def parse_nft_counters(text: str) -> dict[str, dict[str, int]]:
         d[f"{rule['chain']}_bytes"] += int(counter.get("bytes", 0))
         d[f"{rule['chain']}_packets"] += int(counter.get("packets", 0))
     return out
+
+
+# ---------------------------------------------------------------- tc -s -j qdisc
+
+def parse_qdisc_stats(text: str) -> dict[str, int]:
+    """Packets sent and dropped by the root qdisc of `tc -s -j qdisc show dev X`.
+
+    netem drops (random loss, and a full queue) happen here, before the
+    device: interface counters never see them, so loss is measured here.
+    """
+    try:
+        doc = json.loads(text) if text.strip() else []
+    except json.JSONDecodeError as e:
+        raise ParseError(f"tc -s -j output is not JSON: {e}") from None
+    for q in doc:
+        if q.get("root", False):
+            return {"packets": int(q.get("packets", 0)), "drops": int(q.get("drops", 0))}
+    return {"packets": 0, "drops": 0}
+
+
+def path_loss_pct(before: dict, after: dict, hops) -> float | None:
+    """Loss along a chain of egress qdiscs: 1 - product of (1 - drops/offered) per hop, in %."""
+    kept, offered_any = 1.0, 0
+    for hop in hops:
+        sent = after[hop]["packets"] - before[hop]["packets"]
+        drops = after[hop]["drops"] - before[hop]["drops"]
+        offered = sent + drops
+        offered_any = max(offered_any, offered)
+        if offered:
+            kept *= 1 - drops / offered
+    return 100.0 * (1 - kept) if offered_any >= 100 else None

@@ -18,6 +18,8 @@ from datetime import datetime, timezone
 from pathlib import Path
 from typing import Any
 
+from scenarios.expect import METRICS
+
 CSV_FIELDS = ["run_id", "mode", "repeat", "primary", "status", "metric", "path", "value", "unit"]
 
 
@@ -57,21 +59,8 @@ def new_run_dir(base: Path, scenario_name: str) -> Path:
     return d
 
 
-# metric name -> unit; the order is the CSV's and the summary's.
-RUN_METRICS = {
-    "throughput_mbps": "Mbit/s",
-    "sender_throughput_mbps": "Mbit/s",
-    "seconds": "s",
-    "bytes_received": "B",
-    "iperf_retransmits": "segments",
-    "retrans_segs": "segments",
-    "ofo_tcp": "segments",
-    "ofo_mptcp": "segments",
-    "ofo_mptcp_tail": "segments",
-    "subflows": "count",
-    "mptcp_joins": "count",
-    "sender_mean_rtt_ms": "ms",
-}
+# metric name -> unit (shared with expectations); the order is the CSV's.
+RUN_METRICS = METRICS
 PATH_METRICS = {
     "bytes_received": "B",
     "bytes_sent": "B",

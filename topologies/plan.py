@@ -67,6 +67,9 @@ class PathPlan:
     server_ip: str
     table: int
     shaping: Shaping | None = None
+    # (node, interface) whose qdisc sends this path's packets, client->server and server->client
+    egress_up: tuple[tuple[str, str], ...] = ()
+    egress_down: tuple[tuple[str, str], ...] = ()
 
 
 @dataclass(frozen=True)
@@ -136,7 +139,8 @@ def plan_dual_homed(scenario: Scenario) -> TopologyPlan:
         sh = shaping_for(p)
         pp = PathPlan(name=p.name, index=i, family="ipv4", client_if=f"{CLIENT}-eth{i}",
                       server_if=f"{SERVER}-eth{i}", client_ip=f"10.0.{i + 1}.1", server_ip=f"10.0.{i + 1}.2",
-                      table=100 + i, shaping=sh)
+                      table=100 + i, shaping=sh, egress_up=((CLIENT, f"{CLIENT}-eth{i}"),),
+                      egress_down=((SERVER, f"{SERVER}-eth{i}"),))
         paths.append(pp)
         links.append((p.name, CLIENT, pp.client_if, SERVER, pp.server_if))
         for node, ifname, ip in ((CLIENT, pp.client_if, pp.client_ip), (SERVER, pp.server_if, pp.server_ip)):

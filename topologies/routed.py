@@ -146,8 +146,10 @@ def plan_routed(scenario: Scenario) -> TopologyPlan:
                       f"path {p.name!r}")
             add_route(nxt, fam, f"{c_ip}/{HOSTLEN[fam]}", at[(here, ln)].addr(fam), at[(nxt, ln)].name,
                       f"path {p.name!r}")
+        up = tuple((hops[k], at[(hops[k], ln)].name) for k, ln in enumerate(p.via))
+        down = tuple((hops[k + 1], at[(hops[k + 1], ln)].name) for k, ln in reversed(list(enumerate(p.via))))
         paths.append(PathPlan(name=p.name, index=idx, family=fam, client_if=c_if.name, server_if=s_if.name,
-                              client_ip=c_ip, server_ip=s_ip, table=100 + idx))
+                              client_ip=c_ip, server_ip=s_ip, table=100 + idx, egress_up=up, egress_down=down))
     seen_pairs: dict[tuple[str, str], str] = {}
     for pp in paths:
         pair = (pp.client_ip, pp.server_ip)

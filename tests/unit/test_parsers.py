@@ -87,3 +87,15 @@ def test_ss_dual_stack_subflows_report_their_family():
     assert fams == {"ipv4", "ipv6"}, subs
     v4 = next(s for s in subs if s["family"] == "ipv4")
     assert v4["local"].startswith("10.") and not v4["local"].startswith("::ffff:")
+
+
+def test_loss_from_qdisc_drops_along_a_path():
+    q = P.parse_qdisc_stats('[{"kind":"netem","handle":"8001:","root":true,"refcnt":3,"options":{"limit":100},'
+                            '"bytes":1500000,"packets":950,"drops":50,"overlimits":0,"requeues":0,"backlog":0,"qlen":0}]')
+    assert q == {"packets": 950, "drops": 50}
+    zero = {"packets": 0, "drops": 0}
+    before = {("h1", "a"): zero, ("r1", "b"): zero}
+    after = {("h1", "a"): {"packets": 950, "drops": 50}, ("r1", "b"): {"packets": 900, "drops": 50}}
+    # 5 % then 50/950 = 5.26 %: 1 - 0.95 * 0.947 = 10 %
+    assert P.path_loss_pct(before, after, [("h1", "a"), ("r1", "b")]) == pytest.approx(10.0)
+    assert P.path_loss_pct(before, {("h1", "a"): {"packets": 9, "drops": 1}}, [("h1", "a")]) is None

@@ -203,3 +203,10 @@ def test_cli_reports_plan_errors_as_bad_input(tmp_path):
                        capture_output=True, text=True, timeout=60)
     assert r.returncode == 2 and "same address pair" in r.stderr and str(f) in r.stderr
     assert not (tmp_path / "o").exists()
+
+
+def test_paths_know_their_egress_qdiscs_in_both_directions():
+    p = plan(parse_scenario(TWO_FAMILIES))
+    v6 = p.path("v6")
+    assert v6.egress_up == (("h1", "h1-eth0"), ("r1", "r1-eth2"), ("r2", "r2-eth2"))
+    assert v6.egress_down == (("h2", "h2-eth0"), ("r2", "r2-eth1"), ("r1", "r1-eth0"))
