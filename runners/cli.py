@@ -30,7 +30,8 @@ backends:
 
 results:
   <out>/<scenario name>/<UTC timestamp>/ holds scenario.yaml, metadata.json,
-  results.json, runs.csv (tidy: one row per run, metric and path) and raw/ tool output.
+  results.json, runs.csv (tidy: one row per run, metric and path), raw/ tool output,
+  and the report: stats.csv, verdicts.json, junit.xml and plots/.
 
 experiments:
   A scenario may hold a `sweep` grid and named `variants`; every combination is a
