@@ -4,10 +4,16 @@ Each figure is written as PNG and SVG. matplotlib runs headless (Agg).
 """
 from __future__ import annotations
 
+import os
 import re
+import tempfile
 from pathlib import Path
 
-import matplotlib
+# In the micro-VM the home folder is read-only: give matplotlib a cache it can write.
+if not os.access(os.path.expanduser("~"), os.W_OK):
+    os.environ.setdefault("MPLCONFIGDIR", tempfile.mkdtemp(prefix="mpl-"))
+
+import matplotlib  # noqa: E402
 
 matplotlib.use("Agg")
 import matplotlib.pyplot as plt  # noqa: E402
