@@ -314,21 +314,14 @@ class NativeRunner:
         else:
             iperf, samples, ss_samples = self._iperf_traffic(run_id, pp, primary, mptcp, receiver, upload)
         after = self._snapshot(run_id, "after")
-        if sc.traffic.tool == "command" and iperf.get("from_counters"):
-            # the tool reports nothing itself: bytes the receiver got on all paths, over the client's run time
-            rx_side = "server" if receiver is self.server else "client"
-            total = 0
-            for p in self.plan.paths:
-                if self.plan.byte_counters == "nft":
-                    total += (after[f"{rx_side}_paths"].get(p.name, {}).get("in_bytes", 0)
-                              - before[f"{rx_side}_paths"].get(p.name, {}).get("in_bytes", 0))
-                else:
-                    ifn = p.server_if if receiver is self.server else p.client_if
-                    total += after[f"{rx_side}_links"][ifn]["rx_bytes"] - before[f"{rx_side}_links"][ifn]["rx_bytes"]
-            iperf["bytes_received"] = total
-            iperf["throughput_mbps"] = total * 8 / iperf["seconds"] / 1e6 if iperf["seconds"] else 0.0
         result = self._assemble(run_id, rep, mode, primary, iperf, before, after, pings, samples, ss_samples,
                                 receiver is self.server, started)
+        if iperf.get("from_counters"):
+            # the tool reports nothing itself: what the receiver got on all paths, over the client's run time
+            total = sum(p["bytes_received"] for p in result["paths"].values())
+            secs = result["metrics"]["seconds"]
+            result["metrics"].update(bytes_received=total,
+                                     throughput_mbps=total * 8 / secs / 1e6 if secs else 0.0)
         result.update(point=job.point.id, point_label=job.point.label, params=job.point.params)
         if mode == "mptcp" and sc.efficiency_paths:
             result["efficiency_paths"] = sc.efficiency_paths
