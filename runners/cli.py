@@ -190,7 +190,14 @@ def check_plans(exp) -> None:
     from topologies.plan import PlanError, plan
 
     problems = []
+    base = Path(exp.file).resolve().parent
     for pt in exp.points:
+        ctl = getattr(pt.scenario.topology, "controller", None)
+        if ctl is not None and ctl.app not in ("learning", "steering"):
+            app = Path(ctl.app) if Path(ctl.app).is_absolute() else base / ctl.app
+            msg = f"topology.controller.app: no such file {app}"
+            if not app.is_file() and msg not in problems:
+                problems.append(msg)
         try:
             plan(pt.scenario)
         except PlanError as e:
@@ -240,7 +247,8 @@ def _run_native(args, exp, run_dir: Path, report) -> int:
     progress = make_progress(len(done) + len(jobs), len(done))
     code, status = EXIT_OK, "ok"
     try:
-        with NativeRunner(store, report, log=progress.log, on_run=progress.advance) as runner:
+        with NativeRunner(store, report, log=progress.log, on_run=progress.advance,
+                          base_dir=Path(exp.file).resolve().parent) as runner:
             runner.run_jobs(jobs)
             if args.until_conclusive:
                 from .report import make_report

@@ -50,7 +50,9 @@ def netem_argv(ifname: str, shaping: Shaping) -> Argv:
 
 
 def mptcp_limits(scenario: Scenario, n_paths: int) -> tuple[int, int]:
-    extra = max(n_paths - 1, 0)
+    if scenario.mptcp.endpoints == "none":
+        n_paths = 1
+    extra = max(n_paths - 1, 0) + len(scenario.mptcp.signal_ports)
     subflows = scenario.mptcp.limits.subflows if scenario.mptcp.limits.subflows is not None else extra
     accepted = (scenario.mptcp.limits.add_addr_accepted
                 if scenario.mptcp.limits.add_addr_accepted is not None else extra)
@@ -75,7 +77,14 @@ def mptcp_argvs(scenario: Scenario, plan: TopologyPlan, primary: str) -> HostCom
     client: list[Argv] = [["ip", "mptcp", "endpoint", "flush"]]
     server: list[Argv] = [["ip", "mptcp", "endpoint", "flush"]]
     signals = 0
+    for port in scenario.mptcp.signal_ports:
+        # same address, another port: the client opens one more subflow over the same address pair
+        server.append(["ip", "mptcp", "endpoint", "add", first.server_ip, "dev", first.server_if, "signal",
+                       "port", str(port)])
+        signals += 1
     for p in plan.paths:
+        if scenario.mptcp.endpoints == "none":
+            break
         if p.name == primary:
             if p.name in backup:
                 client.append(["ip", "mptcp", "endpoint", "add", p.client_ip, "dev", p.client_if, "backup"])
@@ -185,9 +194,16 @@ def nft_counter_argvs(plan: TopologyPlan, node: str) -> list[Argv]:
     out = [["nft", "add", "table", *NFT_TABLE],
            ["nft", "add", "chain", *NFT_TABLE, "in", "{ type filter hook input priority 0 ; policy accept ; }"],
            ["nft", "add", "chain", *NFT_TABLE, "out", "{ type filter hook output priority 0 ; policy accept ; }"]]
+    every_client = node == plan.server and len(plan.all_clients) > 1
     for p in plan.paths:
         ip = "ip" if p.family == "ipv4" else "ip6"
         mine, peer = (p.client_ip, p.server_ip) if node == plan.client else (p.server_ip, p.client_ip)
+        if every_client:
+            # several clients: each path's server address is its own, so it alone names the path
+            out.append(["nft", "add", "rule", *NFT_TABLE, "in", ip, "daddr", mine, "counter", "comment", f'"{p.name}"'])
+            out.append(["nft", "add", "rule", *NFT_TABLE, "out", ip, "saddr", mine, "counter", "comment",
+                        f'"{p.name}"'])
+            continue
         out.append(["nft", "add", "rule", *NFT_TABLE, "in", ip, "saddr", peer, ip, "daddr", mine,
                     "counter", "comment", f'"{p.name}"'])
         out.append(["nft", "add", "rule", *NFT_TABLE, "out", ip, "saddr", mine, ip, "daddr", peer,
@@ -210,3 +226,8 @@ def link_stats_argv() -> Argv:
 
 def ss_argv() -> Argv:
     return ["ss", "-t", "-i", "-n", "-M", "-O", "state", "established"]
+
+
+def offload_off_argv(ifname: str) -> Argv:
+    """For ports of an OVS userspace datapath: it neither fills in TX checksums nor segments TSO/GSO."""
+    return ["ethtool", "-K", ifname, "tx", "off", "tso", "off", "gso", "off"]

@@ -12,6 +12,7 @@ import subprocess
 import threading
 import time
 from contextlib import contextmanager
+from pathlib import Path
 from typing import Callable
 
 from scenarios.model import Scenario
@@ -21,6 +22,7 @@ from topologies.net import build_network
 from . import commands as C
 from . import parsers as P
 from .jobs import Job, topology_signature
+from .controlplane import ControlPlaneError, Controller, OvsDaemons
 from .nsexec import ProcessRegistry, run
 from .probe import ProbeReport
 from .results import ResultStore
@@ -106,8 +108,11 @@ class NativeRunner:
     """
 
     def __init__(self, store: ResultStore, probe: ProbeReport, log: Callable[[str], None] = print,
-                 on_run: Callable[[Job, dict], None] | None = None):
+                 on_run: Callable[[Job, dict], None] | None = None, base_dir: Path | None = None):
         self.store = store
+        self.base_dir = Path(base_dir or ".")
+        self.ovs = OvsDaemons(log)
+        self.controller: Controller | None = None
         self.probe = probe
         self.log = log
         self.on_run = on_run
@@ -150,6 +155,10 @@ class NativeRunner:
             self.signature = None
             self.shaping.clear()
             self.sysctl_state.clear()
+        if self.controller is not None:
+            self.controller.stop()
+            self.controller = None
+        self.ovs.stop()
 
     # ------------------------------------------------------------ build and configure
 
@@ -161,32 +170,67 @@ class NativeRunner:
         sig = topology_signature(point)
         if sig != self.signature:
             self.cleanup()
-            self._build()
+            try:
+                self._build()
+            except ControlPlaneError as e:
+                raise RunFailure(str(e)) from None
             self.signature = sig
         self._sysctls(sc)
         self._shape()
 
     def _build(self) -> None:
         t0 = time.monotonic()
-        self.log(f"building topology {self.scenario.topology.kind} with {len(self.plan.paths)} paths")
-        self.net = build_network(self.plan)
-        self.client = self.net.get(self.plan.client)
-        self.server = self.net.get(self.plan.server)
-        for node, argvs in self.plan.setup.items():
+        plan = self.plan
+        self.log(f"building topology {self.scenario.topology.kind} with {len(plan.paths)} paths")
+        if any(w.type != "bridge" for w in plan.switches):
+            self.ovs.ensure()
+        controlled = [w.name for w in plan.switches if w.controller]
+        if controlled:
+            # before Mininet: OVS backs off for a long time when the controller is not there yet
+            self.controller = Controller(self._controller_app(), plan.controller["port"], plan.controller,
+                                         self.store.dir / "controller", log=self.log)
+            self.controller.start()
+        self.net = build_network(plan, plan.controller["port"] if plan.controller else None)
+        self.client = self.net.get(plan.client)
+        self.clients = [self.net.get(c) for c in plan.all_clients]
+        self.server = self.net.get(plan.server)
+        for node, argvs in plan.setup.items():
             for argv in argvs:
                 run(self.net.get(node), argv)
-        for iface in self.plan.interfaces:
+        for iface in plan.interfaces:
             if iface.shaping is not None:
                 run(self.net.get(iface.node), C.offload_argv(iface.name))
-        if self.plan.byte_counters == "nft":
-            for node in (self.plan.client, self.plan.server):
-                for argv in C.nft_counter_argvs(self.plan, node):
+        for node, ifname in plan.offload_off:
+            # the userspace datapath does not complete checksums or segment: TCP breaks without this
+            run(self.net.get(node), C.offload_off_argv(ifname))
+        if plan.byte_counters == "nft":
+            for node in plan.hosts:
+                view = plan.for_client(node) if node in plan.all_clients else plan
+                for argv in C.nft_counter_argvs(view, node):
                     run(self.net.get(node), argv)
-        self.store.set_metadata(build_seconds=round(time.monotonic() - t0, 2), address_plan=self.plan.to_dict())
+        if self.controller is not None:
+            self.controller.wait_connected(controlled)
+        self.store.set_metadata(build_seconds=round(time.monotonic() - t0, 2), address_plan=plan.to_dict())
+
+    def _controller_app(self) -> str:
+        app = self.plan.controller["app"]
+        if app in ("learning", "steering"):
+            return app
+        path = Path(app) if Path(app).is_absolute() else self.base_dir / app
+        if not path.is_file():
+            raise RunFailure(f"topology.controller.app: no such file {path}")
+        return str(path.resolve())
+
+    def _check_controller(self, when: str) -> None:
+        if self.controller is not None:
+            try:
+                self.controller.check_alive(when)
+            except ControlPlaneError as e:
+                raise RunFailure(str(e)) from None
 
     def _sysctls(self, sc: Scenario) -> None:
         wanted = C.sysctls(sc, bool(self.probe.facts.get("mptcp_scheduler_sysctl")))
-        for node in (self.client, self.server):
+        for node in (*self.clients, self.server):
             if self.sysctl_state.get(node.name) != wanted:
                 for key, value in wanted:
                     run(node, C.sysctl_argv(key, value))
@@ -223,17 +267,26 @@ class NativeRunner:
     def _snapshot(self, run_id: str, label: str) -> dict:
         """Counters of both hosts; the raw tool output is kept beside the run."""
         snap = {}
-        for side, node in (("client", self.client), ("server", self.server)):
+        multi = len(self.clients) > 1
+        sides = [("client", n, f"client-{n.name}" if multi else "client") for n in self.clients]
+        for side, node, tag in sides + [("server", self.server, "server")]:
             nstat = run(node, C.nstat_argv()).out
-            links = run(node, C.link_stats_argv()).out
-            self.store.save_raw(run_id, f"nstat-{side}-{label}.txt", nstat)
-            self.store.save_raw(run_id, f"links-{side}-{label}.json", links)
-            snap[f"{side}_nstat"] = P.parse_nstat(nstat)
-            snap[f"{side}_links"] = P.parse_link_stats(links)
+            self.store.save_raw(run_id, f"nstat-{tag}-{label}.txt", nstat)
+            # several clients: their counters add up (all send, or all receive, at once)
+            _add_into(snap, f"{side}_nstat", P.parse_nstat(nstat))
+            if node is self.client or side == "server":
+                links = run(node, C.link_stats_argv()).out
+                self.store.save_raw(run_id, f"links-{side}-{label}.json", links)
+                snap[f"{side}_links"] = P.parse_link_stats(links)
             if self.plan.byte_counters == "nft":
                 nft = run(node, C.nft_list_argv()).out
-                self.store.save_raw(run_id, f"nft-{side}-{label}.json", nft)
-                snap[f"{side}_paths"] = P.parse_nft_counters(nft)
+                self.store.save_raw(run_id, f"nft-{tag}-{label}.json", nft)
+                _add_into(snap, f"{side}_paths", P.parse_nft_counters(nft))
+        if self.plan.switches:
+            # switch ports live in the root namespace; one read covers every switch
+            links = run(self.net.get(self.plan.switches[0].name), C.link_stats_argv()).out
+            self.store.save_raw(run_id, f"links-switches-{label}.json", links)
+            snap["switch_links"] = P.parse_link_stats(links)
         qdiscs, raw = {}, {}
         for iface in self.plan.interfaces:
             if iface.shaping is not None:
@@ -247,10 +300,83 @@ class NativeRunner:
     def _path_rx(self, receiver, upload: bool) -> dict[str, int]:
         """Bytes received so far on each path, by the receiver's interface counters or nft counters."""
         if self.plan.byte_counters == "nft":
-            counters = P.parse_nft_counters(run(receiver, C.nft_list_argv(), timeout=10).out)
+            total: dict = {}
+            for node in ([receiver] if upload else self.clients):
+                _add_into(total, "c", P.parse_nft_counters(run(node, C.nft_list_argv(), timeout=10).out))
+            counters = total.get("c", {})
             return {p.name: counters.get(p.name, {}).get("in_bytes", 0) for p in self.plan.paths}
         stats = P.parse_link_stats(run(receiver, C.link_stats_argv(), timeout=10).out)
         return {p.name: stats[p.server_if if upload else p.client_if]["rx_bytes"] for p in self.plan.paths}
+
+    def _link_bytes(self, before: dict, after: dict) -> dict:
+        """Bytes over every link of a switched topology, read at its (first) switch end.
+
+        Switch ports live in the root namespace, so one read covers them all:
+        `from_peer_bytes` went from the other end into the switch,
+        `to_peer_bytes` the other way.
+        """
+        sw_names = {w.name for w in self.plan.switches}
+        out = {}
+        for ln, a, a_if, b, b_if in self.plan.links:
+            sw, sw_if, peer = (a, a_if, b) if a in sw_names else (b, b_if, a)
+            try:
+                rx = after["switch_links"][sw_if]["rx_bytes"] - before["switch_links"][sw_if]["rx_bytes"]
+                tx = after["switch_links"][sw_if]["tx_bytes"] - before["switch_links"][sw_if]["tx_bytes"]
+            except KeyError:
+                continue
+            out[ln] = {"switch": sw, "peer": peer, "from_peer_bytes": rx, "to_peer_bytes": tx}
+        return out
+
+    def _steered_switches(self) -> list:
+        cfg = self.plan.controller or {}
+        return [w for w in self.plan.switches
+                if w.controller and (cfg.get("switches", {}).get(str(int(w.dpid, 16)), {}).get("uplinks"))]
+
+    def _clear_steered_flows(self) -> None:
+        """Each run starts without steered flows, so its flow counters are its own."""
+        from controller.decisions import STEER_COOKIE
+        from .controlplane import ofctl, ofctl_clear_argv
+        for w in self._steered_switches():
+            try:
+                ofctl(ofctl_clear_argv(w.name, STEER_COOKIE))
+            except ControlPlaneError as e:
+                raise RunFailure(str(e)) from None
+        if self.controller is not None:
+            self.controller.new_report_lines()   # skip what earlier runs reported
+
+    def _steering_report(self, run_id: str) -> dict | None:
+        """Which flow went up which uplink: the controller's report, and OVS's own flow counters."""
+        from controller.decisions import STEER_COOKIE
+        from .controlplane import ofctl, ofctl_dump_argv
+        switches = self._steered_switches()
+        if not switches or self.controller is None:
+            return None
+        cfg = self.plan.controller
+        decided = [e for e in self.controller.new_report_lines() if e.get("event") == "flow"]
+        self.store.save_raw(run_id, "controller-flows.jsonl", "".join(json.dumps(e) + "\n" for e in decided))
+        per_switch = {}
+        for w in switches:
+            sc = cfg["switches"][str(int(w.dpid, 16))]
+            names = dict(zip(sc["uplinks"], sc["uplink_names"]))
+            try:
+                text = ofctl(ofctl_dump_argv(w.name, STEER_COOKIE))
+            except ControlPlaneError as e:
+                raise RunFailure(str(e)) from None
+            self.store.save_raw(run_id, f"ofctl-flows-{w.name}.txt", text)
+            flows = P.parse_ofctl_flows(text)
+            uplinks = {n: {"bytes": 0, "packets": 0, "flows": 0} for n in sc["uplink_names"]}
+            listed = []
+            for f in flows:
+                for port in f["outputs"]:
+                    if port in names:
+                        u = uplinks[names[port]]
+                        u["bytes"] += f["n_bytes"]
+                        u["packets"] += f["n_packets"]
+                        u["flows"] += 1
+                        listed.append({"src": f["src"], "sport": f["tp_src"], "dst": f["dst"], "dport": f["tp_dst"],
+                                       "uplink": names[port], "bytes": f["n_bytes"], "packets": f["n_packets"]})
+            per_switch[w.name] = {"uplinks": uplinks, "flows": listed}
+        return {"by": cfg.get("by"), "switches": per_switch, "decisions": decided}
 
     def _ping_paths(self, run_id: str) -> dict:
         out = {}
@@ -291,20 +417,23 @@ class NativeRunner:
                  + (f" [{job.point.label}]" if job.multi_point else ""))
         started = time.time()
         # MPTCP endpoints: configured for MPTCP runs, flushed for the TCP baseline.
+        self._check_controller(f"before run {run_id}")
         if mptcp:
-            cmds = C.mptcp_argvs(sc, self.plan, primary)
-            for argv in cmds.client:
-                run(self.client, argv)
-            for argv in cmds.server:
-                run(self.server, argv)
+            for i, node in enumerate(self.clients):
+                cmds = C.mptcp_argvs(sc, self.plan.for_client(node.name), primary)
+                for argv in cmds.client:
+                    run(node, argv)
+                if i == 0:
+                    for argv in cmds.server:
+                        run(self.server, argv)
         else:
-            for node in (self.client, self.server):
+            for node in (*self.clients, self.server):
                 for argv in C.mptcp_reset_argvs():
                     run(node, argv)
-        endpoints = {"client": run(self.client, ["ip", "mptcp", "endpoint", "show"]).out,
-                     "server": run(self.server, ["ip", "mptcp", "endpoint", "show"]).out}
-        self.store.save_raw(run_id, "mptcp-endpoints.txt",
-                            f"# client\n{endpoints['client']}\n# server\n{endpoints['server']}")
+        shown = [f"# {n.name}\n{run(n, ['ip', 'mptcp', 'endpoint', 'show']).out}"
+                 for n in (*self.clients, self.server)]
+        self.store.save_raw(run_id, "mptcp-endpoints.txt", "\n".join(shown))
+        self._clear_steered_flows()
         pings = self._ping_paths(run_id)
         upload = sc.traffic.direction == "upload"
         receiver, sender = (self.server, self.client) if upload else (self.client, self.server)
@@ -316,6 +445,14 @@ class NativeRunner:
         after = self._snapshot(run_id, "after")
         result = self._assemble(run_id, rep, mode, primary, iperf, before, after, pings, samples, ss_samples,
                                 receiver is self.server, started)
+        if iperf.get("clients"):
+            result["clients"] = iperf["clients"]
+        if self.plan.switches:
+            result["links"] = self._link_bytes(before, after)
+            steering = self._steering_report(run_id)
+            if steering is not None:
+                result["steering"] = steering
+        self._check_controller(f"during run {run_id}")
         if iperf.get("from_counters"):
             # the tool reports nothing itself: what the receiver got on all paths, over the client's run time
             total = sum(p["bytes_received"] for p in result["paths"].values())
@@ -330,43 +467,75 @@ class NativeRunner:
         return result
 
     def _iperf_traffic(self, run_id: str, pp, primary: str, mptcp: bool, receiver, upload: bool):
-        """iperf3 server and client under MPTCP or not; returns (parsed report, path samples, ss samples)."""
+        """iperf3 servers and clients (one port per client, all at once), under MPTCP or not.
+
+        Returns (parsed report, path samples, ss samples); with several clients the
+        report is the aggregate, with a per-client table.
+        """
         sc = self.scenario
-        server = self.procs.start(self.server, C.iperf_server_argv(self.iperf, IPERF_PORT, mptcp))
+        multi = len(self.clients) > 1
+        servers, clients = {}, {}
+        outs: dict[str, tuple[bytes, bytes, bytes, bytes]] = {}
         try:
-            self._wait_listening(IPERF_PORT)
+            for i, node in enumerate(self.clients):
+                servers[node.name] = self.procs.start(self.server, C.iperf_server_argv(self.iperf, IPERF_PORT + i, mptcp))
+            for i in range(len(self.clients)):
+                self._wait_listening(IPERF_PORT + i)
             sampler = PathSampler(lambda: self._path_rx(receiver, upload), sc.traffic.interval)
             sampler.start()
-            s_ip, c_ip = pp.server_ip, pp.client_ip
-            if C.needs_v6_socket(self.plan, primary, mptcp):
-                s_ip, c_ip = C.v4_mapped(s_ip), C.v4_mapped(c_ip)
-            client = self.procs.start(self.client, C.iperf_client_argv(
-                self.iperf, sc, s_ip, c_ip, IPERF_PORT, mptcp))
-            ss_samples = self._watch_subflows(client)
+            for i, node in enumerate(self.clients):
+                cp = self.plan.for_client(node.name).path(primary)
+                s_ip, c_ip = cp.server_ip, cp.client_ip
+                if C.needs_v6_socket(self.plan, primary, mptcp):
+                    s_ip, c_ip = C.v4_mapped(s_ip), C.v4_mapped(c_ip)
+                clients[node.name] = self.procs.start(node, C.iperf_client_argv(
+                    self.iperf, sc, s_ip, c_ip, IPERF_PORT + i, mptcp))
+            ss_samples = self._watch_subflows(clients[self.client.name])
             try:
-                c_out, c_err = client.communicate(timeout=self._traffic_timeout())
-            except subprocess.TimeoutExpired:
-                raise RunFailure(f"run {run_id}: iperf3 client did not finish in {self._traffic_timeout():.0f}s")
+                deadline = time.monotonic() + self._traffic_timeout()
+                for name, proc in clients.items():
+                    c_out, c_err = self._wait_proc(proc, deadline, run_id, f"iperf3 client on {name}")
+                    outs[name] = (c_out, c_err, b"", b"")
             finally:
                 samples = sampler.stop()
-            try:
-                s_out, s_err = server.communicate(timeout=15)
-            except subprocess.TimeoutExpired:
-                server.kill()
-                s_out, s_err = server.communicate()
+            for name, server in servers.items():
+                try:
+                    s_out, s_err = server.communicate(timeout=15)
+                except subprocess.TimeoutExpired:
+                    server.kill()
+                    s_out, s_err = server.communicate()
+                outs[name] = outs[name][:2] + (s_out, s_err)
         finally:
             self.procs.stop_all()
-        c_text, s_text = c_out.decode(errors="replace"), s_out.decode(errors="replace")
-        self.store.save_raw(run_id, "iperf3-client.json", c_text)
-        self.store.save_raw(run_id, "iperf3-server.json", s_text)
-        if c_err.strip() or s_err.strip():
-            self.store.save_raw(run_id, "iperf3-stderr.txt",
-                                f"# client\n{c_err.decode(errors='replace')}\n# server\n{s_err.decode(errors='replace')}")
         self.store.save_raw(run_id, "ss-subflows.txt", "\n\n".join(s["raw"] for s in ss_samples))
-        try:
-            return P.parse_iperf3(c_text), samples, ss_samples
-        except P.ParseError as e:
-            raise RunFailure(f"run {run_id}: {e} (stderr: {c_err.decode(errors='replace').strip()[:300]})") from None
+        reports = {}
+        for name, (c_out, c_err, s_out, s_err) in outs.items():
+            tag = f"-{name}" if multi else ""
+            c_text, s_text = c_out.decode(errors="replace"), s_out.decode(errors="replace")
+            self.store.save_raw(run_id, f"iperf3-client{tag}.json", c_text)
+            self.store.save_raw(run_id, f"iperf3-server{tag}.json", s_text)
+            if c_err.strip() or s_err.strip():
+                self.store.save_raw(run_id, f"iperf3-stderr{tag}.txt",
+                                    f"# client\n{c_err.decode(errors='replace')}\n# server\n"
+                                    f"{s_err.decode(errors='replace')}")
+            try:
+                reports[name] = P.parse_iperf3(c_text)
+            except P.ParseError as e:
+                raise RunFailure(f"run {run_id}: {name}: {e} "
+                                 f"(stderr: {c_err.decode(errors='replace').strip()[:300]})") from None
+        report = P.aggregate_clients(reports) if multi else reports[self.client.name]
+        return report, samples, ss_samples
+
+    def _wait_proc(self, proc, deadline: float, run_id: str, what: str) -> tuple[bytes, bytes]:
+        """Wait for a client, reading its output, and fail at once if the controller dies meanwhile."""
+        while True:
+            try:
+                return proc.communicate(timeout=0.5)
+            except subprocess.TimeoutExpired:
+                if time.monotonic() > deadline:
+                    raise RunFailure(f"run {run_id}: {what} did not finish in {self._traffic_timeout():.0f}s") \
+                        from None
+                self._check_controller(f"during run {run_id}")
 
     def _command_traffic(self, run_id: str, primary: str, mptcp: bool, receiver, upload: bool):
         """A user's tool (traffic.command) in place of iperf3; the same counters are read around it."""
@@ -400,9 +569,8 @@ class NativeRunner:
             client = self.procs.start(self.client, argv(tool.client))
             ss_samples = self._watch_subflows(client)
             try:
-                c_out, c_err = client.communicate(timeout=self._traffic_timeout())
-            except subprocess.TimeoutExpired:
-                raise RunFailure(f"run {run_id}: the client command did not finish in {self._traffic_timeout():.0f}s")
+                c_out, c_err = self._wait_proc(client, time.monotonic() + self._traffic_timeout(), run_id,
+                                               "the client command")
             finally:
                 seconds = time.monotonic() - t0
                 samples = sampler.stop()
@@ -527,6 +695,21 @@ class NativeRunner:
             "iperf_connected": iperf["connected"],
             "iperf_version": iperf["version"],
         }
+
+
+def _add_into(acc: dict, key: str, counters: dict) -> None:
+    """acc[key] += counters, for flat or one-level nested dicts of numbers."""
+    if key not in acc:
+        acc[key] = {k: (dict(v) if isinstance(v, dict) else v) for k, v in counters.items()}
+        return
+    mine = acc[key]
+    for k, v in counters.items():
+        if isinstance(v, dict):
+            inner = mine.setdefault(k, {})
+            for k2, v2 in v.items():
+                inner[k2] = inner.get(k2, 0) + v2
+        else:
+            mine[k] = mine.get(k, 0) + v
 
 
 def _data_connection(subflows: list[dict], data_port: int | None) -> list[dict]:

@@ -247,9 +247,14 @@ def parse_qdisc_stats(text: str) -> dict[str, int]:
 
 
 def path_loss_pct(before: dict, after: dict, hops) -> float | None:
-    """Loss along a chain of egress qdiscs: 1 - product of (1 - drops/offered) per hop, in %."""
+    """Loss along a chain of egress qdiscs: 1 - product of (1 - drops/offered) per hop, in %.
+
+    Hops without a shaping qdisc (unshaped links) are skipped.
+    """
     kept, offered_any = 1.0, 0
     for hop in hops:
+        if hop not in before or hop not in after:
+            continue   # an unshaped interface: no qdisc counts there
         sent = after[hop]["packets"] - before[hop]["packets"]
         drops = after[hop]["drops"] - before[hop]["drops"]
         offered = sent + drops
@@ -257,3 +262,66 @@ def path_loss_pct(before: dict, after: dict, hops) -> float | None:
         if offered:
             kept *= 1 - drops / offered
     return 100.0 * (1 - kept) if offered_any >= 100 else None
+
+
+def parse_ofctl_flows(text: str) -> list[dict]:
+    """`ovs-ofctl -O OpenFlow13 --no-names dump-flows` -> one dict per flow: match fields, counters, outputs."""
+    flows = []
+    for line in text.splitlines():
+        line = line.strip()
+        if not line.startswith("cookie="):
+            continue
+        head, _, actions = line.partition(" actions=")
+        fields: dict = {}
+        for tok in re.split(r"[,\s]+", head):
+            if not tok:
+                continue
+            k, eq, v = tok.partition("=")
+            fields[k] = v if eq else True
+        try:
+            flows.append({
+                "cookie": int(str(fields.get("cookie", "0")), 16),
+                "n_packets": int(fields.get("n_packets", 0)), "n_bytes": int(fields.get("n_bytes", 0)),
+                "priority": int(fields.get("priority", 0)),
+                "in_port": int(fields["in_port"]) if str(fields.get("in_port", "")).isdigit() else None,
+                "src": fields.get("nw_src") or fields.get("ipv6_src"),
+                "dst": fields.get("nw_dst") or fields.get("ipv6_dst"),
+                "tp_src": int(fields["tp_src"]) if "tp_src" in fields else None,
+                "tp_dst": int(fields["tp_dst"]) if "tp_dst" in fields else None,
+                "outputs": [int(m) for m in re.findall(r"output:(\d+)", actions)],
+            })
+        except ValueError as e:
+            raise ParseError(f"ovs-ofctl dump-flows: cannot read {line[:120]!r}: {e}") from None
+    return flows
+
+
+def aggregate_clients(reports: dict[str, dict]) -> dict[str, Any]:
+    """Several clients' iperf3 reports (run at once) -> one report: sums, plus a per-client table.
+
+    Throughput is the aggregate the server received; `throughput_per_client_mbps`
+    is its mean per client (E5 reports both). Intervals add up by index.
+    """
+    names = list(reports)
+    first = reports[names[0]]
+    out = dict(first)
+    out["throughput_mbps"] = sum(r["throughput_mbps"] for r in reports.values())
+    out["sender_throughput_mbps"] = sum(r["sender_throughput_mbps"] or 0.0 for r in reports.values())
+    out["bytes_received"] = sum(r["bytes_received"] for r in reports.values())
+    out["bytes_sent"] = sum(r["bytes_sent"] or 0 for r in reports.values())
+    out["seconds"] = max(r["seconds"] for r in reports.values())
+    rts = [r["retransmits"] for r in reports.values()]
+    out["retransmits"] = None if any(x is None for x in rts) else sum(rts)
+    rtts = [r["sender_mean_rtt_ms"] for r in reports.values() if r.get("sender_mean_rtt_ms") is not None]
+    out["sender_mean_rtt_ms"] = sum(rtts) / len(rtts) if rtts else None
+    n = min(len(r["intervals"]) for r in reports.values())
+    out["intervals"] = [{**first["intervals"][i],
+                         "mbps": sum(r["intervals"][i]["mbps"] for r in reports.values()),
+                         "retransmits": None if any(r["intervals"][i].get("retransmits") is None
+                                                    for r in reports.values())
+                         else sum(r["intervals"][i]["retransmits"] for r in reports.values())}
+                        for i in range(n)]
+    out["throughput_per_client_mbps"] = out["throughput_mbps"] / len(reports)
+    out["clients"] = {name: {k: r.get(k) for k in ("throughput_mbps", "bytes_received", "seconds", "retransmits",
+                                                   "sender_mean_rtt_ms")}
+                      for name, r in reports.items()}
+    return out

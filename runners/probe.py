@@ -75,6 +75,15 @@ def available_congestion() -> list[str]:
         return []
 
 
+def openvswitch_module() -> bool:
+    """Probe: is the openvswitch datapath module there, or loadable?"""
+    if Path("/sys/module/openvswitch").exists():
+        return True
+    if os.geteuid() == 0 and shutil.which("modprobe"):
+        _run(["modprobe", "-q", "openvswitch"])
+    return Path("/sys/module/openvswitch").exists()
+
+
 def probe(scenario: Scenario) -> ProbeReport:
     rep = ProbeReport()
     rep.facts["kernel"] = os.uname().release
@@ -90,6 +99,28 @@ def probe(scenario: Scenario) -> ProbeReport:
         rep.missing.append("the Mininet Python package is not importable (package mininet; run setup.sh)")
     if scenario.topology.kind == "routed" and not shutil.which("nft"):
         rep.missing.append("`nft` is not installed (package nftables): routed topologies count bytes per path with it")
+    if scenario.topology.kind == "switched" and not shutil.which("nft"):
+        rep.missing.append("`nft` is not installed (package nftables): switched topologies count bytes per path "
+                           "with it")
+    switches = getattr(scenario.topology, "switches", [])
+    kinds = {w.type for w in switches}
+    if kinds & {"ovs", "ovs-user"}:
+        if not shutil.which("ovs-vsctl") or not shutil.which("ovs-ofctl"):
+            rep.missing.append("Open vSwitch is not installed (package openvswitch-switch; run setup.sh)")
+    if "ovs" in kinds and not openvswitch_module():
+        rep.missing.append("switch type ovs needs the kernel's openvswitch module, which this kernel lacks "
+                           "(type ovs-user runs OVS's userspace datapath without it)")
+    if "bridge" in kinds and not Path("/sys/module/bridge").exists() and os.geteuid() == 0:
+        _run(["modprobe", "-q", "bridge"])
+        if not Path("/sys/module/bridge").exists():
+            rep.missing.append("switch type bridge needs the kernel's bridge module")
+    ctl = getattr(scenario.topology, "controller", None)
+    if ctl is not None and any(w.controller for w in switches):
+        try:
+            importlib.import_module("os_ken.base.app_manager")
+        except ImportError:
+            rep.missing.append("os-ken is not importable (package python3-os-ken, or pip install os-ken): "
+                               "the controller apps need it")
     if not (PROC / "net/mptcp/enabled").exists():
         rep.missing.append("the kernel has no MPTCP (no net.mptcp.enabled sysctl; needs CONFIG_MPTCP)")
     if os.geteuid() == 0 and shutil.which("tc") and shutil.which("ip"):

@@ -258,7 +258,210 @@ class Routed(Strict):
         return self
 
 
-Topology = Annotated[Union[DualHomed, Routed], Field(discriminator="kind")]
+SwitchType = Literal["ovs", "ovs-user", "bridge"]
+# A user's os-ken app: a .py file, relative to the scenario file or absolute.
+APP_FILE = r"^[A-Za-z0-9_./-]{1,200}\.py$"
+
+
+class SwitchSpec(Strict):
+    """A layer-2 switch: Open vSwitch (kernel or userspace datapath) or a Linux bridge."""
+
+    name: NodeName
+    type: SwitchType = Field(default="ovs", description="ovs: kernel datapath; ovs-user: userspace datapath "
+                             "(offloads turned off on its links); bridge: Linux bridge (no OpenFlow)")
+    controller: bool = Field(default=False, description="connect to the scenario's controller (OpenFlow 1.3); "
+                             "false: a standalone learning switch")
+
+
+class SwitchedLink(Strict):
+    """A link of a switched topology; shaped by netem in both directions when `bw` is given."""
+
+    name: Ident
+    between: Annotated[list[NodeName], Field(min_length=2, max_length=2)]
+    bw: Optional[Annotated[Rate, AfterValidator(_rate_range)]] = Field(
+        default=None, description="rate, Mbit/s; without it the link is not shaped")
+    delay: Annotated[Duration, AfterValidator(_delay_range)] = Field(default=0.0, description="one-way delay")
+    loss: float = Field(default=0.0, ge=0, le=100, description="random loss in %, per direction")
+    queue: StrictInt = Field(default=100, ge=1, le=1_000_000, description="buffer in packets beyond the delay line")
+
+    @model_validator(mode="after")
+    def _shaping_needs_rate(self) -> "SwitchedLink":
+        if self.bw is None and (self.delay or self.loss or "queue" in self.model_fields_set):
+            raise ValueError("bw: delay, loss and queue are shaped by netem at a rate; give `bw` too")
+        return self
+
+    @property
+    def shaped(self) -> Optional[Shaped]:
+        if self.bw is None:
+            return None
+        return Shaped(bw=self.bw, delay=f"{self.delay}ms", loss=self.loss, queue=self.queue)
+
+
+class SwitchedPath(Strict):
+    """An address pair per client: the client's n-th link to the server's m-th link, in its own subnet.
+
+    Two paths on one client interface give that interface a second address
+    (an IP alias), as in E5's Exp 3.
+    """
+
+    name: Ident
+    client_if: StrictInt = Field(default=0, ge=0, le=15, description="index of the client's link (file order)")
+    server_if: StrictInt = Field(default=0, ge=0, le=15, description="index of the server's link (file order)")
+    ipv4: Optional[IPv4Network] = Field(default=None, description="subnet override; default 10.0.<k>.0/24 "
+                                        "for the k-th path (server .1, clients .11, .12, ...)")
+
+
+class SteerSpec(Strict):
+    """Subflow steering (E2's LISP router): each TCP flow leaves on uplink `port % N`."""
+
+    uplinks: dict[NodeName, Annotated[list[Ident], Field(min_length=2, max_length=16)]] = Field(
+        description="per steering switch, its uplink links in order: uplink i carries flows with port % N == i")
+    by: Literal["client-port", "server-port"] = Field(
+        default="client-port", description="client-port: the flow's source port as the client sends it "
+                                           "(the LISP rule); server-port: the port it connects to")
+    server_ports: list[Annotated[int, Field(ge=1, le=65535)]] = Field(
+        default_factory=list, description="steer only TCP flows to these server ports; default: all TCP")
+
+
+class ControllerSpec(Strict):
+    """The OpenFlow controller of the switches that have `controller: true`."""
+
+    app: Union[Literal["learning", "steering"], Annotated[str, Field(pattern=APP_FILE)]] = Field(
+        default="learning", description="learning | steering | a path to your own os-ken app (.py), "
+                                        "relative to the scenario file")
+    port: StrictInt = Field(default=6653, ge=1024, le=65535, description="OpenFlow TCP port on 127.0.0.1")
+    steer: Optional[SteerSpec] = Field(default=None, description="with app: steering (or your own app)")
+    config: dict[str, Any] = Field(default_factory=dict, description="passed to your own app as JSON")
+
+
+class Switched(Strict):
+    """Hosts on switches: one server, one or more clients, links with their own shaping."""
+
+    kind: Literal["switched"]
+    server: NodeName = "h1"
+    clients: list[NodeName] = Field(default_factory=lambda: ["h2"], min_length=1, max_length=16,
+                                    description="every client runs its own transfer to the server, at once")
+    switches: list[SwitchSpec] = Field(min_length=1, max_length=32)
+    controller: Optional[ControllerSpec] = None
+    links: list[SwitchedLink] = Field(min_length=2, max_length=250)
+    paths: list[SwitchedPath] = Field(min_length=1, max_length=8)
+
+    @property
+    def path_names(self) -> list[str]:
+        return [p.name for p in self.paths]
+
+    def path(self, name: str) -> SwitchedPath:
+        return next(p for p in self.paths if p.name == name)
+
+    def link(self, name: str) -> SwitchedLink:
+        return next(x for x in self.links if x.name == name)
+
+    @property
+    def switch_names(self) -> list[str]:
+        return [s.name for s in self.switches]
+
+    def host_links(self, host: str) -> list[SwitchedLink]:
+        return [x for x in self.links if host in x.between]
+
+    @property
+    def min_rate(self) -> float:
+        rates = [x.bw for x in self.links if x.bw is not None]
+        return min(rates) if rates else 1000.0
+
+    @model_validator(mode="after")
+    def _graph(self) -> "Switched":
+        _unique([x.name for x in self.links], "links", "link")
+        _unique([p.name for p in self.paths], "paths", "path")
+        _unique([s.name for s in self.switches], "switches", "switch")
+        hosts = [self.server, *self.clients]
+        for i, c in enumerate(self.clients):
+            if c == self.server or self.clients.index(c) != i:
+                raise ValueError(f"clients[{i}]: {c!r} is the server or listed twice")
+        sw = {s.name: s for s in self.switches}
+        for i, s in enumerate(self.switches):
+            if s.name in hosts:
+                raise ValueError(f"switches[{i}].name: {s.name!r} is also a host")
+            if s.controller and s.type == "bridge":
+                raise ValueError(f"switches[{i}].controller: a Linux bridge speaks no OpenFlow; use type ovs or ovs-user")
+        if any(s.controller for s in self.switches) and self.controller is None:
+            raise ValueError("controller: switches have `controller: true` but no controller is given")
+        known = set(hosts) | set(sw)
+        for i, x in enumerate(self.links):
+            a, b = x.between
+            for n in (a, b):
+                if n not in known:
+                    raise ValueError(f"links[{i}].between: unknown node {n!r} (hosts: {', '.join(hosts)}; "
+                                     f"switches: {', '.join(sw)})")
+            if a == b:
+                raise ValueError(f"links[{i}].between: a link needs two different nodes")
+            if a in hosts and b in hosts:
+                raise ValueError(f"links[{i}].between: hosts connect to switches here; use kind: routed "
+                                 "or dual-homed for host-to-host links")
+        for h in hosts:
+            n = len(self.host_links(h))
+            if n == 0:
+                raise ValueError(f"links: host {h!r} has no link")
+            if n > 16:
+                raise ValueError(f"links: host {h!r} has {n} links (at most 16)")
+        for i, p in enumerate(self.paths):
+            for h in self.clients:
+                if p.client_if >= len(self.host_links(h)):
+                    raise ValueError(f"paths[{i}].client_if: client {h!r} has only {len(self.host_links(h))} links")
+            if p.server_if >= len(self.host_links(self.server)):
+                raise ValueError(f"paths[{i}].server_if: the server has only "
+                                 f"{len(self.host_links(self.server))} links")
+        if len(self.clients) > 1:
+            for i, p in enumerate(self.paths):
+                if p.ipv4 is not None and p.ipv4.num_addresses < len(self.clients) + 16:
+                    raise ValueError(f"paths[{i}].ipv4: {p.ipv4} is too small for {len(self.clients)} clients")
+        given = [(i, p.ipv4) for i, p in enumerate(self.paths) if p.ipv4 is not None]
+        for a in range(len(given)):
+            for b in range(a + 1, len(given)):
+                if given[a][1].overlaps(given[b][1]):
+                    raise ValueError(f"paths[{given[b][0]}].ipv4: {given[b][1]} overlaps {given[a][1]} of path "
+                                     f"{self.paths[given[a][0]].name!r}")
+        steer = self.controller.steer if self.controller else None
+        steered: set[str] = set()
+        if steer is not None:
+            if self.controller.app == "learning":
+                raise ValueError("controller.steer: needs app: steering (or your own app), not learning")
+            names = {x.name: x for x in self.links}
+            for s, ups in steer.uplinks.items():
+                if s not in sw:
+                    raise ValueError(f"controller.steer.uplinks.{s}: no switch named {s!r}")
+                if not sw[s].controller:
+                    raise ValueError(f"controller.steer.uplinks.{s}: switch {s!r} is not under the controller "
+                                     "(controller: true)")
+                for j, ln in enumerate(ups):
+                    if ln not in names:
+                        raise ValueError(f"controller.steer.uplinks.{s}[{j}]: no link named {ln!r}")
+                    if s not in names[ln].between:
+                        raise ValueError(f"controller.steer.uplinks.{s}[{j}]: link {ln!r} does not touch {s!r}")
+                if len(set(ups)) != len(ups):
+                    raise ValueError(f"controller.steer.uplinks.{s}: lists a link twice")
+                steered |= set(ups)
+        elif self.controller is not None and self.controller.app == "steering":
+            raise ValueError("controller.steer: app: steering needs `steer:` (its uplinks)")
+        # Layer-2 loops: a broadcast would circle forever. Only steered uplinks may close a loop.
+        parent = {n: n for n in known}
+
+        def find(n: str) -> str:
+            while parent[n] != n:
+                parent[n] = parent[parent[n]]
+                n = parent[n]
+            return n
+        for i, x in enumerate(self.links):
+            if x.name in steered or x.between[0] in hosts or x.between[1] in hosts:
+                continue
+            a, b = (find(n) for n in x.between)
+            if a == b:
+                raise ValueError(f"links[{i}]: link {x.name!r} closes a layer-2 loop; remove it, or make it a "
+                                 "steered uplink (controller.steer.uplinks)")
+            parent[a] = b
+        return self
+
+
+Topology = Annotated[Union[DualHomed, Routed, Switched], Field(discriminator="kind")]
 
 
 class Limits(Strict):
@@ -275,12 +478,19 @@ class Mptcp(Strict):
     congestion: Annotated[str, Field(pattern=KERNEL_IDENT)] = Field(
         default="cubic", description="TCP congestion control of every subflow (and of the TCP baseline)")
     backup: list[Ident] = Field(default_factory=list, description="paths whose endpoints carry the backup flag")
-    endpoints: Literal["signal", "subflow"] = Field(
+    endpoints: Literal["signal", "subflow", "none"] = Field(
         default="signal",
         description="signal: the server announces its other paths' addresses (ADD_ADDR); "
-                    "subflow: the client opens subflows from its other interfaces, with source routing")
+                    "subflow: the client opens subflows from its other interfaces, with source routing; "
+                    "none: no endpoints, MPTCP with its initial subflow only")
+    signal_ports: list[Annotated[int, Field(ge=1024, le=65535)]] = Field(
+        default_factory=list,
+        description="extra server ports announced on the primary path's server address (signal endpoints "
+                    "with a port): one more subflow over the same address pair per port")
     limits: Limits = Field(default_factory=Limits)
 
+
+IPERF_PORTS = (5201, 5216)   # iperf3 servers: one port per client
 
 PLACEHOLDER = re.compile(r"\{([^{}]*)\}")
 PLACEHOLDERS = ("server_ip", "client_ip", "port", "duration", "bytes", "interval")
@@ -414,7 +624,18 @@ class Expectation(Strict):
 
 
 SweepKey = Annotated[str, Field(pattern=r"^[A-Za-z_][A-Za-z0-9_-]*(\.[A-Za-z0-9_-]+)+$")]
-Grid = dict[SweepKey, Annotated[list[Any], Field(min_length=1)]]
+class ValueRange(Strict):
+    """`count` values from `from` in steps of `step`, with `unit` appended (e.g. 256, 512, ... KiB)."""
+
+    from_: float = Field(alias="from")
+    step: float
+    count: StrictInt = Field(ge=1, le=1000)
+    unit: str = Field(default="", pattern=r"^[A-Za-z/%]{0,8}$")
+
+    model_config = ConfigDict(extra="forbid", frozen=True, populate_by_name=True)
+
+
+Grid = dict[SweepKey, Union[Annotated[list[Any], Field(min_length=1)], ValueRange]]
 
 
 class Variant(Strict):
@@ -458,6 +679,12 @@ class Scenario(Strict):
                         if ":" in ph and ph.split(":", 1)[1] not in names:
                             raise ValueError(f"traffic.command.{key}: {{{ph}}} names no path "
                                              f"(paths: {', '.join(names)})")
+        for i, port in enumerate(self.mptcp.signal_ports):
+            if IPERF_PORTS[0] <= port <= IPERF_PORTS[1]:
+                raise ValueError(f"mptcp.signal_ports[{i}]: {port} is taken by iperf3 "
+                                 f"({IPERF_PORTS[0]}-{IPERF_PORTS[1]}, one port per client)")
+        if len(set(self.mptcp.signal_ports)) != len(self.mptcp.signal_ports):
+            raise ValueError("mptcp.signal_ports: lists a port twice")
         for i, p in enumerate(self.runs.primaries):
             if p not in names:
                 raise ValueError(f"runs.primaries[{i}]: no path named {p!r} (paths: {', '.join(names)})")

@@ -62,6 +62,16 @@ def set_dotted(doc: dict, key: str, value: Any) -> None:
     node[parts[-1]] = value
 
 
+def expand_values(v: Any) -> list:
+    """A grid entry: a list of values, or a range {from, step, count, unit} such as E2's 40 file sizes."""
+    if isinstance(v, dict):
+        start, step, count = v["from"], v["step"], int(v["count"])
+        unit = v.get("unit", "")
+        vals = [start + i * step for i in range(count)]
+        return [f"{x:g}{unit}" if unit else x for x in vals]
+    return list(v)
+
+
 def point_documents(raw: dict) -> list[tuple[dict[str, Any], dict]]:
     """(params, raw document) for every variant x grid combination, in a stable order."""
     base = {k: v for k, v in raw.items() if k not in ENGINE_KEYS}
@@ -72,6 +82,7 @@ def point_documents(raw: dict) -> list[tuple[dict[str, Any], dict]]:
         if variant is not None:
             grid.update(variant.get("sweep") or {})
         keys = list(grid)
+        grid = {k: expand_values(v) for k, v in grid.items()}
         for combo in itertools.product(*(grid[k] for k in keys)) if keys else [()]:
             doc = copy.deepcopy(base)
             params: dict[str, Any] = {}

@@ -4,16 +4,43 @@ from __future__ import annotations
 from topologies.plan import TopologyPlan
 
 
-def build_network(plan: TopologyPlan):
-    """Hosts, routers (hosts with forwarding on, set by the plan) and plain veth links.
+def _bridge_class():
+    from mininet.node import Switch
+
+    class IpBridge(Switch):
+        """A Linux bridge made with `ip link` (Mininet's LinuxBridge needs brctl, which is obsolete).
+
+        No STP: the scenario model refuses layer-2 loops outside steered uplinks.
+        """
+
+        def start(self, _controllers):
+            self.cmd("ip link del", self.name, "2>/dev/null")
+            self.cmd("ip link add name", self.name, "type bridge stp_state 0 forward_delay 0")
+            for intf in self.intfList():
+                if self.name in intf.name:
+                    self.cmd("ip link set dev", intf.name, "master", self.name)
+                    self.cmd("ip link set dev", intf.name, "up")
+            self.cmd("ip link set dev", self.name, "up")
+
+        def stop(self, deleteIntfs=True):
+            self.cmd("ip link del", self.name, "2>/dev/null")
+            super().stop(deleteIntfs)
+
+    return IpBridge
+
+
+def build_network(plan: TopologyPlan, controller_port: int | None = None):
+    """Hosts, routers (hosts with forwarding on, set by the plan), switches and plain veth links.
 
     Shaping is applied and verified by the runner. Mininet's TCLink is not
     used because it reports tc failures (no sch_netem) as warnings and
-    carries on unshaped.
+    carries on unshaped. Switches under a controller run fail-mode secure
+    (nothing passes without it) and connect to 127.0.0.1:`controller_port`;
+    the others are standalone learning switches.
     """
     from mininet.link import Link
     from mininet.net import Mininet
-    from mininet.node import Host
+    from mininet.node import Host, OVSSwitch, RemoteController
 
     net = Mininet(topo=None, build=False, controller=None, host=Host, link=Link,
                   autoSetMacs=True, waitConnected=False)
@@ -21,12 +48,37 @@ def build_network(plan: TopologyPlan):
         nodes = {}
         for name in (*plan.hosts, *plan.routers):
             nodes[name] = net.addHost(name, ip=None)
-        for _, a, a_if, b, b_if in plan.links:
+        ctrl = None
+        if any(w.controller for w in plan.switches):
+            ctrl = RemoteController("c0", ip="127.0.0.1", port=controller_port)
+        bridge = _bridge_class() if any(w.type == "bridge" for w in plan.switches) else None
+        for w in plan.switches:
+            if w.type == "bridge":
+                nodes[w.name] = net.addSwitch(w.name, cls=bridge, dpid=w.dpid)
+            else:
+                nodes[w.name] = net.addSwitch(
+                    w.name, cls=OVSSwitch, dpid=w.dpid, protocols="OpenFlow13",
+                    failMode="secure" if w.controller else "standalone",
+                    datapath="user" if w.type == "ovs-user" else "kernel")
+        ports = {}
+        for w in plan.switches:
+            for ln, n in w.ports:
+                ports[(w.name, ln)] = n
+        host_port: dict[str, int] = {}
+        for ln, a, a_if, b, b_if in plan.links:
             for n in (a, b):
                 if n not in nodes:
                     nodes[n] = net.addHost(n, ip=None)
-            net.addLink(nodes[a], nodes[b], intfName1=a_if, intfName2=b_if)
+            pa = ports.get((a, ln))
+            pb = ports.get((b, ln))
+            if pa is None:
+                pa = host_port[a] = host_port.get(a, -1) + 1
+            if pb is None:
+                pb = host_port[b] = host_port.get(b, -1) + 1
+            net.addLink(nodes[a], nodes[b], port1=pa, port2=pb, intfName1=a_if, intfName2=b_if)
         net.build()
+        for w in plan.switches:
+            nodes[w.name].start([ctrl] if (w.controller and ctrl is not None) else [])
     except BaseException:
         net.stop()
         raise

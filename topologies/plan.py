@@ -7,7 +7,7 @@ Nothing here touches the kernel; the unit tests check the plans directly.
 from __future__ import annotations
 
 import math
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 
 from scenarios.model import Scenario, Shaped
 from scenarios.units import format_mbit, format_ms
@@ -73,6 +73,20 @@ class PathPlan:
 
 
 @dataclass(frozen=True)
+class SwitchPlan:
+    """One switch: its Mininet/OVS settings and the OpenFlow port of each link."""
+
+    name: str
+    type: str                      # ovs | ovs-user | bridge
+    controller: bool
+    dpid: str                      # 16 hex digits
+    ports: tuple[tuple[str, int], ...] = ()   # (link name, OpenFlow port number)
+
+    def port(self, link: str) -> int:
+        return next(n for ln, n in self.ports if ln == link)
+
+
+@dataclass(frozen=True)
 class TopologyPlan:
     kind: str
     client: str
@@ -83,11 +97,26 @@ class TopologyPlan:
     setup: dict[str, list[Argv]]                           # per node, in order
     routers: tuple[str, ...] = ()
     byte_counters: str = "iface"                           # per-path bytes: interface counters or nft
-    notes: tuple[str, ...] = field(default=())
+    switches: tuple[SwitchPlan, ...] = ()
+    clients: tuple[str, ...] = ()                          # all clients (default: just `client`)
+    client_paths: tuple[tuple[str, tuple[PathPlan, ...]], ...] = ()   # per client, when several
+    controller: dict | None = None                         # app, port, and the config handed to it
+    offload_off: tuple[tuple[str, str], ...] = ()          # (node, interface): TX csum/TSO/GSO off (ovs-user)
+
+    @property
+    def all_clients(self) -> tuple[str, ...]:
+        return self.clients or (self.client,)
 
     @property
     def hosts(self) -> tuple[str, ...]:
-        return (self.client, self.server)
+        return (*self.all_clients, self.server)
+
+    def for_client(self, client: str) -> "TopologyPlan":
+        """The plan as one client sees it: its own addresses on every path."""
+        if client == self.client:
+            return self
+        paths = dict(self.client_paths)[client]
+        return replace(self, client=client, paths=paths)
 
     def path(self, name: str) -> PathPlan:
         return next(p for p in self.paths if p.name == name)
@@ -98,6 +127,9 @@ class TopologyPlan:
     def to_dict(self) -> dict:
         return {
             "kind": self.kind, "client": self.client, "server": self.server, "routers": list(self.routers),
+            "clients": list(self.all_clients),
+            "switches": [{"name": w.name, "type": w.type, "controller": w.controller, "dpid": w.dpid,
+                          "ports": {ln: n for ln, n in w.ports}} for w in self.switches],
             "interfaces": [{"node": i.node, "name": i.name, "link": i.link,
                             "addresses": [f"{a}/{n}" for _, a, n in i.addrs],
                             "netem": " ".join(i.shaping.netem_args()) if i.shaping else None}
@@ -160,4 +192,7 @@ def plan(scenario: Scenario) -> TopologyPlan:
     if scenario.topology.kind == "routed":
         from .routed import plan_routed
         return plan_routed(scenario)
+    if scenario.topology.kind == "switched":
+        from .switched import plan_switched
+        return plan_switched(scenario)
     raise PlanError(f"unsupported topology kind {scenario.topology.kind!r}")
