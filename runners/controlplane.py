@@ -41,7 +41,9 @@ class OvsDaemons:
         self.log = log
         self.started = False
 
-    def ensure(self) -> None:
+    def ensure(self, userspace: bool = False) -> None:
+        if userspace:
+            ensure_tun()
         if ovs_running():
             return
         ctl = OVS_CTL if os.path.exists(OVS_CTL) else "ovs-ctl"
@@ -64,6 +66,34 @@ class OvsDaemons:
             except (FileNotFoundError, subprocess.TimeoutExpired):
                 pass
             self.started = False
+
+
+def ensure_tun() -> None:
+    """The userspace datapath opens /dev/net/tun for its internal port; a micro-VM's /dev may lack it."""
+    tun = Path("/dev/net/tun")
+    if tun.exists():
+        return
+    _run(["modprobe", "-q", "tun"])
+    if not tun.exists():
+        tun.parent.mkdir(parents=True, exist_ok=True)
+        r = _run(["mknod", str(tun), "c", "10", "200"])
+        if r.returncode != 0:
+            raise ControlPlaneError(f"ovs-user needs /dev/net/tun, which is missing and cannot be made: "
+                                    f"{r.stderr.strip()}")
+
+
+def check_bridges(switches: list[str]) -> None:
+    """Mininet does not notice when ovs-vswitchd fails to instantiate a bridge; OpenFlow does."""
+    for sw in switches:
+        r = _run(["ovs-ofctl", "-O", "OpenFlow13", "show", sw], timeout=20)
+        if r.returncode != 0:
+            log = Path("/var/log/openvswitch/ovs-vswitchd.log")
+            tail = ""
+            if log.exists():
+                errs = [ln for ln in log.read_text(errors="replace").splitlines() if "|ERR|" in ln or "|WARN|" in ln]
+                tail = " | ".join(errs[-3:])
+            raise ControlPlaneError(f"Open vSwitch did not create switch {sw}: {(r.stderr or r.stdout).strip()[:200]}"
+                                    + (f" (ovs-vswitchd: {tail})" if tail else ""))
 
 
 def port_open(port: int, host: str = "127.0.0.1") -> bool:

@@ -22,7 +22,7 @@ from topologies.net import build_network
 from . import commands as C
 from . import parsers as P
 from .jobs import Job, topology_signature
-from .controlplane import ControlPlaneError, Controller, OvsDaemons
+from .controlplane import ControlPlaneError, Controller, OvsDaemons, check_bridges
 from .nsexec import ProcessRegistry, run
 from .probe import ProbeReport
 from .results import ResultStore
@@ -183,7 +183,7 @@ class NativeRunner:
         plan = self.plan
         self.log(f"building topology {self.scenario.topology.kind} with {len(plan.paths)} paths")
         if any(w.type != "bridge" for w in plan.switches):
-            self.ovs.ensure()
+            self.ovs.ensure(userspace=any(w.type == "ovs-user" for w in plan.switches))
         controlled = [w.name for w in plan.switches if w.controller]
         if controlled:
             # before Mininet: OVS backs off for a long time when the controller is not there yet
@@ -191,6 +191,7 @@ class NativeRunner:
                                          self.store.dir / "controller", log=self.log)
             self.controller.start()
         self.net = build_network(plan, plan.controller["port"] if plan.controller else None)
+        check_bridges([w.name for w in plan.switches if w.type != "bridge"])
         self.client = self.net.get(plan.client)
         self.clients = [self.net.get(c) for c in plan.all_clients]
         self.server = self.net.get(plan.server)
