@@ -82,6 +82,8 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--baseline", metavar="DIR", help="a saved result set: flag significant regressions against it")
     p.add_argument("--allow-commands", action="store_true",
                    help="allow traffic.tool: command, which runs the scenario's own commands as root")
+    p.add_argument("--variant", action="append", metavar="NAME",
+                   help="run only this variant (repeatable); default: every variant not marked optional")
     p.add_argument("--check", action="store_true", help="only validate the scenario file(s) and exit")
     p.add_argument("--schema", action="store_true", help="print the scenario JSON Schema and exit")
     p.add_argument("--run-dir", help=argparse.SUPPRESS)  # internal: exact result folder (VM guest side)
@@ -182,6 +184,27 @@ def _parse_shard(text: str | None) -> tuple[int, int] | None:
     if not 1 <= k <= n:
         raise argparse.ArgumentTypeError(f"--shard {text!r}: K must be between 1 and N")
     return k, n
+
+
+def select_variants(exp, names: list[str] | None):
+    """Keep the points of the named variants; without names, of every variant not marked `optional`."""
+    from scenarios.loader import ScenarioError
+
+    variants = {v.name: v for v in exp.scenario.variants}
+    if names:
+        unknown = [n for n in names if n not in variants]
+        if unknown:
+            known = ", ".join(variants) or "none"
+            raise ScenarioError(exp.file, [f"--variant {n}: no such variant (variants: {known})" for n in unknown])
+        keep = set(names)
+    else:
+        keep = {n for n, v in variants.items() if not v.optional}
+    if variants:
+        import dataclasses
+        exp = dataclasses.replace(exp, points=[p for p in exp.points if p.params.get("variant") in keep])
+        if not exp.points:
+            raise ScenarioError(exp.file, ["variants: every variant is optional; choose one with --variant"])
+    return exp
 
 
 def check_plans(exp) -> None:
@@ -306,6 +329,8 @@ def _guest_flags(args) -> list[str]:
                         ("--max-repeat", args.max_repeat if args.until_conclusive else None)):
         if value is not None:
             out += [flag, str(Path(value).resolve()) if flag == "--baseline" else str(value)]
+    for v in args.variant or []:
+        out += ["--variant", v]
     if args.until_conclusive:
         out.append("--until-conclusive")
     if args.allow_commands:
@@ -423,8 +448,9 @@ def main(argv: list[str] | None = None) -> int:
         for f in args.scenario:
             try:
                 exp = load_experiment(f)
+                exp = select_variants(exp, args.variant)
                 check_plans(exp)
-                print(f"{f}: ok ({len(exp.points)} point{'s' if len(exp.points) > 1 else ''})")
+                print(f"{f}: ok ({len(exp.points)} point{'s' if len(exp.points) > 1 else ''})", flush=True)
             except ScenarioError as e:
                 print(e.render(), file=sys.stderr)
                 bad += 1
@@ -433,6 +459,7 @@ def main(argv: list[str] | None = None) -> int:
         parser.error("give one scenario file to run (several only with --check)")
     try:
         exp = load_experiment(args.scenario[0])
+        exp = select_variants(exp, args.variant)
         check_plans(exp)
     except ScenarioError as e:
         print(e.render(), file=sys.stderr)

@@ -458,8 +458,9 @@ class NativeRunner:
             # the tool reports nothing itself: what the receiver got on all paths, over the client's run time
             total = sum(p["bytes_received"] for p in result["paths"].values())
             secs = result["metrics"]["seconds"]
-            result["metrics"].update(bytes_received=total,
-                                     throughput_mbps=total * 8 / secs / 1e6 if secs else 0.0)
+            mbps = total * 8 / secs / 1e6 if secs else 0.0
+            result["metrics"].update(bytes_received=total, throughput_mbps=mbps, throughput_per_client_mbps=mbps,
+                                     throughput_min_client_mbps=mbps)
         result.update(point=job.point.id, point_label=job.point.label, params=job.point.params)
         if mode == "mptcp" and sc.efficiency_paths:
             result["efficiency_paths"] = sc.efficiency_paths
@@ -683,6 +684,9 @@ class NativeRunner:
             "subflows": subflows,
             "mptcp_joins": srv["MPTcpExtMPJoinAckRx"],
             "sender_mean_rtt_ms": iperf["sender_mean_rtt_ms"],
+            "throughput_per_client_mbps": iperf.get("throughput_per_client_mbps", iperf["throughput_mbps"]),
+            "throughput_min_client_mbps": min((c["throughput_mbps"] for c in (iperf.get("clients") or {}).values()),
+                                              default=iperf["throughput_mbps"]),
         }
         return {
             "id": run_id, "mode": mode, "repeat": rep, "primary": primary,

@@ -20,7 +20,9 @@ from typing import Any
 
 from scenarios.expect import METRICS
 
-CSV_FIELDS = ["run_id", "mode", "repeat", "primary", "status", "metric", "path", "value", "unit"]
+CSV_FIELDS = ["run_id", "mode", "repeat", "primary", "status", "metric", "path", "client", "value", "unit"]
+CLIENT_METRICS = {"throughput_mbps": "Mbit/s", "bytes_received": "B", "seconds": "s", "retransmits": "segments",
+                  "sender_mean_rtt_ms": "ms"}
 
 
 def atomic_write(path: Path, data: str | bytes) -> None:
@@ -88,6 +90,11 @@ def tidy_rows(runs: list[dict]) -> list[dict]:
                 v = pm.get(name)
                 if v is not None:
                     rows.append({**base, "metric": name, "path": pname, "value": v, "unit": unit})
+        for cname, cm in (r.get("clients") or {}).items():
+            for name, unit in CLIENT_METRICS.items():
+                v = cm.get(name)
+                if v is not None:
+                    rows.append({**base, "metric": name, "path": "", "client": cname, "value": v, "unit": unit})
     return rows
 
 

@@ -27,6 +27,10 @@ METRICS = {
     "subflows": "count",
     "mptcp_joins": "count",
     "sender_mean_rtt_ms": "ms",
+    # several clients at once (E5): the mean and the smallest per-client throughput
+    # (one client: both equal throughput_mbps)
+    "throughput_per_client_mbps": "Mbit/s",
+    "throughput_min_client_mbps": "Mbit/s",
     # derived when the point has TCP baselines on every path (runs.tcp_on: every-path):
     # MPTCP throughput / sum of the per-path TCP throughputs (E3's formula)
     "efficiency": "fraction",

@@ -645,6 +645,8 @@ class Variant(Strict):
     description: str = ""
     set: dict[SweepKey, Any] = Field(default_factory=dict, description="dotted key -> value, e.g. {paths.A.bw: 2}")
     sweep: Grid = Field(default_factory=dict, description="a grid swept in this variant only (added to the global one)")
+    optional: bool = Field(default=False, description="run only when named with --variant (e.g. rates a "
+                                                      "micro-VM cannot reproduce)")
 
 
 class Scenario(Strict):
