@@ -68,7 +68,7 @@ def _line_for(loc: tuple, lines: dict) -> int | None:
     return lines.get(())
 
 
-_KINDS = ("dual-homed", "routed")
+_KINDS = ("dual-homed", "routed", "switched")
 
 
 def _clean_loc(loc: tuple) -> tuple:
