@@ -1,0 +1,185 @@
+"""Switches and the controller on a real kernel: learning, steering (E2), several clients (E5), failures."""
+import json
+import signal
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import pytest
+
+from .helpers import REPO, leftovers, run_cli, write_scenario
+
+pytestmark = pytest.mark.integration
+
+
+def result_set(out: Path) -> tuple[Path, dict]:
+    d = next(next(out.iterdir()).iterdir())
+    return d, json.loads((d / "results.json").read_text())
+
+
+LEARNING = """\
+name: learning
+topology:
+  kind: switched
+  switches:
+    - {name: s1, type: ovs, controller: true}
+  controller: {app: learning}
+  links:
+    - {name: h1a, between: [h1, s1], bw: 10, delay: 2ms}
+    - {name: h1b, between: [h1, s1], bw: 10, delay: 2ms}
+    - {name: h2a, between: [h2, s1], bw: 10, delay: 2ms}
+    - {name: h2b, between: [h2, s1], bw: 10, delay: 2ms}
+  paths:
+    - {name: A, client_if: 0, server_if: 0}
+    - {name: B, client_if: 1, server_if: 1}
+traffic: {duration: 4}
+runs: {compare: [mptcp, tcp], pause: 0.2s}
+"""
+
+
+def test_learning_switch_network_passes_traffic(tmp_path):
+    f = write_scenario(tmp_path / "l.yaml", LEARNING)
+    r = run_cli(str(f), "--backend", "native", "--out", str(tmp_path / "o"))
+    assert r.returncode == 0, r.stdout + r.stderr
+    d, doc = result_set(tmp_path / "o")
+    runs = {x["mode"]: x for x in doc["runs"]}
+    assert runs["tcp"]["metrics"]["throughput_mbps"] > 8.5
+    assert runs["mptcp"]["metrics"]["throughput_mbps"] > 1.7 * runs["tcp"]["metrics"]["throughput_mbps"]
+    assert runs["mptcp"]["metrics"]["subflows"] == 2
+    events = [json.loads(x) for x in (d / "controller" / "report.jsonl").read_text().splitlines()]
+    assert [e["switch"] for e in events if e["event"] == "switch-connected"] == ["s1"]
+    assert "LearningSwitch" in (d / "controller" / "controller.log").read_text()
+    assert leftovers() == []
+
+
+STEER = """\
+name: steer
+topology:
+  kind: switched
+  server: srv
+  clients: [cli]
+  switches:
+    - {name: s1, type: ovs-user, controller: true}
+    - {name: s2, type: ovs-user, controller: true}
+  controller:
+    app: steering
+    steer: {uplinks: {s1: [wanA, wanB], s2: [wanA, wanB]}, by: server-port}
+  links:
+    - {name: access, between: [cli, s1]}
+    - {name: wanA, between: [s1, s2], bw: 8, delay: 10ms}
+    - {name: wanB, between: [s1, s2], bw: 8, delay: 10ms}
+    - {name: dc, between: [s2, srv]}
+  paths:
+    - {name: main}
+mptcp: {signal_ports: [5300]}
+traffic: {bytes: 3MiB, direction: download}
+runs: {compare: [mptcp], pause: 0.2s}
+"""
+
+
+def test_steering_puts_two_subflows_on_two_uplinks(tmp_path):
+    """Userspace datapath switches (offloads off), checked from OVS flow counters and link bytes."""
+    f = write_scenario(tmp_path / "s.yaml", STEER)
+    r = run_cli(str(f), "--backend", "native", "--out", str(tmp_path / "o"))
+    assert r.returncode == 0, r.stdout + r.stderr
+    d, doc = result_set(tmp_path / "o")
+    (run,) = doc["runs"]
+    assert run["metrics"]["subflows"] == 2
+    # the server site's switch sends the data up: both WAN uplinks carry a large share
+    up = run["steering"]["switches"]["s2"]["uplinks"]
+    assert min(u["bytes"] for u in up.values()) > 0.3 * 3 * 2**20, up
+    flows = run["steering"]["switches"]["s2"]["flows"]
+    data = [fl for fl in flows if fl["bytes"] > 500_000]
+    assert sorted(fl["uplink"] for fl in data) == ["wanA", "wanB"], flows
+    assert {fl["sport"] for fl in data} == {5201, 5300}
+    # the controller said the same, and the links' own counters agree
+    decided = {(e["switch"], e["dport"] if e["switch"] == "s1" else e["sport"], e["uplink"])
+               for e in run["steering"]["decisions"]}
+    assert ("s1", 5201, "wanB") in decided and ("s1", 5300, "wanA") in decided
+    links = run["links"]
+    assert min(links["wanA"]["to_peer_bytes"], links["wanB"]["to_peer_bytes"]) < 200_000       # s1 -> s2: acks
+    assert min(links["wanA"]["from_peer_bytes"], links["wanB"]["from_peer_bytes"]) > 0.3 * 3 * 2**20
+    assert (d / "raw" / run["id"] / "ofctl-flows-s2.txt").exists()
+    assert leftovers() == []
+
+
+def test_e2_per_path_subflows_finish_large_transfer_faster_than_tcp(tmp_path):
+    text = (REPO / "scenarios" / "e2-mptcp-paths.yaml").read_text()
+    text = text[:text.index("\nsweep:\n")] + "\nruns: {compare: [mptcp, tcp], repeat: 1, pause: 0.3s}\n"
+    text = text.replace("bytes: 256KiB", "bytes: 8MiB")
+    f = write_scenario(tmp_path / "e2.yaml", text)
+    r = run_cli(str(f), "--backend", "native", "--out", str(tmp_path / "o"))
+    assert r.returncode == 0, r.stdout + r.stderr
+    _, doc = result_set(tmp_path / "o")
+    runs = {x["mode"]: x for x in doc["runs"]}
+    mp, tcp = runs["mptcp"]["metrics"]["seconds"], runs["tcp"]["metrics"]["seconds"]
+    assert mp <= 0.7 * tcp, (mp, tcp)
+    assert leftovers() == []
+
+
+def test_e5_exp2_gives_a_row_per_client(tmp_path):
+    text = (REPO / "scenarios" / "e5-exp2.yaml").read_text().replace("duration: 10", "duration: 4")
+    f = write_scenario(tmp_path / "e5.yaml", text)
+    r = run_cli(str(f), "--backend", "native", "--variant", "all-interfaces", "--repeat", "1",
+                "--out", str(tmp_path / "o"))
+    assert r.returncode in (0, 1), r.stdout + r.stderr      # 1: a verdict may be inconclusive-free fail
+    d, doc = result_set(tmp_path / "o")
+    runs = {x["mode"]: x for x in doc["runs"]}
+    for mode in ("mptcp", "tcp"):
+        clients = runs[mode]["clients"]
+        assert sorted(clients) == ["h2", "h3", "h4", "h5"]
+        assert all(c["throughput_mbps"] > 0.5 for c in clients.values()), clients
+        m = runs[mode]["metrics"]
+        assert abs(m["throughput_per_client_mbps"] * 4 - m["throughput_mbps"]) < 0.01
+    # MPTCP's clients share both server links, TCP's only one
+    assert runs["mptcp"]["metrics"]["throughput_mbps"] > 1.5 * runs["tcp"]["metrics"]["throughput_mbps"]
+    rows = (d / "runs.csv").read_text().splitlines()
+    per_client = [x for x in rows if ",throughput_mbps,," in x and any(f",h{i}," in x for i in range(2, 6))]
+    assert len(per_client) == 8, rows[:5]
+    assert leftovers() == []
+
+
+def test_bridge_switches_pass_traffic(tmp_path):
+    text = LEARNING.replace("{name: s1, type: ovs, controller: true}", "{name: s1, type: bridge}")
+    text = text.replace("  controller: {app: learning}\n", "").replace("compare: [mptcp, tcp]", "compare: [tcp]")
+    f = write_scenario(tmp_path / "b.yaml", text)
+    r = run_cli(str(f), "--backend", "native", "--out", str(tmp_path / "o"))
+    assert r.returncode == 0, r.stdout + r.stderr
+    _, doc = result_set(tmp_path / "o")
+    assert doc["runs"][0]["metrics"]["throughput_mbps"] > 8.5
+    assert leftovers() == []
+
+
+def test_user_app_killed_mid_run_fails_clearly_and_cleans_up(tmp_path):
+    """A user's app file (the README's hub) gets our lifecycle: started, checked, and watched."""
+    app = REPO / "tests" / "fixtures" / "hub_app.py"
+    text = LEARNING.replace("duration: 4", "duration: 30").replace("compare: [mptcp, tcp]", "compare: [tcp]")
+    text = text.replace("controller: {app: learning}", f"controller: {{app: {app}}}")
+    f = write_scenario(tmp_path / "k.yaml", text)
+    p = subprocess.Popen([sys.executable, "-m", "runners.cli", str(f), "--backend", "native", "--out",
+                          str(tmp_path / "o")], cwd=REPO, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    try:
+        deadline = time.monotonic() + 240
+        victim = None
+        while time.monotonic() < deadline and victim is None:
+            runs = list((tmp_path / "o").glob("*/*/raw/r001-tcp-A/iperf3-client.json"))
+            started = list((tmp_path / "o").glob("*/*/raw/r001-tcp-A/nstat-client-before.txt"))
+            if started and not runs:
+                time.sleep(3)   # iperf3 is running now
+                out = subprocess.run(["pgrep", "-f", "controller.launch"], capture_output=True, text=True).stdout
+                victim = int(out.split()[0]) if out.split() else None
+            time.sleep(0.5)
+        assert victim is not None, "the run never reached its traffic phase"
+        import os
+        os.kill(victim, signal.SIGKILL)
+        out, err = p.communicate(timeout=180)
+    finally:
+        if p.poll() is None:
+            p.kill()
+    assert p.returncode == 1, out + err
+    assert f"the controller ({app}) exited" in err and "controller.log" in err, err
+    d = next(next((tmp_path / "o").iterdir()).iterdir())
+    assert "Hub" in (d / "controller" / "controller.log").read_text()
+    assert "Traceback" not in err
+    assert leftovers() == []
