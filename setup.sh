@@ -61,6 +61,31 @@ if [ "${#missing[@]}" -gt 0 ]; then
   apt-get install -y -qq --no-install-recommends "${missing[@]}" >/dev/null
 fi
 
+# Debian 12: also Linux 6.12 from bookworm-backports for the VM backend (newer MPTCP: scenarios
+# select it with `requires: {kernel: ">=6.12"}` or --kernel). Installed beside the stable 6.1 kernel.
+if [ "$with_vm" = 1 ] && [ "$ID" = debian ] && [ "${VERSION_CODENAME:-}" = bookworm ] \
+   && ! ls /boot/vmlinuz-6.12* >/dev/null 2>&1; then
+  if ! grep -rqs bookworm-backports /etc/apt/sources.list /etc/apt/sources.list.d/; then
+    cat > /etc/apt/sources.list.d/bookworm-backports.sources <<'EOF'
+Types: deb
+URIs: http://deb.debian.org/debian
+Suites: bookworm-backports
+Components: main
+Signed-By: /usr/share/keyrings/debian-archive-keyring.gpg
+EOF
+  fi
+  export DEBIAN_FRONTEND=noninteractive
+  apt-get update -qq
+  kpkg=$(apt-cache depends -t bookworm-backports linux-image-amd64 2>/dev/null \
+         | awk '/Depends: linux-image-6\.12/ {print $2; exit}')
+  if [ -n "$kpkg" ]; then
+    echo "setup.sh: installing $kpkg from bookworm-backports (VM kernel 6.12)"
+    apt-get install -y -qq --no-install-recommends -t bookworm-backports "$kpkg" >/dev/null
+  else
+    echo "setup.sh: warning: no 6.12 kernel in bookworm-backports; the VM backend keeps Debian's 6.1" >&2
+  fi
+fi
+
 # The venv uses the distribution's python3 so that Mininet and os-ken, which
 # come from the distribution, are importable (--system-site-packages).
 py=/usr/bin/python3

@@ -346,7 +346,7 @@ def _run_vm(args, exp, run_dir: Path) -> int:
              "--backend", "native", "--run-dir", str(run_dir), *_guest_flags(args)]
     try:
         plan = plan_vm(guest, [run_dir], kernel=Path(args.kernel) if args.kernel else None,
-                       memory=args.vm_memory, cpus=args.vm_cpus)
+                       memory=args.vm_memory, cpus=args.vm_cpus, requirement=exp.scenario.requires.kernel)
     except VmError as e:
         _err(str(e))
         return EXIT_FAIL

@@ -5,7 +5,7 @@ validated by the model; the builders return lists (never shell strings).
 """
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 from scenarios.model import Scenario
 from topologies.plan import Shaping, TopologyPlan
@@ -17,6 +17,8 @@ Argv = list[str]
 class HostCommands:
     client: list[Argv]
     server: list[Argv]
+    # client commands once the connection is up: MP_PRIO for a backup primary path
+    after_connect: list[Argv] = field(default_factory=list)
 
 
 def sysctls(scenario: Scenario, scheduler_available: bool) -> list[tuple[str, str]]:
@@ -74,6 +76,7 @@ def mptcp_argvs(scenario: Scenario, plan: TopologyPlan, primary: str) -> HostCom
     """
     first = plan.path(primary)
     backup = set(scenario.mptcp.backup)
+    after: list[Argv] = []
     client: list[Argv] = [["ip", "mptcp", "endpoint", "flush"]]
     server: list[Argv] = [["ip", "mptcp", "endpoint", "flush"]]
     signals = 0
@@ -87,7 +90,11 @@ def mptcp_argvs(scenario: Scenario, plan: TopologyPlan, primary: str) -> HostCom
             break
         if p.name == primary:
             if p.name in backup:
-                client.append(["ip", "mptcp", "endpoint", "add", p.client_ip, "dev", p.client_if, "backup"])
+                # A backup flag on an endpoint does not reach the initial subflow (it exists before any
+                # endpoint is consulted). Changing the flag once the connection is up makes the kernel send
+                # MP_PRIO on every subflow from this address, the initial one included.
+                client.append(["ip", "mptcp", "endpoint", "add", p.client_ip, "dev", p.client_if])
+                after.append(["ip", "mptcp", "endpoint", "change", p.client_ip, "backup"])
             continue
         bk = ["backup"] if p.name in backup else []
         new_client = p.client_ip != first.client_ip
@@ -106,7 +113,7 @@ def mptcp_argvs(scenario: Scenario, plan: TopologyPlan, primary: str) -> HostCom
     if scenario.mptcp.limits.add_addr_accepted is None:
         accepted = signals
     limits = ["ip", "mptcp", "limits", "set", "subflows", str(subflows), "add_addr_accepted", str(accepted)]
-    return HostCommands(client[:1] + [limits] + client[1:], server[:1] + [limits] + server[1:])
+    return HostCommands(client[:1] + [limits] + client[1:], server[:1] + [limits] + server[1:], after)
 
 
 def mptcp_reset_argvs() -> list[Argv]:

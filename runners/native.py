@@ -7,6 +7,7 @@ results. Cleanup happens in one `finally`, which SIGINT and SIGTERM reach.
 from __future__ import annotations
 
 import json
+import os
 import signal
 import subprocess
 import threading
@@ -419,9 +420,11 @@ class NativeRunner:
         started = time.time()
         # MPTCP endpoints: configured for MPTCP runs, flushed for the TCP baseline.
         self._check_controller(f"before run {run_id}")
+        self.after_connect = {}
         if mptcp:
             for i, node in enumerate(self.clients):
                 cmds = C.mptcp_argvs(sc, self.plan.for_client(node.name), primary)
+                self.after_connect[node.name] = cmds.after_connect
                 for argv in cmds.client:
                     run(node, argv)
                 if i == 0:
@@ -461,7 +464,8 @@ class NativeRunner:
             mbps = total * 8 / secs / 1e6 if secs else 0.0
             result["metrics"].update(bytes_received=total, throughput_mbps=mbps, throughput_per_client_mbps=mbps,
                                      throughput_min_client_mbps=mbps)
-        result.update(point=job.point.id, point_label=job.point.label, params=job.point.params)
+        result.update(point=job.point.id, point_label=job.point.label, params=job.point.params,
+                      kernel=os.uname().release)
         if mode == "mptcp" and sc.efficiency_paths:
             result["efficiency_paths"] = sc.efficiency_paths
         self.store.add_run(result)
@@ -492,6 +496,7 @@ class NativeRunner:
                     s_ip, c_ip = C.v4_mapped(s_ip), C.v4_mapped(c_ip)
                 clients[node.name] = self.procs.start(node, C.iperf_client_argv(
                     self.iperf, sc, s_ip, c_ip, IPERF_PORT + i, mptcp))
+            self._after_connect(clients, IPERF_PORT, run_id)
             ss_samples = self._watch_subflows(clients[self.client.name])
             try:
                 deadline = time.monotonic() + self._traffic_timeout()
@@ -527,6 +532,25 @@ class NativeRunner:
                                  f"(stderr: {c_err.decode(errors='replace').strip()[:300]})") from None
         report = P.aggregate_clients(reports) if multi else reports[self.client.name]
         return report, samples, ss_samples
+
+    def _after_connect(self, clients: dict, port: int, run_id: str) -> None:
+        """Once iperf3's data connection is up (control + data to the server port), send MP_PRIO etc."""
+        if not any(self.after_connect.get(n) for n in clients):
+            return
+        for i, (name, proc) in enumerate(clients.items()):
+            node = self.net.get(name)
+            deadline = time.monotonic() + 10
+            while time.monotonic() < deadline and proc.poll() is None:
+                out = run(node, ["ss", "-H", "-t", "-n", "state", "established", "dport", "=", f":{port + i}"],
+                          check=False).out
+                if len([ln for ln in out.splitlines() if ln.strip()]) >= 2:
+                    break
+                time.sleep(0.05)
+            done = []
+            for argv in self.after_connect.get(name, []):
+                res = run(node, argv, check=False)
+                done.append(f"$ {' '.join(argv)} -> {res.rc} {res.err.strip()}")
+            self.store.save_raw(run_id, f"after-connect-{name}.txt", "\n".join(done) + "\n")
 
     def _wait_proc(self, proc, deadline: float, run_id: str, what: str) -> tuple[bytes, bytes]:
         """Wait for a client, reading its output, and fail at once if the controller dies meanwhile."""
@@ -605,22 +629,26 @@ class NativeRunner:
         return report, samples, ss_samples
 
     def _watch_subflows(self, client_proc) -> list[dict]:
-        """Sample `ss` on the client while iperf3 runs; the sample with the most subflows is kept."""
+        """Sample `ss` on the client while iperf3 runs; the sample with the most subflows is kept.
+
+        Timed runs: first sample after min(2 s, duration/2), when the joins are
+        done. Fixed-size transfers may last well under a second, so they are
+        sampled from 0.3 s on, more often.
+        """
         samples: list[dict] = []
         t = self.scenario.traffic
-        first = min(2.0, (t.duration or 4) / 2)
-        deadline = time.monotonic() + first
-        while client_proc.poll() is None and time.monotonic() < deadline:
-            time.sleep(0.1)
-        for _ in range(3):
+        if t.duration is not None:
+            offsets = [min(2.0, t.duration / 2)] + [max(0.5, t.duration / 5)] * 2
+        else:
+            offsets = [0.3, 0.3, 0.4, 0.5, 1.0, 2.0]
+        for wait in offsets:
+            end = time.monotonic() + wait
+            while client_proc.poll() is None and time.monotonic() < end:
+                time.sleep(0.05)
             if client_proc.poll() is not None:
                 break
             raw = run(self.client, C.ss_argv(), check=False).out
             samples.append({"raw": raw, "subflows": P.parse_ss_subflows(raw)})
-            step = max(0.5, (t.duration or 4) / 5)
-            end = time.monotonic() + step
-            while client_proc.poll() is None and time.monotonic() < end:
-                time.sleep(0.1)
         return samples
 
     def _assemble(self, run_id, rep, mode, primary, iperf, before, after, pings, samples, ss_samples,

@@ -68,6 +68,24 @@ def netem_works() -> tuple[bool, str]:
         _run(["ip", "netns", "del", ns])
 
 
+def mptcp_endpoint_works(flags: list[str]) -> tuple[bool, str]:
+    """Probe a path-manager feature: can an endpoint with these flags be created (in a throwaway netns)?"""
+    ns = f"mptb-probe-ep-{os.getpid()}"
+    try:
+        if _run(["ip", "netns", "add", ns]).returncode != 0:
+            return False, "cannot create a network namespace"
+        for argv in (["ip", "-n", ns, "link", "add", "d0", "type", "dummy"],
+                     ["ip", "-n", ns, "addr", "add", "10.99.0.1/24", "dev", "d0"],
+                     ["ip", "-n", ns, "link", "set", "d0", "up"]):
+            r = _run(argv)
+            if r.returncode != 0:
+                return False, f"`{' '.join(argv)}` failed: {r.stderr.strip()}"
+        r = _run(["ip", "-n", ns, "mptcp", "endpoint", "add", "10.99.0.1", "dev", "d0", *flags])
+        return r.returncode == 0, (r.stderr.strip() or "refused")
+    finally:
+        _run(["ip", "netns", "del", ns])
+
+
 def available_congestion() -> list[str]:
     try:
         return (PROC / "net/ipv4/tcp_available_congestion_control").read_text().split()
@@ -121,6 +139,11 @@ def probe(scenario: Scenario) -> ProbeReport:
         except ImportError:
             rep.missing.append("os-ken is not importable (package python3-os-ken, or pip install os-ken): "
                                "the controller apps need it")
+    req = scenario.requires.kernel
+    if req:
+        from .vm import satisfies
+        if not satisfies(os.uname().release, req):
+            rep.missing.append(f"requires.kernel {req}: this kernel is {os.uname().release}")
     if not (PROC / "net/mptcp/enabled").exists():
         rep.missing.append("the kernel has no MPTCP (no net.mptcp.enabled sysctl; needs CONFIG_MPTCP)")
     if os.geteuid() == 0 and shutil.which("tc") and shutil.which("ip"):
@@ -140,6 +163,17 @@ def probe(scenario: Scenario) -> ProbeReport:
     if cc not in available_congestion():
         rep.missing.append(f"congestion control {cc!r} is not available "
                            f"(available: {' '.join(available_congestion()) or 'none'})")
+    if os.geteuid() == 0 and (PROC / "net/mptcp/enabled").exists():
+        features = []
+        if scenario.mptcp.signal_ports:
+            features.append(("signal endpoints with a port (mptcp.signal_ports)", ["signal", "port", "5300"]))
+        if scenario.mptcp.backup:
+            features.append(("backup endpoints (mptcp.backup)", ["signal", "backup"]))
+        for what, flags in features:
+            ok, why = mptcp_endpoint_works(flags)
+            if not ok:
+                rep.missing.append(f"{what}: this kernel refuses `ip mptcp endpoint add ... {' '.join(flags)}` "
+                                   f"({why})")
     sched_file = PROC / "net/mptcp/scheduler"
     rep.facts["mptcp_scheduler_sysctl"] = sched_file.exists()
     if scenario.mptcp.scheduler != "default":

@@ -31,11 +31,40 @@ def find_kernels() -> list[Path]:
     return sorted((p for p in Path("/boot").glob("vmlinuz-*") if p.is_file()), key=_version_key)
 
 
-def default_kernel() -> Path:
+def release_version(release: str) -> tuple[int, ...]:
+    """'6.12.95+deb12-amd64' -> (6, 12, 95); '6.1.0-56-amd64' -> (6, 1, 0)."""
+    m = re.match(r"(\d+)(?:\.(\d+))?(?:\.(\d+))?", release)
+    if not m:
+        return ()
+    return tuple(int(x) for x in m.groups() if x is not None)
+
+
+def satisfies(release: str, requirement: str | None) -> bool:
+    """Does a kernel release meet a constraint such as '>=6.12'? (missing parts compare as 0)"""
+    if not requirement:
+        return True
+    m = re.match(r"^(>=|<=|==|>|<)\s*(\d+(?:\.\d+){0,2})$", requirement.strip())
+    if not m:
+        raise ValueError(f"bad kernel requirement {requirement!r}")
+    op, want = m.group(1), tuple(int(x) for x in m.group(2).split("."))
+    have = release_version(release)
+    n = max(len(want), 1)
+    have = (have + (0, 0, 0))[:n]
+    want = (want + (0, 0, 0))[:n]
+    return {">=": have >= want, "<=": have <= want, "==": have == want, ">": have > want, "<": have < want}[op]
+
+
+def default_kernel(requirement: str | None = None) -> Path:
+    """The newest kernel in /boot (that meets the scenario's `requires.kernel`, if any)."""
     kernels = find_kernels()
     if not kernels:
         raise VmError("no kernel in /boot to boot the VM with (install linux-image-amd64, or pass --kernel)")
-    return kernels[-1]
+    fit = [k for k in kernels if satisfies(kernel_release(k), requirement)]
+    if not fit:
+        raise VmError(f"requires.kernel {requirement}: no kernel in /boot meets it (installed: "
+                      f"{', '.join(kernel_release(k) for k in kernels)}); setup.sh installs 6.12 from "
+                      "bookworm-backports on Debian 12, or pass --kernel")
+    return fit[-1]
 
 
 def kernel_release(kernel: Path) -> str:
@@ -88,10 +117,13 @@ class VmPlan:
 
 
 def plan_vm(guest_argv: list[str], rwdirs: list[Path], kernel: Path | None = None,
-            memory: str = "2G", cpus: int | None = None) -> VmPlan:
-    k = Path(kernel) if kernel else default_kernel()
+            memory: str = "2G", cpus: int | None = None, requirement: str | None = None) -> VmPlan:
+    k = Path(kernel) if kernel else default_kernel(requirement)
     if not k.is_file():
         raise VmError(f"--kernel {k}: no such kernel image")
+    if not satisfies(kernel_release(k), requirement):
+        raise VmError(f"--kernel {k}: release {kernel_release(k)} does not meet the scenario's "
+                      f"requires.kernel {requirement}")
     kvm, why = kvm_usable()
     return VmPlan(kernel=k, kvm=kvm, accel_reason=why, memory=memory, cpus=cpus or min(os.cpu_count() or 1, 4),
                   rwdirs=tuple(str(d) for d in rwdirs), guest_argv=tuple(guest_argv))

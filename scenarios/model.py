@@ -649,12 +649,24 @@ class Variant(Strict):
                                                       "micro-VM cannot reproduce)")
 
 
+KERNEL_REQ = r"^(>=|<=|==|>|<)\s*\d+(\.\d+){0,2}$"
+
+
+class Requires(Strict):
+    """What the scenario needs from the kernel; the VM backend boots a kernel that has it."""
+
+    kernel: Optional[Annotated[str, Field(pattern=KERNEL_REQ)]] = Field(
+        default=None, description="kernel version constraint, e.g. '>=6.12' (the VM backend picks the newest "
+                                  "kernel in /boot that satisfies it)")
+
+
 class Scenario(Strict):
     """A whole experiment: one topology, its MPTCP settings, the traffic and the runs."""
 
     name: Annotated[str, Field(pattern=SCENARIO_NAME)]
     description: str = ""
     topology: Topology
+    requires: Requires = Field(default_factory=Requires)
     mptcp: Mptcp = Field(default_factory=Mptcp)
     traffic: Traffic = Field(default_factory=Traffic)
     runs: Runs = Field(default_factory=Runs)

@@ -36,3 +36,21 @@ def test_kernel_versions_sort_numerically():
     names = ["vmlinuz-6.12.9+bpo-amd64", "vmlinuz-6.1.0-56-amd64", "vmlinuz-6.9.1"]
     assert [p.name for p in sorted(map(Path, names), key=vm._version_key)] == [
         "vmlinuz-6.1.0-56-amd64", "vmlinuz-6.9.1", "vmlinuz-6.12.9+bpo-amd64"]
+
+
+def test_kernel_requirements(monkeypatch, tmp_path):
+    from runners import vm
+    assert vm.satisfies("6.12.95+deb12-amd64", ">=6.12") and not vm.satisfies("6.1.0-56-amd64", ">=6.12")
+    assert vm.satisfies("6.1.0-56-amd64", "<6.12") and vm.satisfies("6.1.0-56-amd64", "==6.1")
+    assert vm.release_version("6.12.95+deb12-amd64") == (6, 12, 95)
+    kernels = [tmp_path / "vmlinuz-6.1.0-56-amd64", tmp_path / "vmlinuz-6.12.95+deb12-amd64"]
+    for k in kernels:
+        k.write_text("")
+    monkeypatch.setattr(vm, "find_kernels", lambda: kernels)
+    assert vm.default_kernel(">=6.12") == kernels[1]
+    assert vm.default_kernel("<6.12") == kernels[0]
+    with pytest.raises(vm.VmError, match=r"requires.kernel >=7: no kernel in /boot meets it \(installed: "
+                                         r"6.1.0-56-amd64, 6.12.95\+deb12-amd64\)"):
+        vm.default_kernel(">=7")
+    with pytest.raises(vm.VmError, match="does not meet the scenario's requires.kernel >=6.12"):
+        vm.plan_vm(["true"], [], kernel=kernels[0], requirement=">=6.12")
