@@ -70,7 +70,9 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--backend", choices=["auto", "native", "vm"], default="auto",
                    help="where to run (default: auto)")
     p.add_argument("--repeat", type=int, metavar="N", help="override runs.repeat")
-    p.add_argument("--kernel", metavar="PATH", help="vm backend: kernel image to boot (default: newest /boot/vmlinuz-*)")
+    p.add_argument("--kernel", metavar="PATH",
+                   help="vm backend: kernel image to boot (default: the newest non-backports /boot/vmlinuz-*, "
+                        "or the newest that meets requires.kernel)")
     p.add_argument("--vm-memory", default="2G", metavar="SIZE", help="vm backend: guest memory (default: 2G)")
     p.add_argument("--vm-cpus", type=int, metavar="N", help="vm backend: guest CPUs (default: host CPUs, at most 4)")
     p.add_argument("--shard", metavar="K/N", help="run only shard K of N of the sweep's points (combine with merge)")
