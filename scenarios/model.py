@@ -146,7 +146,21 @@ class HostSpec(Strict):
     family: Optional[Literal["ipv4", "ipv6", "dual"]] = None
 
 
-class Routed(Strict):
+class _PathsAndLinks:
+    """Lookups by name, shared by the topology kinds that have named paths and links."""
+
+    @property
+    def path_names(self) -> list[str]:
+        return [p.name for p in self.paths]
+
+    def path(self, name: str):
+        return next(p for p in self.paths if p.name == name)
+
+    def link(self, name: str):
+        return next(x for x in self.links if x.name == name)
+
+
+class Routed(_PathsAndLinks, Strict):
     """Hosts and routers joined by links; static IPv4/IPv6 routes are computed from the paths and the graph."""
 
     kind: Literal["routed"]
@@ -172,16 +186,6 @@ class Routed(Strict):
         for link in self.links:
             out += [n for n in link.between if n not in out]
         return list(dict.fromkeys(out))
-
-    @property
-    def path_names(self) -> list[str]:
-        return [p.name for p in self.paths]
-
-    def path(self, name: str) -> RoutedPath:
-        return next(p for p in self.paths if p.name == name)
-
-    def link(self, name: str) -> LinkSpec:
-        return next(x for x in self.links if x.name == name)
 
     @property
     def min_rate(self) -> float:
@@ -334,7 +338,7 @@ class ControllerSpec(Strict):
     config: dict[str, Any] = Field(default_factory=dict, description="passed to your own app as JSON")
 
 
-class Switched(Strict):
+class Switched(_PathsAndLinks, Strict):
     """Hosts on switches: one server, one or more clients, links with their own shaping."""
 
     kind: Literal["switched"]
@@ -345,16 +349,6 @@ class Switched(Strict):
     controller: Optional[ControllerSpec] = None
     links: list[SwitchedLink] = Field(min_length=2, max_length=250)
     paths: list[SwitchedPath] = Field(min_length=1, max_length=8)
-
-    @property
-    def path_names(self) -> list[str]:
-        return [p.name for p in self.paths]
-
-    def path(self, name: str) -> SwitchedPath:
-        return next(p for p in self.paths if p.name == name)
-
-    def link(self, name: str) -> SwitchedLink:
-        return next(x for x in self.links if x.name == name)
 
     @property
     def switch_names(self) -> list[str]:
