@@ -107,3 +107,21 @@ def test_bad_input_as_root_starts_nothing(tmp_path):
     assert "bad.yaml" in r.stderr and "topology.paths[0].bw" in r.stderr and "topology.paths[0].delay" in r.stderr
     assert not (tmp_path / "res").exists()
     assert leftovers() == []
+
+
+def test_backup_paths_stay_idle_including_a_backup_primary(tmp_path):
+    """Backup on a secondary path (endpoint flag) and on the primary (MP_PRIO once connected)."""
+    base = (REPO / "scenarios" / "two-paths.yaml").read_text().replace("duration: 10", "duration: 4")
+    base = base.replace("compare: [mptcp, tcp]", "compare: [mptcp]")
+    for backup in ("B", "A"):
+        f = write_scenario(tmp_path / f"bk{backup}.yaml", base.replace("backup: []", f"backup: [{backup}]"))
+        out = tmp_path / f"o{backup}"
+        r = run_cli(str(f), "--backend", "native", "--out", str(out))
+        assert r.returncode == 0, r.stdout + r.stderr
+        (run,) = results_of(out, "two-paths")["runs"]
+        assert run["metrics"]["subflows"] == 2
+        share = run["paths"][backup]["share"]
+        assert share < 0.05, (backup, run["paths"])
+        flags = {s["local"]: s.get("backup") for s in run["subflow_list"]}
+        assert flags.get("10.0.1.1" if backup == "A" else "10.0.2.1") is True, run["subflow_list"]
+    assert leftovers() == []
