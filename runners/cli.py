@@ -141,16 +141,21 @@ def summary(runs: list[dict]) -> str:
     from rich.table import Table
 
     table = Table(title="runs", show_lines=False)
-    for col in ("run", "mode", "primary", "Mbit/s", "subflows", "OFO tcp/mptcp", "retrans", "bytes per path"):
+    for col in ("run", "mode", "primary", "Mbit/s", "s", "subflows", "OFO tcp/mptcp", "retrans", "bytes per path"):
         table.add_column(col)
     for r in runs:
         m = r["metrics"]
         shares = "  ".join(f"{n}:{(p.get('share') or 0) * 100:.0f}%" for n, p in r["paths"].items())
         table.add_row(r["id"], r["mode"] + ("" if r["status"] == "ok" else f" ({r['status']})"), r["primary"],
-                      f"{m['throughput_mbps']:.2f}", str(m["subflows"]), f"{m['ofo_tcp']}/{m['ofo_mptcp']}",
+                      f"{m['throughput_mbps']:.2f}", f"{m.get('seconds') or 0:.2f}", str(m["subflows"]),
+                      f"{m['ofo_tcp']}/{m['ofo_mptcp']}",
                       str(m["retrans_segs"]), shares)
     console = Console(record=True, width=110, force_terminal=False, file=io.StringIO())
     console.print(table)
+    if len({r.get("point", "p001") for r in runs}) > 1:
+        # pooled means across sweep points or variants would mix unlike cases
+        console.print("several points: per-point means and intervals are in stats.csv and the verdicts")
+        return console.export_text()
     from .report import add_efficiency
     add_efficiency(runs)
     tcp = {r["primary"]: [] for r in runs if r["mode"] == "tcp"}
