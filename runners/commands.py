@@ -116,11 +116,6 @@ def mptcp_argvs(scenario: Scenario, plan: TopologyPlan, primary: str) -> HostCom
     return HostCommands(client[:1] + [limits] + client[1:], server[:1] + [limits] + server[1:], after)
 
 
-def mptcp_reset_argvs() -> list[Argv]:
-    return [["ip", "mptcp", "endpoint", "flush"],
-            ["ip", "mptcp", "limits", "set", "subflows", "0", "add_addr_accepted", "0"]]
-
-
 @dataclass(frozen=True)
 class Iperf:
     """How to run iperf3 under MPTCP on this machine."""

@@ -122,6 +122,7 @@ class NativeRunner:
         self.signature: tuple | None = None
         self.shaping: dict[str, tuple] = {}
         self.sysctl_state: dict[str, list] = {}
+        self.endpoint_state: dict[str, tuple | None] = {}
         self.iperf = C.Iperf(native_mptcp=bool(probe.facts.get("iperf3_native_mptcp")))
         self._sigterm = None
 
@@ -156,6 +157,7 @@ class NativeRunner:
             self.signature = None
             self.shaping.clear()
             self.sysctl_state.clear()
+            self.endpoint_state.clear()
         if self.controller is not None:
             self.controller.stop()
             self.controller = None
@@ -418,22 +420,17 @@ class NativeRunner:
         self.log(f"run {run_id}: {mode} with primary path {primary}"
                  + (f" [{job.point.label}]" if job.multi_point else ""))
         started = time.time()
-        # MPTCP endpoints: configured for MPTCP runs, flushed for the TCP baseline.
+        # MPTCP endpoints: set for MPTCP runs (kept while unchanged); TCP baselines ignore them.
         self._check_controller(f"before run {run_id}")
         self.after_connect = {}
         if mptcp:
             for i, node in enumerate(self.clients):
                 cmds = C.mptcp_argvs(sc, self.plan.for_client(node.name), primary)
                 self.after_connect[node.name] = cmds.after_connect
-                for argv in cmds.client:
-                    run(node, argv)
+                self._set_endpoints(node, cmds.client, dirty=bool(cmds.after_connect))
                 if i == 0:
-                    for argv in cmds.server:
-                        run(self.server, argv)
-        else:
-            for node in (*self.clients, self.server):
-                for argv in C.mptcp_reset_argvs():
-                    run(node, argv)
+                    self._set_endpoints(self.server, cmds.server)
+        # TCP baselines leave the endpoints alone: a plain TCP socket never uses them
         shown = [f"# {n.name}\n{run(n, ['ip', 'mptcp', 'endpoint', 'show']).out}"
                  for n in (*self.clients, self.server)]
         self.store.save_raw(run_id, "mptcp-endpoints.txt", "\n".join(shown))
@@ -532,6 +529,29 @@ class NativeRunner:
                                  f"(stderr: {c_err.decode(errors='replace').strip()[:300]})") from None
         report = P.aggregate_clients(reports) if multi else reports[self.client.name]
         return report, samples, ss_samples
+
+    def _set_endpoints(self, node, argvs: list, dirty: bool = False) -> None:
+        """Apply a host's MPTCP endpoints and limits, unless the same set is already in place.
+
+        Re-creating a `signal ... port P` endpoint makes the kernel bind a new
+        listener on P, which fails (EADDRINUSE) while the last run's
+        connections to P are in TIME_WAIT; an unchanged set is kept instead.
+        `dirty`: the run will change flags after connecting (MP_PRIO), so the
+        set is re-applied next time.
+        """
+        key = tuple(tuple(a) for a in argvs)
+        if self.endpoint_state.get(node.name) == key:
+            return
+        for argv in argvs:
+            res = run(node, argv, check=False)
+            if res.rc != 0:
+                hint = (" (a listener for that port could not be bound: the previous run's connections to it "
+                        "are still in TIME_WAIT; keep the same signal_ports for every run of a set)"
+                        if "listen socket" in res.err else "")
+                self.endpoint_state.pop(node.name, None)
+                raise RunFailure(f"{node.name}: `{' '.join(argv)}` failed (exit {res.rc}): "
+                                 f"{res.err.strip()[:200]}{hint}")
+        self.endpoint_state[node.name] = None if dirty else key
 
     def _after_connect(self, clients: dict, port: int, run_id: str) -> None:
         """Once iperf3's data connection is up (control + data to the server port), send MP_PRIO etc."""
