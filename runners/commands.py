@@ -33,8 +33,6 @@ def sysctls(scenario: Scenario, scheduler_available: bool) -> list[tuple[str, st
         # Start every run from the same state: no metrics cached from the previous run.
         ("net.ipv4.tcp_no_metrics_save", "1"),
     ]
-    if scenario.mptcp.add_addr_timeout is not None:
-        out.append(("net.mptcp.add_addr_timeout", f"{scenario.mptcp.add_addr_timeout:g}"))
     if scenario.mptcp.scheduler != "default" or scheduler_available:
         out.append(("net.mptcp.scheduler", scenario.mptcp.scheduler))
     return out

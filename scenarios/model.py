@@ -482,11 +482,6 @@ class Mptcp(Strict):
         description="extra server ports announced on the primary path's server address (signal endpoints "
                     "with a port): one more subflow over the same address pair per port")
     limits: Limits = Field(default_factory=Limits)
-    add_addr_timeout: Optional[StrictInt] = Field(
-        default=None, ge=1, le=3600,
-        description="net.mptcp.add_addr_timeout, seconds before an unechoed ADD_ADDR is resent (kernel "
-                    "default 120); newer kernels announce one address at a time, so a lost echo on a "
-                    "congested path delays every later announcement by this much")
 
 
 IPERF_PORTS = (5201, 5216)   # iperf3 servers: one port per client
