@@ -35,7 +35,8 @@ results:
 
 experiments:
   A scenario may hold a `sweep` grid and named `variants`; every combination is a
-  point. Runs go in rounds (every point, primary and mode once per round), in an
+  point (`--variant NAME` runs only that variant; `optional: true` variants run
+  only when named). Runs go in rounds (every point, primary and mode once per round), in an
   order shuffled by a recorded seed. The network is rebuilt only when the
   topology changes. `expect` claims are judged per point with 95% confidence
   intervals: pass, fail, or inconclusive (needs more repetitions).
@@ -53,6 +54,7 @@ examples:
   run-scenario scenarios/e4-delay.yaml --repeat 3 --backend vm
   run-scenario scenarios/e4-primary-path.yaml --shard 1/4
   run-scenario --resume results/e4-primary-path/20261121T101500Z
+  run-scenario scenarios/e5-exp3.yaml --variant paper-1g
   run-scenario --check scenarios/*.yaml
   run-scenario --schema > scenario.schema.json
 """
