@@ -21,9 +21,11 @@ REPO = Path(__file__).resolve().parent.parent
 
 EPILOG = """\
 backends:
-  native  run on this kernel, as root. Needs MPTCP, sch_netem, Mininet and iperf3;
-          a probe checks them all first and names whatever is missing.
-  vm      boot a micro-VM (virtme-ng) with a distribution kernel from /boot (or --kernel)
+  native  run on this kernel, as root. Needs MPTCP, sch_netem, Mininet and iperf3 (and
+          Open vSwitch and os-ken for switches); a probe checks them all first and
+          names whatever is missing.
+  vm      boot a micro-VM (virtme-ng) with a distribution kernel from /boot (the newest
+          non-backports one, or the newest meeting `requires.kernel`, or --kernel)
           and run the native backend inside it. Uses KVM when it can boot a stock
           kernel, else TCG emulation (slower: ~20 s boot).
   auto    native when the probe passes, else vm (the default).
