@@ -10,8 +10,16 @@ import argparse
 import logging
 import os
 import sys
+from pathlib import Path
 
 APPS = {"learning": "controller.learning", "steering": "controller.steering"}
+
+
+def user_app_path(app: str, base_dir: Path) -> Path | None:
+    """None for our own apps; else the user's app file, relative to the scenario's folder."""
+    if app in APPS:
+        return None
+    return Path(app) if Path(app).is_absolute() else Path(base_dir) / app
 
 
 def main(argv: list[str] | None = None) -> int:

@@ -223,14 +223,16 @@ def check_plans(exp) -> None:
     from scenarios.loader import ScenarioError
     from topologies.plan import PlanError, plan
 
+    from controller.launch import user_app_path
+
     problems = []
     base = Path(exp.file).resolve().parent
     for pt in exp.points:
         ctl = getattr(pt.scenario.topology, "controller", None)
-        if ctl is not None and ctl.app not in ("learning", "steering"):
-            app = Path(ctl.app) if Path(ctl.app).is_absolute() else base / ctl.app
+        app = user_app_path(ctl.app, base) if ctl is not None else None
+        if app is not None and not app.is_file():
             msg = f"topology.controller.app: no such file {app}"
-            if not app.is_file() and msg not in problems:
+            if msg not in problems:
                 problems.append(msg)
         try:
             plan(pt.scenario)

@@ -34,6 +34,11 @@ def ovs_running() -> bool:
         return False
 
 
+def ovs_ctl() -> str:
+    """Debian and Ubuntu keep ovs-ctl outside PATH."""
+    return OVS_CTL if os.path.exists(OVS_CTL) else "ovs-ctl"
+
+
 class OvsDaemons:
     """Starts ovsdb-server and ovs-vswitchd when they are not running, and stops only what it started."""
 
@@ -46,7 +51,7 @@ class OvsDaemons:
             ensure_tun()
         if ovs_running():
             return
-        ctl = OVS_CTL if os.path.exists(OVS_CTL) else "ovs-ctl"
+        ctl = ovs_ctl()
         self.log("starting Open vSwitch (ovs-ctl start)")
         t0 = time.monotonic()
         try:
@@ -60,7 +65,7 @@ class OvsDaemons:
 
     def stop(self) -> None:
         if self.started:
-            ctl = OVS_CTL if os.path.exists(OVS_CTL) else "ovs-ctl"
+            ctl = ovs_ctl()
             try:
                 _run([ctl, "stop"], timeout=60)
             except (FileNotFoundError, subprocess.TimeoutExpired):

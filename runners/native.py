@@ -23,7 +23,10 @@ from topologies.net import build_network
 from . import commands as C
 from . import parsers as P
 from .jobs import Job, topology_signature
-from .controlplane import ControlPlaneError, Controller, OvsDaemons, check_bridges
+from controller.decisions import STEER_COOKIE
+from controller.launch import user_app_path
+from .controlplane import (ControlPlaneError, Controller, OvsDaemons, check_bridges, ofctl, ofctl_clear_argv,
+                           ofctl_dump_argv)
 from .nsexec import ProcessRegistry, run
 from .probe import ProbeReport
 from .results import ResultStore
@@ -140,8 +143,11 @@ class NativeRunner:
 
     def run_jobs(self, jobs: list[Job]) -> None:
         for job in jobs:
-            self._prepare(job.point)
-            result = self._one_run(job)
+            try:
+                self._prepare(job.point)
+                result = self._one_run(job)
+            except ControlPlaneError as e:   # OVS or the controller: a run failure like any other
+                raise RunFailure(str(e)) from None
             if self.on_run:
                 self.on_run(job, result)
 
@@ -173,10 +179,7 @@ class NativeRunner:
         sig = topology_signature(point)
         if sig != self.signature:
             self.cleanup()
-            try:
-                self._build()
-            except ControlPlaneError as e:
-                raise RunFailure(str(e)) from None
+            self._build()
             self.signature = sig
         self._sysctls(sc)
         self._shape()
@@ -218,19 +221,16 @@ class NativeRunner:
 
     def _controller_app(self) -> str:
         app = self.plan.controller["app"]
-        if app in ("learning", "steering"):
+        path = user_app_path(app, self.base_dir)
+        if path is None:
             return app
-        path = Path(app) if Path(app).is_absolute() else self.base_dir / app
         if not path.is_file():
             raise RunFailure(f"topology.controller.app: no such file {path}")
         return str(path.resolve())
 
     def _check_controller(self, when: str) -> None:
         if self.controller is not None:
-            try:
-                self.controller.check_alive(when)
-            except ControlPlaneError as e:
-                raise RunFailure(str(e)) from None
+            self.controller.check_alive(when)
 
     def _sysctls(self, sc: Scenario) -> None:
         wanted = C.sysctls(sc, bool(self.probe.facts.get("mptcp_scheduler_sysctl")))
@@ -334,24 +334,17 @@ class NativeRunner:
     def _steered_switches(self) -> list:
         cfg = self.plan.controller or {}
         return [w for w in self.plan.switches
-                if w.controller and (cfg.get("switches", {}).get(str(int(w.dpid, 16)), {}).get("uplinks"))]
+                if w.controller and cfg.get("switches", {}).get(w.config_key, {}).get("uplinks")]
 
     def _clear_steered_flows(self) -> None:
         """Each run starts without steered flows, so its flow counters are its own."""
-        from controller.decisions import STEER_COOKIE
-        from .controlplane import ofctl, ofctl_clear_argv
         for w in self._steered_switches():
-            try:
-                ofctl(ofctl_clear_argv(w.name, STEER_COOKIE))
-            except ControlPlaneError as e:
-                raise RunFailure(str(e)) from None
+            ofctl(ofctl_clear_argv(w.name, STEER_COOKIE))
         if self.controller is not None:
             self.controller.new_report_lines()   # skip what earlier runs reported
 
     def _steering_report(self, run_id: str) -> dict | None:
         """Which flow went up which uplink: the controller's report, and OVS's own flow counters."""
-        from controller.decisions import STEER_COOKIE
-        from .controlplane import ofctl, ofctl_dump_argv
         switches = self._steered_switches()
         if not switches or self.controller is None:
             return None
@@ -360,12 +353,9 @@ class NativeRunner:
         self.store.save_raw(run_id, "controller-flows.jsonl", "".join(json.dumps(e) + "\n" for e in decided))
         per_switch = {}
         for w in switches:
-            sc = cfg["switches"][str(int(w.dpid, 16))]
+            sc = cfg["switches"][w.config_key]
             names = dict(zip(sc["uplinks"], sc["uplink_names"]))
-            try:
-                text = ofctl(ofctl_dump_argv(w.name, STEER_COOKIE))
-            except ControlPlaneError as e:
-                raise RunFailure(str(e)) from None
+            text = ofctl(ofctl_dump_argv(w.name, STEER_COOKIE))
             self.store.save_raw(run_id, f"ofctl-flows-{w.name}.txt", text)
             flows = P.parse_ofctl_flows(text)
             uplinks = {n: {"bytes": 0, "packets": 0, "flows": 0} for n in sc["uplink_names"]}
@@ -416,7 +406,6 @@ class NativeRunner:
         sc = self.scenario
         rep, primary, mode, run_id = job.rep, job.primary, job.mode, job.run_id
         mptcp = mode == "mptcp"
-        pp = self.plan.path(primary)
         self.log(f"run {run_id}: {mode} with primary path {primary}"
                  + (f" [{job.point.label}]" if job.multi_point else ""))
         started = time.time()
@@ -442,7 +431,7 @@ class NativeRunner:
         if sc.traffic.tool == "command":
             iperf, samples, ss_samples = self._command_traffic(run_id, primary, mptcp, receiver, upload)
         else:
-            iperf, samples, ss_samples = self._iperf_traffic(run_id, pp, primary, mptcp, receiver, upload)
+            iperf, samples, ss_samples = self._iperf_traffic(run_id, primary, mptcp, receiver, upload)
         after = self._snapshot(run_id, "after")
         result = self._assemble(run_id, rep, mode, primary, iperf, before, after, pings, samples, ss_samples,
                                 receiver is self.server, started)
@@ -469,7 +458,7 @@ class NativeRunner:
         time.sleep(sc.runs.pause / 1000.0)
         return result
 
-    def _iperf_traffic(self, run_id: str, pp, primary: str, mptcp: bool, receiver, upload: bool):
+    def _iperf_traffic(self, run_id: str, primary: str, mptcp: bool, receiver, upload: bool):
         """iperf3 servers and clients (one port per client, all at once), under MPTCP or not.
 
         Returns (parsed report, path samples, ss samples); with several clients the

@@ -85,6 +85,11 @@ class SwitchPlan:
     def port(self, link: str) -> int:
         return next(n for ln, n in self.ports if ln == link)
 
+    @property
+    def config_key(self) -> str:
+        """The datapath id in decimal: how the controller config (and os-ken) name the switch."""
+        return str(int(self.dpid, 16))
+
 
 @dataclass(frozen=True)
 class TopologyPlan:

@@ -139,7 +139,7 @@ def controller_config(topo: Switched, switches: tuple[SwitchPlan, ...]) -> dict 
     c = topo.controller
     byname = {w.name: w for w in switches}
     cfg: dict = {"app": c.app, "port": c.port,
-                 "switches": {str(int(w.dpid, 16)): {"name": w.name, "ports": [n for _, n in w.ports]}
+                 "switches": {w.config_key: {"name": w.name, "ports": [n for _, n in w.ports]}
                               for w in switches if w.controller},
                  "user_config": dict(c.config)}
     if c.steer is not None:
@@ -149,7 +149,7 @@ def controller_config(topo: Switched, switches: tuple[SwitchPlan, ...]) -> dict 
         for s, ups in c.steer.uplinks.items():
             w = byname[s]
             side = _side(topo, s, steered_links)
-            cfg["switches"][str(int(w.dpid, 16))].update(
+            cfg["switches"][w.config_key].update(
                 uplinks=[w.port(ln) for ln in ups], uplink_names=list(ups), client_side=side == "client")
     return cfg
 
