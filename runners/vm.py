@@ -13,10 +13,15 @@ import shutil
 import signal
 import subprocess
 import sys
+import tempfile
+import threading
 from dataclasses import dataclass
 from pathlib import Path
 
 REPO = Path(__file__).resolve().parent.parent
+
+
+GUEST_SCRIPT = "guest.sh"
 
 
 class VmError(RuntimeError):
@@ -128,14 +133,23 @@ class VmPlan:
     rwdirs: tuple[str, ...]
     guest_argv: tuple[str, ...]
 
-    def vng_argv(self, vng: str) -> list[str]:
+    def guest_script(self) -> str:
+        """The guest command as a shell script; every word quoted."""
+        return f"cd {shlex.quote(str(REPO))} && exec {shlex.join(self.guest_argv)}\n"
+
+    def vng_argv(self, vng: str, script_dir: Path) -> list[str]:
+        """virtme-ng's command line; the guest command is read from `script_dir`/guest.sh.
+
+        virtme-ng passes --exec on the kernel command line, which x86 cuts at
+        2048 bytes: a long command (a pytest run of every integration test)
+        was cut and the guest hung at boot. A script file keeps it short.
+        """
         argv = [vng, "--run", str(self.kernel), "--memory", self.memory, "--cpus", str(self.cpus)]
         if not self.kvm:
             argv.append("--disable-kvm")
         for d in self.rwdirs:
             argv += ["--rwdir", d]
-        # The guest command goes through the guest's shell: every word is quoted.
-        argv += ["--exec", f"cd {shlex.quote(str(REPO))} && exec {shlex.join(self.guest_argv)}"]
+        argv += ["--rodir", str(script_dir), "--exec", f"sh {shlex.quote(str(script_dir / GUEST_SCRIPT))}"]
         return argv
 
 
@@ -152,21 +166,36 @@ def plan_vm(guest_argv: list[str], rwdirs: list[Path], kernel: Path | None = Non
                   rwdirs=tuple(str(d) for d in rwdirs), guest_argv=tuple(guest_argv))
 
 
-def run_in_vm(plan: VmPlan, log=print) -> int:
-    """Boot, run, return the guest command's exit code. Ctrl-C and SIGTERM stop qemu too."""
+def run_in_vm(plan: VmPlan, log=print, timeout: float | None = None, out=None) -> int:
+    """Boot, run, return the guest command's exit code. Ctrl-C, SIGTERM and `timeout` stop qemu too.
+
+    The guest's output reaches `out` (default: this process's stdout) through
+    a pipe: given a file, qemu would open it again with O_TRUNC at offset 0
+    and overwrite what the host had written there.
+    """
     vng = vng_binary()
+    out = out or sys.stdout
     env = dict(os.environ)
     env["PATH"] = f"{Path(vng).parent}:{env.get('PATH', '/usr/bin:/bin')}"
     env["TESTBED_IN_VM"] = "1"
     log(f"booting micro-VM: kernel {kernel_release(plan.kernel)}, "
         f"{'KVM' if plan.kvm else 'TCG (' + plan.accel_reason + ')'}, {plan.cpus} CPUs, {plan.memory}")
-    proc = subprocess.Popen(plan.vng_argv(vng), env=env, stdin=subprocess.DEVNULL, start_new_session=True)
+    script_dir = Path(tempfile.mkdtemp(prefix="testbed-vm-cmd-"))
+    (script_dir / GUEST_SCRIPT).write_text(plan.guest_script())
+    proc = subprocess.Popen(plan.vng_argv(vng, script_dir), env=env, stdin=subprocess.DEVNULL,
+                            stdout=subprocess.PIPE, stderr=subprocess.STDOUT, start_new_session=True)
+    pump = threading.Thread(target=_copy, args=(proc.stdout, out), daemon=True)
+    pump.start()
 
     def stop(signum, frame):
         raise KeyboardInterrupt()
     old_term = signal.signal(signal.SIGTERM, stop)
     try:
-        return proc.wait()
+        try:
+            return proc.wait(timeout=timeout)
+        except subprocess.TimeoutExpired:
+            log(f"the micro-VM did not finish within {timeout:.0f} s")
+            return 124
     finally:
         signal.signal(signal.SIGTERM, old_term)
         if proc.poll() is None:
@@ -180,3 +209,12 @@ def run_in_vm(plan: VmPlan, log=print) -> int:
                 except ProcessLookupError:
                     pass
                 proc.wait()
+        pump.join(timeout=5)
+        shutil.rmtree(script_dir, ignore_errors=True)
+
+
+def _copy(src, dst) -> None:
+    """Forward the guest's output as it comes (bytes in, text out)."""
+    for line in iter(src.readline, b""):
+        dst.write(line.decode(errors="replace"))
+        dst.flush()

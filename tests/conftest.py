@@ -18,6 +18,8 @@ import pytest
 
 REPO = Path(__file__).resolve().parent.parent
 IN_VM = os.environ.get("TESTBED_IN_VM") == "1"
+# CI stops the whole job at 90 min: stop the VM before that, so the tests that did not finish are named
+VM_TESTS_TIMEOUT = float(os.environ.get("TESTBED_VM_TESTS_TIMEOUT", 80 * 60))
 
 
 def pytest_configure(config):
@@ -46,13 +48,14 @@ class VmProxy:
 
         workdir = Path(tempfile.mkdtemp(prefix="testbed-vm-tests-"))
         xml = workdir / "junit.xml"
+        # per-test times as they finish and a durations table: CI's budget is the whole suite
         guest = [sys.executable, "-m", "pytest", "-p", "no:cacheprovider", "-v", "-rA",
-                 f"--junitxml={xml}", *self.nodeids]
+                 "-o", "console_output_style=times", "--durations=0", f"--junitxml={xml}", *self.nodeids]
         capman = self.config.pluginmanager.getplugin("capturemanager")
         with capman.global_and_fixture_disabled():
             print(f"\n== integration tests in a micro-VM (this machine: {'; '.join(self.why)}) ==", flush=True)
             try:
-                code = run_in_vm(plan_vm(guest, [workdir]))
+                code = run_in_vm(plan_vm(guest, [workdir]), timeout=VM_TESTS_TIMEOUT)
             except VmError as e:
                 self.outcomes = {n: ("failed", f"could not boot the micro-VM: {e}") for n in self.nodeids}
                 return

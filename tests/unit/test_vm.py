@@ -13,18 +13,32 @@ def test_vng_argv_quotes_guest_command(tmp_path, monkeypatch):
     monkeypatch.setattr(vm, "kvm_usable", lambda: (False, "no usable /dev/kvm"))
     plan = vm.plan_vm(["/venv/python", "-m", "runners.cli", "/r/my dir/scenario.yaml"], [tmp_path], kernel=kernel,
                       cpus=2)
-    argv = plan.vng_argv("vng")
+    argv = plan.vng_argv("vng", tmp_path / "cmd")
     assert argv[:3] == ["vng", "--run", str(kernel)] and "--disable-kvm" in argv
     assert argv[argv.index("--rwdir") + 1] == str(tmp_path)
-    cmd = argv[argv.index("--exec") + 1]
-    assert shlex.split(cmd)[-4:] == ["/venv/python", "-m", "runners.cli", "/r/my dir/scenario.yaml"]
+    assert argv[argv.index("--rodir") + 1] == str(tmp_path / "cmd")
+    assert shlex.split(argv[argv.index("--exec") + 1]) == ["sh", str(tmp_path / "cmd" / vm.GUEST_SCRIPT)]
+    script = plan.guest_script()
+    assert shlex.split(script)[-4:] == ["/venv/python", "-m", "runners.cli", "/r/my dir/scenario.yaml"]
+
+
+def test_a_long_guest_command_stays_off_the_kernel_command_line(tmp_path, monkeypatch):
+    """x86 cuts the kernel command line at 2048 bytes; a cut --exec hung the guest at boot."""
+    kernel = tmp_path / "vmlinuz-6.1.0-56-amd64"
+    kernel.write_text("")
+    monkeypatch.setattr(vm, "kvm_usable", lambda: (False, "no usable /dev/kvm"))
+    ids = [f"tests/integration/test_x.py::test_number_{i}_with_a_long_descriptive_name" for i in range(60)]
+    plan = vm.plan_vm(["python", "-m", "pytest", *ids], [tmp_path], kernel=kernel)
+    argv = plan.vng_argv("vng", tmp_path)
+    assert sum(len(a) for a in argv) < 600
+    assert all(i in plan.guest_script() for i in ids)
 
 
 def test_kvm_is_used_when_usable(tmp_path, monkeypatch):
     kernel = tmp_path / "vmlinuz-x"
     kernel.write_text("")
     monkeypatch.setattr(vm, "kvm_usable", lambda: (True, "KVM"))
-    assert "--disable-kvm" not in vm.plan_vm(["true"], [], kernel=kernel).vng_argv("vng")
+    assert "--disable-kvm" not in vm.plan_vm(["true"], [], kernel=kernel).vng_argv("vng", tmp_path)
 
 
 def test_missing_kernel_is_a_clear_error(tmp_path):
