@@ -21,8 +21,17 @@ class HostCommands:
     after_connect: list[Argv] = field(default_factory=list)
 
 
-def sysctls(scenario: Scenario, scheduler_available: bool) -> list[tuple[str, str]]:
-    """Per-namespace sysctls. They live in the hosts' netns, never the root one."""
+BUFFER_SYSCTLS = ("net.ipv4.tcp_wmem", "net.ipv4.tcp_rmem")
+
+
+def sysctls(scenario: Scenario, scheduler_available: bool,
+            buffer_defaults: dict[str, str] | None = None) -> list[tuple[str, str]]:
+    """Per-namespace sysctls. They live in the hosts' netns, never the root one.
+
+    `buffer_defaults`: the namespace's own tcp_wmem/tcp_rmem, read before
+    anything was set, put back when a point has no `sockets` of its own.
+    """
+    defaults = buffer_defaults or {}
     out = [
         ("net.mptcp.enabled", "1"),
         ("net.ipv4.tcp_congestion_control", scenario.mptcp.congestion),
@@ -35,6 +44,11 @@ def sysctls(scenario: Scenario, scheduler_available: bool) -> list[tuple[str, st
     ]
     if scenario.mptcp.scheduler != "default" or scheduler_available:
         out.append(("net.mptcp.scheduler", scenario.mptcp.scheduler))
+    for key, triple in zip(BUFFER_SYSCTLS, (scenario.sockets.send, scenario.sockets.receive)):
+        if triple is not None:
+            out.append((key, " ".join(str(v) for v in triple)))
+        elif key in defaults:
+            out.append((key, defaults[key]))
     return out
 
 

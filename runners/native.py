@@ -125,6 +125,7 @@ class NativeRunner:
         self.signature: tuple | None = None
         self.shaping: dict[str, tuple] = {}
         self.sysctl_state: dict[str, list] = {}
+        self.buffer_defaults: dict[str, dict[str, str]] = {}
         self.endpoint_state: dict[str, tuple | None] = {}
         self.iperf = C.Iperf(native_mptcp=bool(probe.facts.get("iperf3_native_mptcp")))
         self._sigterm = None
@@ -163,6 +164,7 @@ class NativeRunner:
             self.signature = None
             self.shaping.clear()
             self.sysctl_state.clear()
+            self.buffer_defaults.clear()
             self.endpoint_state.clear()
         if self.controller is not None:
             self.controller.stop()
@@ -233,8 +235,13 @@ class NativeRunner:
             self.controller.check_alive(when)
 
     def _sysctls(self, sc: Scenario) -> None:
-        wanted = C.sysctls(sc, bool(self.probe.facts.get("mptcp_scheduler_sysctl")))
         for node in (*self.clients, self.server):
+            if node.name not in self.buffer_defaults:
+                # the namespace's own values (copied from the root one), restored for points without `sockets`
+                self.buffer_defaults[node.name] = {
+                    key: " ".join(run(node, ["sysctl", "-n", key]).out.split()) for key in C.BUFFER_SYSCTLS}
+            wanted = C.sysctls(sc, bool(self.probe.facts.get("mptcp_scheduler_sysctl")),
+                               self.buffer_defaults[node.name])
             if self.sysctl_state.get(node.name) != wanted:
                 for key, value in wanted:
                     run(node, C.sysctl_argv(key, value))

@@ -643,6 +643,31 @@ class Variant(Strict):
                                                       "micro-VM cannot reproduce)")
 
 
+def _buffer_triple(v: list[int]) -> list[int]:
+    if not v[0] <= v[1] <= v[2]:
+        raise ValueError(f"must be [min, initial, max] with min <= initial <= max (got {v})")
+    if v[2] > 1 << 30:
+        raise ValueError(f"max must be at most 1GiB (got {v[2]})")
+    return v
+
+
+BufferTriple = Annotated[list[Annotated[Size, AfterValidator(_positive)]],
+                         Field(min_length=3, max_length=3), AfterValidator(_buffer_triple)]
+
+
+class Sockets(Strict):
+    """TCP buffer sysctls in the hosts' namespaces (never the root one), for TCP and MPTCP alike.
+
+    Why: on kernels before 6.7 an MPTCP socket's send buffer follows its
+    largest subflow's, not their sum, so with several subflows and queueing
+    delay the sender runs out of buffer before the paths are full. A large
+    initial value (the middle one) lifts that limit for both TCP and MPTCP.
+    """
+
+    send: Optional[BufferTriple] = Field(default=None, description="net.ipv4.tcp_wmem: [min, initial, max]")
+    receive: Optional[BufferTriple] = Field(default=None, description="net.ipv4.tcp_rmem: [min, initial, max]")
+
+
 KERNEL_REQ = r"^(>=|<=|==|>|<)\s*\d+(\.\d+){0,2}$"
 
 
@@ -663,6 +688,7 @@ class Scenario(Strict):
     requires: Requires = Field(default_factory=Requires)
     mptcp: Mptcp = Field(default_factory=Mptcp)
     traffic: Traffic = Field(default_factory=Traffic)
+    sockets: Sockets = Field(default_factory=Sockets)
     runs: Runs = Field(default_factory=Runs)
     sweep: Grid = Field(
         default_factory=dict,

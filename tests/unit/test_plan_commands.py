@@ -1,4 +1,6 @@
 """Topology plan and command builders: pure, no root."""
+import pytest
+
 from scenarios.loader import parse_scenario
 from runners import commands as C
 from topologies.plan import netem_limit, plan
@@ -99,3 +101,25 @@ def test_sysctls_stay_in_namespaces_and_scheduler_only_when_asked():
     assert keys["net.mptcp.enabled"] == "1" and keys["net.ipv4.tcp_congestion_control"] == "cubic"
     assert "net.mptcp.scheduler" not in keys
     assert dict(C.sysctls(sc(), scheduler_available=True))["net.mptcp.scheduler"] == "default"
+
+
+def test_socket_buffers_become_namespace_sysctls_and_defaults_come_back():
+    s = sc("sockets: {send: [4KiB, 4MiB, 16MiB]}\n")
+    keys = dict(C.sysctls(s, False, {"net.ipv4.tcp_wmem": "4096 16384 4194304",
+                                     "net.ipv4.tcp_rmem": "4096 131072 6291456"}))
+    assert keys["net.ipv4.tcp_wmem"] == "4096 4194304 16777216"
+    assert keys["net.ipv4.tcp_rmem"] == "4096 131072 6291456"      # unset: the namespace's own value again
+    assert "net.ipv4.tcp_wmem" not in dict(C.sysctls(sc(), False))
+
+
+@pytest.mark.parametrize("value, msg", [
+    ("[4KiB, 4MiB]", "at least 3"),
+    ("[8MiB, 4MiB, 16MiB]", "min <= initial <= max"),
+    ("[4KiB, 4MiB, 2GiB]", "at most 1GiB"),
+    ("[4KiB, lots, 16MiB]", "sockets.send"),
+])
+def test_bad_socket_buffers_are_named(value, msg):
+    from scenarios.loader import ScenarioError
+    with pytest.raises(ScenarioError, match=msg) as e:
+        sc(f"sockets: {{send: {value}}}\n")
+    assert "sockets.send" in str(e.value)
