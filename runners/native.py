@@ -732,6 +732,12 @@ class NativeRunner:
             "throughput_min_client_mbps": min((c["throughput_mbps"] for c in (iperf.get("clients") or {}).values()),
                                               default=iperf["throughput_mbps"]),
         }
+        amount = self.scenario.traffic.bytes
+        if amount and self.scenario.traffic.tool == "iperf3":
+            # iperf3 -n ends the test once the sender has *written* the bytes: whatever still sits in
+            # its socket buffer never arrives (esnet/iperf#382). `seconds` and the throughput are the
+            # receiver's, over what did arrive; this says how much that was.
+            metrics["delivered_fraction"] = iperf["bytes_received"] / (amount * max(len(self.clients), 1))
         return {
             "id": run_id, "mode": mode, "repeat": rep, "primary": primary,
             "status": "ok" if not fallback else "mptcp-fallback",

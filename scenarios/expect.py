@@ -34,6 +34,9 @@ METRICS = {
     # derived when the point has TCP baselines on every path (runs.tcp_on: every-path):
     # MPTCP throughput / sum of the per-path TCP throughputs (E3's formula)
     "efficiency": "fraction",
+    # fixed-size transfers (traffic.bytes): bytes the receiver got / bytes asked for; iperf3 -n
+    # stops once the sender has written them, so what its socket buffer held never arrives
+    "delivered_fraction": "fraction",
 }
 # Metrics for which a lower value is better (for baseline regressions).
 LOWER_IS_BETTER = {"seconds", "iperf_retransmits", "retrans_segs", "ofo_tcp", "ofo_mptcp", "ofo_mptcp_tail",
