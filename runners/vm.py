@@ -166,25 +166,31 @@ def plan_vm(guest_argv: list[str], rwdirs: list[Path], kernel: Path | None = Non
                   rwdirs=tuple(str(d) for d in rwdirs), guest_argv=tuple(guest_argv))
 
 
-def run_in_vm(plan: VmPlan, log=print, timeout: float | None = None, out=None) -> int:
+def run_in_vm(plan: VmPlan, log=print, timeout: float | None = None) -> int:
     """Boot, run, return the guest command's exit code. Ctrl-C, SIGTERM and `timeout` stop qemu too.
 
-    The guest's output reaches `out` (default: this process's stdout) through
-    a pipe: given a file, qemu would open it again with O_TRUNC at offset 0
-    and overwrite what the host had written there.
+    The guest's output reaches this process's stdout through a pipe: given a
+    file, qemu would open it again with O_TRUNC at offset 0 and overwrite what
+    the host had written there.
     """
     vng = vng_binary()
-    out = out or sys.stdout
     env = dict(os.environ)
     env["PATH"] = f"{Path(vng).parent}:{env.get('PATH', '/usr/bin:/bin')}"
     env["TESTBED_IN_VM"] = "1"
     log(f"booting micro-VM: kernel {kernel_release(plan.kernel)}, "
         f"{'KVM' if plan.kvm else 'TCG (' + plan.accel_reason + ')'}, {plan.cpus} CPUs, {plan.memory}")
     script_dir = Path(tempfile.mkdtemp(prefix="testbed-vm-cmd-"))
-    (script_dir / GUEST_SCRIPT).write_text(plan.guest_script())
-    proc = subprocess.Popen(plan.vng_argv(vng, script_dir), env=env, stdin=subprocess.DEVNULL,
+    try:
+        (script_dir / GUEST_SCRIPT).write_text(plan.guest_script())
+        return _boot(plan.vng_argv(vng, script_dir), env, log, timeout)
+    finally:
+        shutil.rmtree(script_dir, ignore_errors=True)
+
+
+def _boot(argv: list[str], env: dict, log, timeout: float | None) -> int:
+    proc = subprocess.Popen(argv, env=env, stdin=subprocess.DEVNULL,
                             stdout=subprocess.PIPE, stderr=subprocess.STDOUT, start_new_session=True)
-    pump = threading.Thread(target=_copy, args=(proc.stdout, out), daemon=True)
+    pump = threading.Thread(target=_copy, args=(proc.stdout, sys.stdout), daemon=True)
     pump.start()
 
     def stop(signum, frame):
@@ -210,7 +216,6 @@ def run_in_vm(plan: VmPlan, log=print, timeout: float | None = None, out=None) -
                     pass
                 proc.wait()
         pump.join(timeout=5)
-        shutil.rmtree(script_dir, ignore_errors=True)
 
 
 def _copy(src, dst) -> None:
