@@ -146,8 +146,35 @@ class Iperf:
         return [self.mptcpize, "run"] + argv
 
 
-def iperf_server_argv(iperf: Iperf, port: int, mptcp: bool) -> Argv:
-    return iperf.wrap([iperf.binary, "-s", "-1", "-J", "-p", str(port)], mptcp)
+# Fixed-size transfers: the receiver reports this often, so that the time its count reached
+# `traffic.bytes` (the completion time) is known to a tenth of a second.
+COMPLETION_INTERVAL = 0.1
+# ... and the sender writes this much more than `bytes` (at least), because iperf3 ends the test
+# once its last byte is *written*: what still sits in the send buffer then never arrives
+# (esnet/iperf#382). The extra must cover that backlog, i.e. the sender's send buffer.
+MIN_EXTRA_BYTES = 1 << 20
+
+
+def fixed_size_extra(scenario: Scenario) -> int:
+    """Bytes sent beyond `traffic.bytes` so that the receiver's count reaches `bytes`.
+
+    The backlog left at the last write is at most the send buffer: its initial
+    size (`sockets.send`), which cwnd-limited senders rarely grow, with a margin.
+    """
+    send = scenario.sockets.send if scenario.sockets is not None else None
+    initial = int(send[1]) if send else 0
+    return max(MIN_EXTRA_BYTES, initial * 3 // 2)
+
+
+def server_receives(scenario: Scenario) -> bool:
+    return scenario.traffic.direction == "upload"
+
+
+def iperf_server_argv(iperf: Iperf, port: int, mptcp: bool, scenario: Scenario | None = None) -> Argv:
+    argv = [iperf.binary, "-s", "-1", "-J", "-p", str(port)]
+    if scenario is not None and scenario.traffic.bytes is not None and server_receives(scenario):
+        argv += ["-i", f"{COMPLETION_INTERVAL:g}"]   # the server receives: its intervals time the completion
+    return iperf.wrap(argv, mptcp)
 
 
 def v4_mapped(ip: str) -> str:
@@ -162,10 +189,13 @@ def needs_v6_socket(plan: TopologyPlan, primary: str, mptcp: bool) -> bool:
 def iperf_client_argv(iperf: Iperf, scenario: Scenario, server_ip: str, client_ip: str,
                       port: int, mptcp: bool) -> Argv:
     t = scenario.traffic
+    interval = t.interval
+    if t.bytes is not None and not server_receives(scenario):
+        interval = min(interval, COMPLETION_INTERVAL)   # the client receives: its intervals time the completion
     argv = [iperf.binary, "-c", server_ip, "-B", client_ip, "-p", str(port), "-J",
-            "-i", f"{t.interval:g}", "--connect-timeout", "10000"]
+            "-i", f"{interval:g}", "--connect-timeout", "10000"]
     if t.bytes is not None:
-        argv += ["-n", str(t.bytes)]
+        argv += ["-n", str(t.bytes + fixed_size_extra(scenario))]
     else:
         argv += ["-t", f"{t.duration:g}"]
     if t.omit:

@@ -407,7 +407,7 @@ class NativeRunner:
         if t.duration is not None:
             return t.duration + t.omit + 60
         slowest = self.scenario.topology.min_rate
-        return 3 * t.bytes * 8 / (slowest * 1e6) + 60
+        return 3 * (t.bytes + C.fixed_size_extra(self.scenario)) * 8 / (slowest * 1e6) + 60
 
     def _one_run(self, job: Job) -> dict:
         sc = self.scenario
@@ -477,7 +477,8 @@ class NativeRunner:
         outs: dict[str, tuple[bytes, bytes, bytes, bytes]] = {}
         try:
             for i, node in enumerate(self.clients):
-                servers[node.name] = self.procs.start(self.server, C.iperf_server_argv(self.iperf, IPERF_PORT + i, mptcp))
+                servers[node.name] = self.procs.start(
+                    self.server, C.iperf_server_argv(self.iperf, IPERF_PORT + i, mptcp, sc))
             for i in range(len(self.clients)):
                 self._wait_listening(IPERF_PORT + i)
             sampler = PathSampler(lambda: self._path_rx(receiver, upload), sc.traffic.interval)
@@ -520,11 +521,29 @@ class NativeRunner:
                                     f"{s_err.decode(errors='replace')}")
             try:
                 reports[name] = P.parse_iperf3(c_text)
+                if sc.traffic.bytes is not None:
+                    self._completion(run_id, name, reports[name], s_text if C.server_receives(sc) else c_text)
             except P.ParseError as e:
                 raise RunFailure(f"run {run_id}: {name}: {e} "
                                  f"(stderr: {c_err.decode(errors='replace').strip()[:300]})") from None
         report = P.aggregate_clients(reports) if multi else reports[self.client.name]
         return report, samples, ss_samples
+
+    def _completion(self, run_id: str, name: str, report: dict, receiver_text: str) -> None:
+        """A fixed-size transfer's time and throughput: until the receiver had all `traffic.bytes`.
+
+        The sender wrote more (C.fixed_size_extra), so the receiver's count passes
+        `bytes` before iperf3 ends. If it still did not, the report keeps iperf3's
+        own end and delivered_fraction shows what arrived.
+        """
+        amount = self.scenario.traffic.bytes
+        seconds, got = P.completion_time(receiver_text, amount)
+        if seconds:
+            report.update(seconds=seconds, throughput_mbps=amount * 8 / seconds / 1e6, bytes_received=amount)
+        else:
+            report["bytes_received"] = min(report["bytes_received"], amount)
+            self.log(f"run {run_id}: {name}: the receiver got {got} of {amount} bytes before iperf3 ended "
+                     "(a send buffer larger than the extra bytes sent): timed to iperf3's own end")
 
     def _set_endpoints(self, node, argvs: list, dirty: bool = False) -> None:
         """Apply a host's MPTCP endpoints and limits, unless the same set is already in place.
@@ -734,9 +753,8 @@ class NativeRunner:
         }
         amount = self.scenario.traffic.bytes
         if amount and self.scenario.traffic.tool == "iperf3":
-            # iperf3 -n ends the test once the sender has *written* the bytes: whatever still sits in
-            # its socket buffer never arrives (esnet/iperf#382). `seconds` and the throughput are the
-            # receiver's, over what did arrive; this says how much that was.
+            # 1.0 when the receiver got every byte and the run was timed to that moment (_completion);
+            # less when iperf3 ended first (esnet/iperf#382) and the run is timed to iperf3's end
             metrics["delivered_fraction"] = iperf["bytes_received"] / (amount * max(len(self.clients), 1))
         return {
             "id": run_id, "mode": mode, "repeat": rep, "primary": primary,

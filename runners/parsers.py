@@ -60,6 +60,30 @@ def parse_iperf3(text: str) -> dict[str, Any]:
     return out
 
 
+def completion_time(receiver_text: str, amount: int) -> tuple[float | None, int]:
+    """When the receiver's count reached `amount` bytes: (seconds from the test start, bytes it got).
+
+    From the receiver's own iperf3 intervals, interpolated inside the interval
+    that crossed `amount` (they are COMPLETION_INTERVAL long). None when it never
+    got that far. Why: iperf3 -n ends once the sender has *written* the bytes,
+    so its own end is not when they arrived (esnet/iperf#382).
+    """
+    try:
+        doc = json.loads(receiver_text)
+    except json.JSONDecodeError as e:
+        raise ParseError(f"the receiver's iperf3 did not print JSON: {e}; output starts "
+                         f"{receiver_text[:200]!r}") from None
+    got = 0
+    for iv in (doc.get("intervals") or []) if isinstance(doc, dict) else []:
+        s = iv.get("sum") or {}
+        n = int(s.get("bytes", 0))
+        if n > 0 and got + n >= amount:
+            start, end = float(s["start"]), float(s["end"])
+            return start + (end - start) * (amount - got) / n, got + n
+        got += n
+    return None, got
+
+
 # ---------------------------------------------------------------- nstat
 
 def parse_nstat(text: str) -> dict[str, int]:

@@ -27,6 +27,18 @@ def test_iperf3_tcp_client_report():
     assert r["retransmits"] == 0 and r["sender_mean_rtt_ms"] > 30
 
 
+def test_fixed_size_completion_from_the_receivers_intervals():
+    # E3 case 7, MPTCP, 6 MB asked, 7.05 MB written (6 MB + 1 MiB extra): the server received, every 0.1 s
+    text = fx("iperf3-mptcp-server-6MB.json")
+    seconds, got = P.completion_time(text, 6_000_000)
+    assert 8.70 < seconds < 8.80 and got >= 6_000_000      # inside the interval that crossed 6 MB
+    early, _ = P.completion_time(text, 3_000_000)
+    assert 0 < early < seconds
+    assert P.completion_time(text, 7_000_000) == (None, 6_860_016)   # iperf3 ended first: all it got
+    with pytest.raises(P.ParseError, match="receiver's iperf3 did not print JSON"):
+        P.completion_time("iperf3: error", 1)
+
+
 @pytest.mark.parametrize("text,match", [
     ("not json", "did not print JSON"),
     ('{"error": "unable to connect to server: Connection refused"}', "Connection refused"),

@@ -90,10 +90,21 @@ def test_iperf_commands_mptcpize_and_native():
     assert "-R" in argv and argv[argv.index("-t") + 1] == "7" and argv[argv.index("-i") + 1] == "0.5"
 
 
-def test_iperf_fixed_size_transfer():
+def test_iperf_fixed_size_transfer_sends_extra_and_the_receiver_reports_finely():
     s = sc("traffic: {bytes: 10MB}\n")
     argv = C.iperf_client_argv(C.Iperf(), s, "10.0.1.2", "10.0.1.1", 5201, False)
-    assert argv[argv.index("-n") + 1] == "10000000" and "-t" not in argv
+    # iperf3 ends at the last write: the extra covers what is still in the send buffer then
+    assert argv[argv.index("-n") + 1] == str(10_000_000 + (1 << 20)) and "-t" not in argv
+    assert argv[argv.index("-i") + 1] == "1"                        # the client only sends (upload)
+    assert C.iperf_server_argv(C.Iperf(), 5201, False, s)[-2:] == ["-i", "0.1"]
+    big = sc("traffic: {bytes: 10MB}\nsockets: {send: [4KiB, 4MiB, 8MiB]}\n")
+    assert C.fixed_size_extra(big) == 6 << 20                       # 1.5x a 4 MiB initial send buffer
+    down = sc("traffic: {bytes: 10MB, direction: download}\n")
+    argv = C.iperf_client_argv(C.Iperf(), down, "10.0.1.2", "10.0.1.1", 5201, False)
+    assert argv[argv.index("-i") + 1] == "0.1"                      # the client receives
+    assert "-i" not in C.iperf_server_argv(C.Iperf(), 5201, False, down)
+    timed = sc("traffic: {duration: 5}\n")
+    assert "-i" not in C.iperf_server_argv(C.Iperf(), 5201, False, timed)
 
 
 def test_sysctls_stay_in_namespaces_and_scheduler_only_when_asked():
