@@ -43,7 +43,7 @@ def e3_case7(fam: str) -> str:
     text = text[:text.index("\nvariants:\n")] + "\n"
     for i, rate in enumerate([2, 2, 1, 1]):
         text = text.replace(f"{{name: w{i + 1}, between: [r1, r2], bw: 2,", f"{{name: w{i + 1}, between: [r1, r2], bw: {rate},")
-    return text.replace("bytes: 10MiB", "bytes: 3MB")   # smaller than the paper's 10 MiB, to keep CI short
+    return text.replace("bytes: 10MiB", "bytes: 6MB")   # smaller than the paper's 10 MiB, to keep CI short
 
 
 def test_e3_case7_ipv4_efficiency(tmp_path):
@@ -55,12 +55,12 @@ def test_e3_case7_ipv4_efficiency(tmp_path):
     assert len(runs) == 5
     stats = {(s["case"], s["metric"]): s for s in json.loads((d / "stats.json").read_text())}
     eff = stats[("mptcp@A", "efficiency")]["mean"]
-    # The issue asks >= 0.90 (the paper's MPT tunnel: > 0.96). Upstream MPTCP on 6.1 under TCG measured
-    # 0.75-0.83 here (fast paths under-used; see README, E3). This checks the measurement, not the paper.
-    assert 0.6 <= eff <= 1.05, eff
+    # The issue asks >= 0.90 (the paper's MPT tunnel: > 0.96); the scenario's 1 MiB send buffer is what
+    # gets MPTCP there on 6.1 (README, E3); above 1.05 would be a measurement error
+    assert 0.90 <= eff <= 1.05, eff
     mp = next(x for x in runs if x["mode"] == "mptcp")
     assert mp["metrics"]["subflows"] == 4
-    # iperf3 -n stops once the 3 MB are written; with the default buffers most of them arrive
+    # iperf3 -n stops once the 6 MB are written: what still sits in the 1 MiB send buffer never arrives
     assert all(0.7 < x["metrics"]["delivered_fraction"] <= 1.0 for x in runs), [
         x["metrics"]["delivered_fraction"] for x in runs]
     assert all(p["bytes_received"] > 200_000 for p in mp["paths"].values()), mp["paths"]
