@@ -731,8 +731,13 @@ class NativeRunner:
                              "throughput_mbps": rx * 8 / iperf["seconds"] / 1e6 if iperf["seconds"] else None,
                              "rtt_avg_ms": pings[p.name].get("rtt_avg_ms"),
                              "ping_loss_pct": pings[p.name].get("loss_pct")}
+        fixed_size = self.scenario.traffic.bytes is not None and self.scenario.traffic.tool == "iperf3"
         for p in paths.values():
             p["share"] = p["bytes_received"] / total_rx if total_rx else None
+            if fixed_size and p["share"] is not None:
+                # the counters also saw the extra bytes sent after `bytes` (C.fixed_size_extra), which
+                # `seconds` does not cover: each path's part of the transfer's throughput instead
+                p["throughput_mbps"] = p["share"] * iperf["throughput_mbps"]
         fallback = mode == "mptcp" and srv["MPTcpExtMPCapableSYNRX"] == 0
         metrics = {
             "throughput_mbps": iperf["throughput_mbps"],
