@@ -161,7 +161,7 @@ def fixed_size_extra(scenario: Scenario) -> int:
     The backlog left at the last write is at most the send buffer: its initial
     size (`sockets.send`), which cwnd-limited senders rarely grow, with a margin.
     """
-    send = scenario.sockets.send if scenario.sockets is not None else None
+    send = scenario.sockets.send
     initial = int(send[1]) if send else 0
     return max(MIN_EXTRA_BYTES, initial * 3 // 2)
 

@@ -522,7 +522,7 @@ class NativeRunner:
             try:
                 reports[name] = P.parse_iperf3(c_text)
                 if sc.traffic.bytes is not None:
-                    self._completion(run_id, name, reports[name], s_text if C.server_receives(sc) else c_text)
+                    self._completion(run_id, name, reports[name], s_text if upload else c_text)
             except P.ParseError as e:
                 raise RunFailure(f"run {run_id}: {name}: {e} "
                                  f"(stderr: {c_err.decode(errors='replace').strip()[:300]})") from None
@@ -538,7 +538,7 @@ class NativeRunner:
         """
         amount = self.scenario.traffic.bytes
         seconds, got = P.completion_time(receiver_text, amount)
-        if seconds:
+        if seconds is not None:
             report.update(seconds=seconds, throughput_mbps=amount * 8 / seconds / 1e6, bytes_received=amount)
         else:
             report["bytes_received"] = min(report["bytes_received"], amount)
@@ -756,8 +756,8 @@ class NativeRunner:
             "throughput_min_client_mbps": min((c["throughput_mbps"] for c in (iperf.get("clients") or {}).values()),
                                               default=iperf["throughput_mbps"]),
         }
-        amount = self.scenario.traffic.bytes
-        if amount and self.scenario.traffic.tool == "iperf3":
+        if fixed_size:
+            amount = self.scenario.traffic.bytes
             # 1.0 when the receiver got every byte and the run was timed to that moment (_completion);
             # less when iperf3 ended first (esnet/iperf#382) and the run is timed to iperf3's end
             metrics["delivered_fraction"] = iperf["bytes_received"] / (amount * max(len(self.clients), 1))

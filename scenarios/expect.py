@@ -34,8 +34,8 @@ METRICS = {
     # derived when the point has TCP baselines on every path (runs.tcp_on: every-path):
     # MPTCP throughput / sum of the per-path TCP throughputs (E3's formula)
     "efficiency": "fraction",
-    # fixed-size transfers (traffic.bytes): bytes the receiver got / bytes asked for; iperf3 -n
-    # stops once the sender has written them, so what its socket buffer held never arrives
+    # fixed-size transfers (traffic.bytes): bytes the receiver got / bytes asked for; 1.0 unless
+    # iperf3 ended before the receiver had them all (esnet/iperf#382; see runners.native._completion)
     "delivered_fraction": "fraction",
 }
 # Metrics for which a lower value is better (for baseline regressions).
