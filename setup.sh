@@ -31,7 +31,7 @@ case "${ID:-}:${VERSION_ID:-}" in
   *) echo "setup.sh: warning: tested on Debian 12 and Ubuntu 22.04/24.04, this is ${PRETTY_NAME:-unknown}" >&2 ;;
 esac
 
-pkgs=(mininet openvswitch-switch iperf3 mptcpize iproute2 iputils-ping ethtool nftables kmod procps psmisc
+pkgs=(mininet openvswitch-switch iperf3 mptcpize iproute2 iputils-ping ethtool nftables kmod procps psmisc busybox-static
       net-tools python3 python3-venv python3-pip git)
 # The test suite checks the Vagrantfile with `vagrant validate` (no box needed).
 pkgs+=(vagrant)
