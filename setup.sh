@@ -31,14 +31,17 @@ case "${ID:-}:${VERSION_ID:-}" in
   *) echo "setup.sh: warning: tested on Debian 12 and Ubuntu 22.04/24.04, this is ${PRETTY_NAME:-unknown}" >&2 ;;
 esac
 
-pkgs=(mininet openvswitch-switch iperf3 mptcpize iproute2 iputils-ping ethtool nftables kmod procps psmisc busybox-static
-      net-tools python3 python3-venv python3-pip git)
+# Keep in step with runners/tools.py, which names every program a backend runs and its package
+# (tests/unit/test_tools.py checks that each of those packages is installed here).
+pkgs=(mininet openvswitch-switch iperf3 mptcpize iproute2 iputils-ping ethtool nftables kmod procps psmisc
+      dash net-tools python3 python3-venv python3-pip git)
 # The test suite checks the Vagrantfile with `vagrant validate` (no box needed).
 pkgs+=(vagrant)
 # os-ken (the maintained Ryu fork) for the controller apps; Debian and Ubuntu ship it.
 pkgs+=(python3-os-ken)
 if [ "$with_vm" = 1 ]; then
-  pkgs+=(qemu-system-x86)
+  # busybox: virtme-ng builds the guest's initramfs with it
+  pkgs+=(qemu-system-x86 busybox-static)
   if [ "$ID" = debian ]; then
     pkgs+=(linux-image-amd64)
   else

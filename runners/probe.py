@@ -6,7 +6,6 @@ strings, and every missing piece is reported at once.
 """
 from __future__ import annotations
 
-import importlib
 import os
 import re
 import shutil
@@ -15,6 +14,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from scenarios.model import Scenario
+from .tools import missing_python_modules, missing_tools
 
 PROC = Path("/proc/sys")
 
@@ -107,24 +107,13 @@ def probe(scenario: Scenario) -> ProbeReport:
     rep.facts["kernel"] = os.uname().release
     if os.geteuid() != 0:
         rep.missing.append("root: run-scenario's native backend must run as root (sudo)")
-    for tool, pkg in (("ip", "iproute2"), ("tc", "iproute2"), ("nstat", "iproute2"), ("ss", "iproute2"),
-                      ("ping", "iputils-ping"), ("ethtool", "ethtool"), ("mnexec", "mininet")):
-        if not shutil.which(tool):
-            rep.missing.append(f"`{tool}` is not installed (package {pkg}; run setup.sh)")
-    try:
-        importlib.import_module("mininet.net")
-    except ImportError:
-        rep.missing.append("the Mininet Python package is not importable (package mininet; run setup.sh)")
-    if scenario.topology.kind == "routed" and not shutil.which("nft"):
-        rep.missing.append("`nft` is not installed (package nftables): routed topologies count bytes per path with it")
-    if scenario.topology.kind == "switched" and not shutil.which("nft"):
-        rep.missing.append("`nft` is not installed (package nftables): switched topologies count bytes per path "
-                           "with it")
+    kind = scenario.topology.kind
+    rep.missing += missing_tools("native", kind)
+    rep.missing += missing_python_modules("native")
     switches = getattr(scenario.topology, "switches", [])
     kinds = {w.type for w in switches}
     if kinds & {"ovs", "ovs-user"}:
-        if not shutil.which("ovs-vsctl") or not shutil.which("ovs-ofctl"):
-            rep.missing.append("Open vSwitch is not installed (package openvswitch-switch; run setup.sh)")
+        rep.missing += missing_tools("ovs")
     if "ovs" in kinds and not openvswitch_module():
         rep.missing.append("switch type ovs needs the kernel's openvswitch module, which this kernel lacks "
                            "(type ovs-user runs OVS's userspace datapath without it)")
@@ -134,11 +123,7 @@ def probe(scenario: Scenario) -> ProbeReport:
             rep.missing.append("switch type bridge needs the kernel's bridge module")
     ctl = getattr(scenario.topology, "controller", None)
     if ctl is not None and any(w.controller for w in switches):
-        try:
-            importlib.import_module("os_ken.base.app_manager")
-        except ImportError:
-            rep.missing.append("os-ken is not importable (package python3-os-ken, or pip install os-ken): "
-                               "the controller apps need it")
+        rep.missing += missing_python_modules("controller")
     req = scenario.requires.kernel
     if req:
         from .vm import satisfies
@@ -152,11 +137,8 @@ def probe(scenario: Scenario) -> ProbeReport:
             rep.missing.append(f"sch_netem does not work here ({why}): delay, loss and rate need it")
     ip = iperf3_facts()
     rep.facts.update(ip)
-    if not ip["iperf3"]:
-        rep.missing.append("`iperf3` is not installed (package iperf3)")
-    elif "mptcp" in scenario.runs.compare and not ip["iperf3_native_mptcp"] and not shutil.which("mptcpize"):
-        rep.missing.append(f"iperf3 {ip['iperf3_version']} has no --mptcp and `mptcpize` is not installed "
-                           "(package mptcpize)")
+    if ip["iperf3"] and "mptcp" in scenario.runs.compare and not ip["iperf3_native_mptcp"]:
+        rep.missing += [f"iperf3 {ip['iperf3_version']} has no --mptcp, so: {m}" for m in missing_tools("mptcp")]
     cc = scenario.mptcp.congestion
     if cc not in available_congestion() and os.geteuid() == 0:
         _run(["modprobe", "-q", f"tcp_{cc}"])

@@ -18,6 +18,8 @@ import threading
 from dataclasses import dataclass
 from pathlib import Path
 
+from .tools import missing_tools
+
 REPO = Path(__file__).resolve().parent.parent
 
 
@@ -113,14 +115,24 @@ def kvm_usable() -> tuple[bool, str]:
     return True, "KVM"
 
 
-def vng_binary() -> str:
+def vng_path() -> str | None:
     here = Path(sys.executable).parent / "vng"
-    found = str(here) if here.exists() else shutil.which("vng")
-    if not found:
-        raise VmError("virtme-ng (`vng`) is not installed; run setup.sh")
-    if not shutil.which("qemu-system-x86_64"):
-        raise VmError("qemu-system-x86_64 is not installed (package qemu-system-x86); run setup.sh")
-    return found
+    return str(here) if here.exists() else shutil.which("vng")
+
+
+def vm_missing() -> list[str]:
+    """Everything the VM backend needs on the host that is not there, each with its package."""
+    problems = missing_tools("vm")
+    if not vng_path():
+        problems.append("virtme-ng (`vng`) is not installed in the venv (pip package virtme-ng; run ./setup.sh)")
+    return problems
+
+
+def vng_binary() -> str:
+    problems = vm_missing()
+    if problems:
+        raise VmError("the VM backend cannot start:\n" + "\n".join(f"  - {p}" for p in problems))
+    return vng_path()
 
 
 @dataclass(frozen=True)
@@ -155,6 +167,7 @@ class VmPlan:
 
 def plan_vm(guest_argv: list[str], rwdirs: list[Path], kernel: Path | None = None,
             memory: str = "2G", cpus: int | None = None, requirement: str | None = None) -> VmPlan:
+    vng_binary()   # every missing program named at once, before a kernel is chosen
     k = Path(kernel) if kernel else default_kernel(requirement)
     if not k.is_file():
         raise VmError(f"--kernel {k}: no such kernel image")
