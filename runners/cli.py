@@ -90,9 +90,12 @@ def build_parser() -> argparse.ArgumentParser:
                    help="allow traffic.tool: command, which runs the scenario's own commands as root")
     p.add_argument("--variant", action="append", metavar="NAME",
                    help="run only this variant (repeatable); default: every variant not marked optional")
+    p.add_argument("--svg", action="store_true", help="write every figure as SVG too (default: PNG only)")
     p.add_argument("--check", action="store_true", help="only validate the scenario file(s) and exit")
     p.add_argument("--schema", action="store_true", help="print the scenario JSON Schema and exit")
     p.add_argument("--run-dir", help=argparse.SUPPRESS)  # internal: exact result folder (VM guest side)
+    # internal (VM guest side): the host renders the summary and report after the guest exits, at native speed
+    p.add_argument("--no-report", action="store_true", help=argparse.SUPPRESS)
     return p
 
 
@@ -268,7 +271,7 @@ def _run_native(args, exp, run_dir: Path, report) -> int:
     shard = _parse_shard(args.shard) if args.shard else store.metadata.get("shard") and tuple(store.metadata["shard"])
     points = shard_points(exp.points, shard)
     repeat = args.repeat or scenario.runs.repeat
-    started = time.time()
+    started, started_mono = time.time(), time.monotonic()
     store.set_metadata(scenario=scenario.name, backend=os.environ.get("TESTBED_BACKEND", "native"),
                        started_utc=store.metadata.get("started_utc")
                        or time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime(started)),
@@ -282,9 +285,11 @@ def _run_native(args, exp, run_dir: Path, report) -> int:
         print(f"resuming: {len(done)} finished run(s) kept, {len(jobs)} to go", flush=True)
     progress = make_progress(len(done) + len(jobs), len(done))
     code, status = EXIT_OK, "ok"
+    runner_ref = None
     try:
-        with NativeRunner(store, report, log=progress.log, on_run=progress.advance,
-                          base_dir=Path(exp.file).resolve().parent) as runner:
+        runner_ref = NativeRunner(store, report, log=progress.log, on_run=progress.advance,
+                                  base_dir=Path(exp.file).resolve().parent)
+        with runner_ref as runner:
             runner.run_jobs(jobs)
             if args.until_conclusive:
                 from .report import make_report
@@ -308,26 +313,41 @@ def _run_native(args, exp, run_dir: Path, report) -> int:
         _err(str(e))
     finally:
         progress.close()
+        phases = dict(getattr(runner_ref, "phases", {}) or {})
     if code in (130, 143):
         _err(f"{status}; {len(store.runs)} finished run(s) kept in {run_dir} "
              f"(continue with: run-scenario --resume {run_dir})")
     elif code == EXIT_FAIL:
         _err(f"{len(store.runs)} finished run(s) kept in {run_dir}")
+    # interpreter start and imports, then loading, validating and probing: before the first build
+    phases["python_start"] = round(args.process_age, 3)
+    phases["load_and_probe"] = round(started_mono - args.started_at, 3)
     store.set_metadata(status=status, finished_utc=time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()),
-                       wall_seconds=round(time.time() - started, 2))
-    if store.runs:
-        print(summary(store.runs), flush=True)
-        verdict_code = _report(run_dir, Path(args.baseline) if args.baseline else None)
-        if code == EXIT_OK:
-            code = verdict_code
+                       wall_seconds=round(time.time() - started, 2), phases=phases,
+                       process_seconds=round(time.monotonic() - args.started_at + args.process_age, 3))
+    if store.runs and not args.no_report:
+        code = _summary_and_report(run_dir, args, code)
     return code
 
 
-def _report(run_dir: Path, baseline: Path | None) -> int:
+def _summary_and_report(run_dir: Path, args, code: int) -> int:
+    """Print the summary, write stats/plots/verdicts/JUnit, time it; a failed verdict turns exit 0 into 1."""
+    from .results import ResultStore, load_results
+
+    t0 = time.monotonic()
+    print(summary(load_results(run_dir)["runs"]), flush=True)
+    verdict_code = _report(run_dir, Path(args.baseline) if args.baseline else None, svg=args.svg)
+    store = ResultStore(run_dir)
+    store.metadata = json.loads((run_dir / "metadata.json").read_text())
+    store.set_metadata(phases={**store.metadata.get("phases", {}), "report": round(time.monotonic() - t0, 3)})
+    return verdict_code if code == EXIT_OK else code
+
+
+def _report(run_dir: Path, baseline: Path | None, svg: bool = False) -> int:
     """Stats, plots, verdicts and JUnit for a result set; 1 when a verdict failed."""
     from .report import make_report, verdict_table
 
-    rep = make_report(run_dir, baseline)
+    rep = make_report(run_dir, baseline, svg=svg)
     if rep.verdicts:
         print(verdict_table(rep.verdicts), flush=True)
         print(f"junit: {run_dir / 'junit.xml'}", flush=True)
@@ -356,7 +376,7 @@ def _run_vm(args, exp, run_dir: Path) -> int:
     from .vm import VmError, kernel_release, plan_vm, run_in_vm
 
     guest = [sys.executable, "-m", "runners.cli", str(run_dir / "scenario.yaml"),
-             "--backend", "native", "--run-dir", str(run_dir), *_guest_flags(args)]
+             "--backend", "native", "--run-dir", str(run_dir), "--no-report", *_guest_flags(args)]
     try:
         plan = plan_vm(guest, [run_dir], kernel=Path(args.kernel) if args.kernel else None,
                        memory=args.vm_memory, cpus=args.vm_cpus, requirement=exp.scenario.requires.kernel)
@@ -374,21 +394,29 @@ def _run_vm(args, exp, run_dir: Path) -> int:
     except KeyboardInterrupt:
         _err(f"interrupted; finished runs are kept in {run_dir} (continue with: run-scenario --resume {run_dir})")
         return 130
+    host_seconds = time.time() - t0
     # The guest wrote metadata.json; add what only the host knows.
     meta_path = run_dir / "metadata.json"
     if meta_path.exists():
         store = ResultStore(run_dir)
         store.metadata = json.loads(meta_path.read_text())
+        phases = dict(store.metadata.get("phases", {}))
+        guest = store.metadata.get("process_seconds")
+        if guest is not None:
+            # initramfs, qemu, the guest kernel and its init, and the power-off: all but the guest's process
+            phases["vm_boot_and_exit"] = round(host_seconds - guest, 3)
         store.set_metadata(backend="vm", vm={"kernel_image": str(plan.kernel), "kernel": kernel_release(plan.kernel),
                                              "accel": "kvm" if plan.kvm else "tcg", "accel_reason": plan.accel_reason,
                                              "cpus": plan.cpus, "memory": plan.memory,
-                                             "wall_seconds_with_boot": round(time.time() - t0, 2)},
-                           host_kernel=platform.release())
+                                             "wall_seconds_with_boot": round(host_seconds, 2)},
+                           host_kernel=platform.release(), phases=phases)
     elif code == 0:
         _err("the VM finished but wrote no results")
         return EXIT_FAIL
     if code not in (0, 130, 143) and not (run_dir / "results.json").exists():
         _err(f"the VM run failed (exit {code}) before any run finished")
+    if (run_dir / "results.json").exists() and code != 2:
+        code = _summary_and_report(run_dir, args, code)
     return code if code in (0, 1, 2, 130, 143) else EXIT_FAIL
 
 
@@ -398,6 +426,7 @@ def _cmd_report(argv: list[str]) -> int:
                                             "(nothing is re-run).")
     p.add_argument("dir", help="a result set folder (results/<scenario>/<stamp>)")
     p.add_argument("--baseline", metavar="DIR", help="flag significant regressions against this result set")
+    p.add_argument("--svg", action="store_true", help="write every figure as SVG too (default: PNG only)")
     a = p.parse_args(argv)
     d = Path(a.dir)
     if not (d / "results.json").exists():
@@ -405,7 +434,7 @@ def _cmd_report(argv: list[str]) -> int:
         return EXIT_INPUT
     from .results import load_results
     print(summary(load_results(d)["runs"]))
-    return _report(d, Path(a.baseline) if a.baseline else None)
+    return _report(d, Path(a.baseline) if a.baseline else None, svg=a.svg)
 
 
 def _cmd_merge(argv: list[str]) -> int:
@@ -426,7 +455,18 @@ def _cmd_merge(argv: list[str]) -> int:
     return _report(merged, None)
 
 
+def process_age() -> float:
+    """Seconds since this process started (interpreter start-up and imports included)."""
+    try:
+        start_ticks = int(Path("/proc/self/stat").read_text().rsplit(")", 1)[1].split()[19])
+        uptime = float(Path("/proc/uptime").read_text().split()[0])
+        return max(0.0, uptime - start_ticks / os.sysconf("SC_CLK_TCK"))
+    except (OSError, ValueError, IndexError):
+        return 0.0
+
+
 def main(argv: list[str] | None = None) -> int:
+    started_at, age = time.monotonic(), process_age()
     argv = list(sys.argv[1:] if argv is None else argv)
     if argv[:1] == ["report"]:
         return _cmd_report(argv[1:])
@@ -434,6 +474,7 @@ def main(argv: list[str] | None = None) -> int:
         return _cmd_merge(argv[1:])
     parser = build_parser()
     args = parser.parse_args(argv)
+    args.started_at, args.process_age = started_at, age
     from scenarios.loader import ScenarioError, load_experiment
     from scenarios.model import json_schema
 

@@ -224,8 +224,9 @@ def fill(argv: list[str], values: dict[str, str]) -> Argv:
     return [PLACEHOLDER.sub(lambda m: values[m.group(1)], w) for w in argv]
 
 
-def ping_argv(src: str, dst: str, count: int = 5) -> Argv:
-    return ["ping", "-n", "-q", "-c", str(count), "-i", "0.2", "-W", "3", "-I", src, dst]
+def ping_argv(src: str, dst: str, count: int = 6) -> Argv:
+    """Per-reply lines (no -q): the first echo is a warm-up that parse_ping_after_warmup leaves out."""
+    return ["ping", "-n", "-c", str(count), "-i", "0.2", "-W", "3", "-I", src, dst]
 
 
 NFT_TABLE = ["inet", "mptb"]

@@ -12,6 +12,7 @@ import signal
 import subprocess
 import threading
 import time
+from concurrent.futures import ThreadPoolExecutor
 from contextlib import contextmanager
 from pathlib import Path
 from typing import Callable
@@ -27,7 +28,7 @@ from controller.decisions import STEER_COOKIE
 from controller.launch import user_app_path
 from .controlplane import (ControlPlaneError, Controller, OvsDaemons, check_bridges, ofctl, ofctl_clear_argv,
                            ofctl_dump_argv)
-from .nsexec import ProcessRegistry, run
+from .nsexec import ProcessRegistry, run, run_batch
 from .probe import ProbeReport
 from .results import ResultStore
 
@@ -129,6 +130,8 @@ class NativeRunner:
         self.endpoint_state: dict[str, tuple | None] = {}
         self.iperf = C.Iperf(native_mptcp=bool(probe.facts.get("iperf3_native_mptcp")))
         self._sigterm = None
+        # seconds spent in each phase, for metadata.json (what a run costs beyond its traffic)
+        self.phases: dict = {"build": 0.0, "shaping": 0.0, "teardown": 0.0, "runs": []}
 
     # ------------------------------------------------------------ lifecycle
 
@@ -153,6 +156,11 @@ class NativeRunner:
                 self.on_run(job, result)
 
     def cleanup(self) -> None:
+        t0 = time.monotonic()
+        self._stop_everything()
+        self.phases["teardown"] = round(self.phases["teardown"] + time.monotonic() - t0, 3)
+
+    def _stop_everything(self) -> None:
         self.procs.stop_all()
         if self.net is not None:
             self.log("cleaning up: stopping Mininet")
@@ -183,8 +191,10 @@ class NativeRunner:
             self.cleanup()
             self._build()
             self.signature = sig
+        t0 = time.monotonic()
         self._sysctls(sc)
         self._shape()
+        self.phases["shaping"] = round(self.phases["shaping"] + time.monotonic() - t0, 3)
 
     def _build(self) -> None:
         t0 = time.monotonic()
@@ -203,22 +213,24 @@ class NativeRunner:
         self.client = self.net.get(plan.client)
         self.clients = [self.net.get(c) for c in plan.all_clients]
         self.server = self.net.get(plan.server)
+        per_node: dict[str, list] = {}   # one batched command per namespace
         for node, argvs in plan.setup.items():
-            for argv in argvs:
-                run(self.net.get(node), argv)
+            per_node.setdefault(node, []).extend(argvs)
         for iface in plan.interfaces:
             if iface.shaping is not None:
-                run(self.net.get(iface.node), C.offload_argv(iface.name))
+                per_node.setdefault(iface.node, []).append(C.offload_argv(iface.name))
         for node, ifname in plan.offload_off:
             # the userspace datapath does not complete checksums or segment: TCP breaks without this
-            run(self.net.get(node), C.offload_off_argv(ifname))
+            per_node.setdefault(node, []).append(C.offload_off_argv(ifname))
         if plan.byte_counters == "nft":
             for node in plan.hosts:
                 view = plan.for_client(node) if node in plan.all_clients else plan
-                for argv in C.nft_counter_argvs(view, node):
-                    run(self.net.get(node), argv)
+                per_node.setdefault(node, []).extend(C.nft_counter_argvs(view, node))
+        for node, argvs in per_node.items():
+            run_batch(self.net.get(node), argvs)
         if self.controller is not None:
             self.controller.wait_connected(controlled)
+        self.phases["build"] = round(self.phases["build"] + time.monotonic() - t0, 3)
         self.store.set_metadata(build_seconds=round(time.monotonic() - t0, 2), address_plan=plan.to_dict())
 
     def _controller_app(self) -> str:
@@ -238,74 +250,110 @@ class NativeRunner:
         for node in (*self.clients, self.server):
             if node.name not in self.buffer_defaults:
                 # the namespace's own values (copied from the root one), restored for points without `sockets`
+                reads = run_batch(node, [["sysctl", "-n", key] for key in C.BUFFER_SYSCTLS])
                 self.buffer_defaults[node.name] = {
-                    key: " ".join(run(node, ["sysctl", "-n", key]).out.split()) for key in C.BUFFER_SYSCTLS}
+                    key: " ".join(r.out.split()) for key, r in zip(C.BUFFER_SYSCTLS, reads)}
             wanted = C.sysctls(sc, bool(self.probe.facts.get("mptcp_scheduler_sysctl")),
                                self.buffer_defaults[node.name])
             if self.sysctl_state.get(node.name) != wanted:
-                for key, value in wanted:
-                    run(node, C.sysctl_argv(key, value))
+                run_batch(node, [C.sysctl_argv(key, value) for key, value in wanted])
                 self.sysctl_state[node.name] = wanted
 
     def _shape(self) -> None:
-        """netem on both directions of every path, read back and compared; a refusal stops the run."""
-        report = {}
+        """netem on both directions of every path, read back and compared; a refusal stops the run.
+
+        One batched command per namespace installs its qdiscs, a second reads them back.
+        """
+        todo: dict[str, list] = {}
         for iface in self.plan.interfaces:
-            if iface.shaping is None:
-                continue
-            node, ifname, shaping = self.net.get(iface.node), iface.name, iface.shaping
-            if self.shaping.get(ifname) == shaping:
-                continue
-            res = run(node, C.netem_argv(ifname, shaping), check=False)
-            if res.rc != 0:
-                raise RunFailure(f"link {iface.link}: tc refused the netem qdisc on {ifname}: "
-                                 f"{(res.err or res.out).strip()} - refusing to run unshaped")
-            shown = run(node, ["tc", "-j", "qdisc", "show", "dev", ifname]).out
-            got = P.parse_netem(shown)
-            want = {"limit": shaping.limit_pkts, "rate_mbit": shaping.rate_mbit,
-                    "delay_ms": shaping.delay_ms, "loss_pct": shaping.loss_pct}
-            bad = P.shaping_mismatches(want, got)
-            if bad:
-                raise RunFailure(f"link {iface.link}: shaping on {ifname} did not take: {'; '.join(bad)}")
-            self.shaping[ifname] = shaping
-            report[ifname] = got
-            self.store.save_raw("setup", f"tc-{ifname}.json", shown)
+            if iface.shaping is not None and self.shaping.get(iface.name) != iface.shaping:
+                todo.setdefault(iface.node, []).append(iface)
+        report = {}
+        for node_name, ifaces in todo.items():
+            node = self.net.get(node_name)
+            installed = run_batch(node, [C.netem_argv(i.name, i.shaping) for i in ifaces], check=False)
+            for iface, res in zip(ifaces, installed):
+                if res.rc != 0:
+                    raise RunFailure(f"link {iface.link}: tc refused the netem qdisc on {iface.name}: "
+                                     f"{(res.err or res.out).strip()} - refusing to run unshaped")
+            shown = run_batch(node, [["tc", "-j", "qdisc", "show", "dev", i.name] for i in ifaces])
+            for iface, res in zip(ifaces, shown):
+                report[iface.name] = self._verify_shaping(iface, res.out)
         if report and "shaping" not in self.store.metadata:
             self.store.set_metadata(shaping=report)
+
+    def _verify_shaping(self, iface, shown: str) -> dict:
+        shaping = iface.shaping
+        got = P.parse_netem(shown)
+        want = {"limit": shaping.limit_pkts, "rate_mbit": shaping.rate_mbit,
+                "delay_ms": shaping.delay_ms, "loss_pct": shaping.loss_pct}
+        bad = P.shaping_mismatches(want, got)
+        if bad:
+            raise RunFailure(f"link {iface.link}: shaping on {iface.name} did not take: {'; '.join(bad)}")
+        self.shaping[iface.name] = shaping
+        self.store.save_raw("setup", f"tc-{iface.name}.json", shown)
+        return got
 
     # ------------------------------------------------------------ one run
 
     def _snapshot(self, run_id: str, label: str) -> dict:
-        """Counters of both hosts; the raw tool output is kept beside the run."""
-        snap = {}
+        """Counters of both hosts, one batched command per namespace; the raw output is kept beside the run."""
+        snap: dict = {}
         multi = len(self.clients) > 1
         sides = [("client", n, f"client-{n.name}" if multi else "client") for n in self.clients]
-        for side, node, tag in sides + [("server", self.server, "server")]:
-            nstat = run(node, C.nstat_argv()).out
-            self.store.save_raw(run_id, f"nstat-{tag}-{label}.txt", nstat)
-            # several clients: their counters add up (all send, or all receive, at once)
-            _add_into(snap, f"{side}_nstat", P.parse_nstat(nstat))
-            if node is self.client or side == "server":
-                links = run(node, C.link_stats_argv()).out
-                self.store.save_raw(run_id, f"links-{side}-{label}.json", links)
-                snap[f"{side}_links"] = P.parse_link_stats(links)
-            if self.plan.byte_counters == "nft":
-                nft = run(node, C.nft_list_argv()).out
-                self.store.save_raw(run_id, f"nft-{tag}-{label}.json", nft)
-                _add_into(snap, f"{side}_paths", P.parse_nft_counters(nft))
-        if self.plan.switches:
-            # switch ports live in the root namespace; one read covers every switch
-            links = run(self.net.get(self.plan.switches[0].name), C.link_stats_argv()).out
-            self.store.save_raw(run_id, f"links-switches-{label}.json", links)
-            snap["switch_links"] = P.parse_link_stats(links)
-        qdiscs, raw = {}, {}
+        shaped: dict[str, list[str]] = {}
         for iface in self.plan.interfaces:
             if iface.shaping is not None:
-                out = run(self.net.get(iface.node), ["tc", "-s", "-j", "qdisc", "show", "dev", iface.name]).out
-                raw[iface.name] = out
-                qdiscs[(iface.node, iface.name)] = P.parse_qdisc_stats(out)
-        self.store.save_raw(run_id, f"qdiscs-{label}.json", json.dumps(raw, indent=1))
+                shaped.setdefault(iface.node, []).append(iface.name)
+        qdiscs, qdisc_raw = {}, {}
+        reads = []
+        for side, node, tag in sides + [("server", self.server, "server")]:
+            wanted = {"nstat": C.nstat_argv()}
+            if node is self.client or side == "server":
+                wanted["links"] = C.link_stats_argv()
+            if self.plan.byte_counters == "nft":
+                wanted["nft"] = C.nft_list_argv()
+            if label == "before":
+                wanted["endpoints"] = ["ip", "mptcp", "endpoint", "show"]
+            for ifname in shaped.pop(node.name, []):
+                wanted[f"qdisc:{ifname}"] = ["tc", "-s", "-j", "qdisc", "show", "dev", ifname]
+            reads.append((side, node, tag, wanted))
+        for node_name, ifnames in shaped.items():   # shaped interfaces of routers
+            reads.append(("router", self.net.get(node_name), node_name,
+                          {f"qdisc:{i}": ["tc", "-s", "-j", "qdisc", "show", "dev", i] for i in ifnames}))
+        if self.plan.switches:
+            # switch ports live in the root namespace; one read covers every switch
+            reads.append(("switch", self.net.get(self.plan.switches[0].name), "switches",
+                          {"links": C.link_stats_argv()}))
+        # every namespace is read at the same moment, each with one process
+        with ThreadPoolExecutor(max_workers=len(reads)) as pool:
+            outputs = list(pool.map(lambda r: run_batch(r[1], list(r[3].values())), reads))
+        for (side, node, tag, wanted), results in zip(reads, outputs):
+            out = dict(zip(wanted, (r.out for r in results)))
+            for key, text in out.items():
+                if key.startswith("qdisc:"):
+                    qdisc_raw[key[6:]] = text
+                    qdiscs[(node.name, key[6:])] = P.parse_qdisc_stats(text)
+            if side == "switch":
+                self.store.save_raw(run_id, f"links-switches-{label}.json", out["links"])
+                snap["switch_links"] = P.parse_link_stats(out["links"])
+            if side not in ("client", "server"):
+                continue
+            self.store.save_raw(run_id, f"nstat-{tag}-{label}.txt", out["nstat"])
+            # several clients: their counters add up (all send, or all receive, at once)
+            _add_into(snap, f"{side}_nstat", P.parse_nstat(out["nstat"]))
+            if "links" in out:
+                self.store.save_raw(run_id, f"links-{side}-{label}.json", out["links"])
+                snap[f"{side}_links"] = P.parse_link_stats(out["links"])
+            if "nft" in out:
+                self.store.save_raw(run_id, f"nft-{tag}-{label}.json", out["nft"])
+                _add_into(snap, f"{side}_paths", P.parse_nft_counters(out["nft"]))
+            if "endpoints" in out:
+                snap.setdefault("endpoints", []).append(f"# {node.name}\n{out['endpoints']}")
+        self.store.save_raw(run_id, f"qdiscs-{label}.json", json.dumps(qdisc_raw, indent=1))
         snap["qdiscs"] = qdiscs
+        if "endpoints" in snap:
+            self.store.save_raw(run_id, "mptcp-endpoints.txt", "\n".join(snap.pop("endpoints")))
         return snap
 
     def _path_rx(self, receiver, upload: bool) -> dict[str, int]:
@@ -380,17 +428,30 @@ class NativeRunner:
         return {"by": cfg.get("by"), "switches": per_switch, "decisions": decided}
 
     def _ping_paths(self, run_id: str) -> dict:
+        """RTT of every path, all paths at once (each ping is bound to its own path's addresses)."""
+        paths = self.plan.paths
+        # the first echo of each is unmeasured, so neighbour resolution does not inflate the RTT
+        results = self._ping_all([C.ping_argv(p.client_ip, p.server_ip) for p in paths])
         out = {}
-        for p in self.plan.paths:
-            # One unmeasured echo first, so neighbour resolution does not inflate the first RTT.
-            run(self.client, C.ping_argv(p.client_ip, p.server_ip, count=1), timeout=30, check=False)
-            res = run(self.client, C.ping_argv(p.client_ip, p.server_ip), timeout=30, check=False)
-            self.store.save_raw(run_id, f"ping-{p.name}.txt", res.out + res.err)
+        for p, (text, _) in zip(paths, results):
+            self.store.save_raw(run_id, f"ping-{p.name}.txt", text)
             try:
-                out[p.name] = P.parse_ping(res.out)
+                out[p.name] = P.parse_ping_after_warmup(text)
             except P.ParseError:
                 out[p.name] = {"loss_pct": 100.0, "rtt_avg_ms": None}
         return out
+
+    def _ping_all(self, argvs: list[list[str]], timeout: float = 30) -> list[tuple[str, int]]:
+        procs = [self.procs.start(self.client, argv) for argv in argvs]
+        outs = []
+        for p in procs:
+            try:
+                out, err = p.communicate(timeout=timeout)
+            except subprocess.TimeoutExpired:
+                p.kill()
+                out, err = p.communicate()
+            outs.append(((out + err).decode(errors="replace"), p.returncode))
+        return outs
 
     def _wait_listening(self, port: int, timeout: float = 20, udp: bool = False) -> None:
         deadline = time.monotonic() + timeout
@@ -415,7 +476,7 @@ class NativeRunner:
         mptcp = mode == "mptcp"
         self.log(f"run {run_id}: {mode} with primary path {primary}"
                  + (f" [{job.point.label}]" if job.multi_point else ""))
-        started = time.time()
+        started, t0 = time.time(), time.monotonic()
         # MPTCP endpoints: set for MPTCP runs (kept while unchanged); TCP baselines ignore them.
         self._check_controller(f"before run {run_id}")
         self.after_connect = {}
@@ -426,10 +487,8 @@ class NativeRunner:
                 self._set_endpoints(node, cmds.client, dirty=bool(cmds.after_connect))
                 if i == 0:
                     self._set_endpoints(self.server, cmds.server)
-        # TCP baselines leave the endpoints alone: a plain TCP socket never uses them
-        shown = [f"# {n.name}\n{run(n, ['ip', 'mptcp', 'endpoint', 'show']).out}"
-                 for n in (*self.clients, self.server)]
-        self.store.save_raw(run_id, "mptcp-endpoints.txt", "\n".join(shown))
+        # TCP baselines leave the endpoints alone: a plain TCP socket never uses them.
+        # The endpoints in place are saved with the "before" counters (mptcp-endpoints.txt).
         self._clear_steered_flows()
         pings = self._ping_paths(run_id)
         upload = sc.traffic.direction == "upload"
@@ -462,6 +521,10 @@ class NativeRunner:
         if mode == "mptcp" and sc.efficiency_paths:
             result["efficiency_paths"] = sc.efficiency_paths
         self.store.add_run(result)
+        wall = time.monotonic() - t0
+        traffic = result["metrics"].get("seconds") or 0.0
+        self.phases["runs"].append({"id": run_id, "wall": round(wall, 3), "traffic": round(traffic, 3),
+                                    "overhead": round(wall - traffic, 3)})
         time.sleep(sc.runs.pause / 1000.0)
         return result
 
@@ -557,8 +620,7 @@ class NativeRunner:
         key = tuple(tuple(a) for a in argvs)
         if self.endpoint_state.get(node.name) == key:
             return
-        for argv in argvs:
-            res = run(node, argv, check=False)
+        for argv, res in zip(argvs, run_batch(node, argvs, check=False)):
             if res.rc != 0:
                 hint = (" (a listener for that port could not be bound: the previous run's connections to it "
                         "are still in TIME_WAIT; keep the same signal_ports for every run of a set)"

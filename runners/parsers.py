@@ -113,6 +113,33 @@ _PING_LOSS = re.compile(r"(\d+) packets transmitted, (\d+) (?:packets )?received
 _PING_RTT = re.compile(r"(?:rtt|round-trip) min/avg/max/(?:mdev|stddev) = ([\d.]+)/([\d.]+)/([\d.]+)/([\d.]+) ms")
 
 
+_PING_REPLY = re.compile(r"icmp_seq=(\d+) .*?time=([\d.]+) ms")
+
+
+def parse_ping_after_warmup(text: str, warmup: int = 1) -> dict[str, Any]:
+    """`ping` with per-reply lines -> loss and RTT of the echoes after the first `warmup` ones.
+
+    The first echo pays for neighbour resolution; one ping with it left out
+    measures what a separate warm-up ping and a second ping did, one process sooner.
+    """
+    m = _PING_LOSS.search(text)
+    if not m:
+        raise ParseError(f"ping summary not found in {text[-300:]!r}")
+    sent = int(m.group(1)) - warmup
+    if sent <= 0:
+        raise ParseError(f"ping sent {m.group(1)} echoes, no more than the {warmup} warm-up ones")
+    rtts = [float(t) for seq, t in _PING_REPLY.findall(text) if int(seq) > warmup]
+    out: dict[str, Any] = {"sent": sent, "received": len(rtts),
+                           "loss_pct": round(100.0 * (sent - len(rtts)) / sent, 3),
+                           "rtt_min_ms": None, "rtt_avg_ms": None, "rtt_max_ms": None, "rtt_mdev_ms": None}
+    if rtts:
+        avg = sum(rtts) / len(rtts)
+        # mdev as ping computes it: sqrt(mean(x^2) - mean(x)^2)
+        mdev = max(0.0, sum(x * x for x in rtts) / len(rtts) - avg * avg) ** 0.5
+        out.update(rtt_min_ms=min(rtts), rtt_avg_ms=round(avg, 3), rtt_max_ms=max(rtts), rtt_mdev_ms=round(mdev, 3))
+    return out
+
+
 def parse_ping(text: str) -> dict[str, Any]:
     m = _PING_LOSS.search(text)
     if not m:

@@ -1,17 +1,33 @@
 """Figures like the papers': box plots per point, time series of a run, metric against a swept parameter.
 
-Each figure is written as PNG and SVG. matplotlib runs headless (Agg).
+Each figure is written as PNG, and also as SVG when asked. matplotlib runs headless (Agg).
 """
 from __future__ import annotations
 
+import atexit
 import os
 import re
+import shutil
+import sys
 import tempfile
 from pathlib import Path
 
-# In the micro-VM the home folder is read-only: give matplotlib a cache it can write.
-if not os.access(os.path.expanduser("~"), os.W_OK):
-    os.environ.setdefault("MPLCONFIGDIR", tempfile.mkdtemp(prefix="mpl-"))
+# setup.sh builds matplotlib's font cache here once (building it takes ~20 s in a TCG guest)
+FONT_CACHE_SEED = Path(sys.prefix) / "share" / "testbed-mplconfig"
+
+
+def _writable_config_dir() -> None:
+    """In the micro-VM the home folder is read-only: a temporary config dir, seeded with the font cache."""
+    if "MPLCONFIGDIR" in os.environ or os.access(os.path.expanduser("~"), os.W_OK):
+        return
+    tmp = tempfile.mkdtemp(prefix="mpl-")
+    atexit.register(shutil.rmtree, tmp, True)
+    for cached in FONT_CACHE_SEED.glob("fontlist-*.json"):
+        shutil.copy(cached, tmp)
+    os.environ["MPLCONFIGDIR"] = tmp
+
+
+_writable_config_dir()
 
 import matplotlib  # noqa: E402
 
@@ -25,10 +41,10 @@ LABELS = {"throughput_mbps": "throughput (Mbit/s)", "ofo_mptcp": "MPTCP out-of-o
           "retrans_segs": "retransmitted segments", "subflows": "subflows"}
 
 
-def _save(fig, out: Path, name: str) -> list[Path]:
+def _save(fig, out: Path, name: str, formats: tuple[str, ...]) -> list[Path]:
     out.mkdir(parents=True, exist_ok=True)
     paths = []
-    for ext in ("png", "svg"):
+    for ext in formats:
         p = out / f"{name}.{ext}"
         fig.savefig(p, dpi=110, bbox_inches="tight")
         paths.append(p)
@@ -54,7 +70,7 @@ def _safe(name: str) -> str:
     return re.sub(r"[^A-Za-z0-9_.-]+", "_", name)
 
 
-def boxplots(out: Path, doc: dict, metric: str) -> list[Path]:
+def boxplots(out: Path, doc: dict, metric: str, formats: tuple[str, ...] = ("png",)) -> list[Path]:
     from .report import case_of, group_runs
 
     groups = group_runs(doc)
@@ -82,10 +98,10 @@ def boxplots(out: Path, doc: dict, metric: str) -> list[Path]:
     ax.legend(fontsize=8)
     ax.grid(axis="y", alpha=0.3)
     ax.set_title(f"{metric} per point")
-    return _save(fig, out, f"box-{metric}")
+    return _save(fig, out, f"box-{metric}", formats)
 
 
-def timeseries(out: Path, run: dict) -> list[Path]:
+def timeseries(out: Path, run: dict, formats: tuple[str, ...] = ("png",)) -> list[Path]:
     fig, ax = plt.subplots(figsize=(7, 4))
     series = run.get("path_series_mbps") or []
     if series:
@@ -101,10 +117,11 @@ def timeseries(out: Path, run: dict) -> list[Path]:
     ax.set_title(f"{run['id']} {run.get('point_label', '')}")
     ax.legend(fontsize=8)
     ax.grid(alpha=0.3)
-    return _save(fig, out, f"timeseries-{_safe(run['id'])}")
+    return _save(fig, out, f"timeseries-{_safe(run['id'])}", formats)
 
 
-def against_parameter(out: Path, stats: list[dict], key: str, metric: str) -> list[Path]:
+def against_parameter(out: Path, stats: list[dict], key: str, metric: str,
+                      formats: tuple[str, ...] = ("png",)) -> list[Path]:
     """One line per case (and per combination of the other parameters), mean with 95 % CI bars."""
     lines: dict[str, list[tuple[float, dict]]] = {}
     for row in stats:
@@ -131,17 +148,18 @@ def against_parameter(out: Path, stats: list[dict], key: str, metric: str) -> li
     ax.legend(fontsize=7)
     ax.grid(alpha=0.3)
     ax.set_title(f"{metric} against {key} (mean, 95% CI)")
-    return _save(fig, out, f"{metric}-vs-{_safe(key)}")
+    return _save(fig, out, f"{metric}-vs-{_safe(key)}", formats)
 
 
-def write_plots(out: Path, doc: dict, stats: list[dict], exp) -> list[Path]:
+def write_plots(out: Path, doc: dict, stats: list[dict], exp, svg: bool = False) -> list[Path]:
+    formats = ("png", "svg") if svg else ("png",)
     written = []
     for metric in ("throughput_mbps", "ofo_mptcp"):
-        written += boxplots(out, doc, metric)
+        written += boxplots(out, doc, metric, formats)
     first = next((r for r in doc["runs"] if r["mode"] == "mptcp" and r["status"] == "ok"), doc["runs"][0])
-    written += timeseries(out, first)
+    written += timeseries(out, first, formats)
     keys = sorted({k for r in doc["runs"] for k in r.get("params", {}) if k != "variant"})
     for key in keys:
         for metric in ("throughput_mbps", "ofo_mptcp", "seconds"):
-            written += against_parameter(out, stats, key, metric)
+            written += against_parameter(out, stats, key, metric, formats)
     return written

@@ -111,7 +111,7 @@ def verdict_table(verdicts: list[Verdict]) -> str:
     return c.export_text()
 
 
-def make_report(run_dir: Path, baseline: Path | None = None, plots: bool = True) -> Report:
+def make_report(run_dir: Path, baseline: Path | None = None, plots: bool = True, svg: bool = False) -> Report:
     run_dir = Path(run_dir)
     doc = load_results(run_dir)
     exp = load_experiment(run_dir / "scenario.yaml")
@@ -128,5 +128,5 @@ def make_report(run_dir: Path, baseline: Path | None = None, plots: bool = True)
                                                          doc.get("metadata", {}).get("started_utc", "")))
     if plots and doc["runs"]:
         from .plots import write_plots
-        write_plots(run_dir / "plots", doc, stats, exp)
+        write_plots(run_dir / "plots", doc, stats, exp, svg=svg)
     return Report(run_dir, stats, verdicts)

@@ -246,8 +246,11 @@ def test_report_writes_stats_verdicts_junit_and_plots(tmp_path):
     plots = {p.name for p in (d / "plots").iterdir()}
     for stem in ("box-throughput_mbps", "box-ofo_mptcp", "throughput_mbps-vs-paths.A.delay",
                  "ofo_mptcp-vs-paths.A.delay"):
-        assert f"{stem}.png" in plots and f"{stem}.svg" in plots, plots
+        assert f"{stem}.png" in plots and f"{stem}.svg" not in plots, plots   # SVG only on request
     assert any(p.startswith("timeseries-") for p in plots)
+    make_report(d, svg=True)
+    plots = {p.name for p in (d / "plots").iterdir()}
+    assert "box-throughput_mbps.svg" in plots
     row = next(r for r in rep.stats if r["point"] == "p002" and r["case"] == "mptcp@A" and r["metric"] == "throughput_mbps")
     assert row["n"] == 2 and row["mean"] == pytest.approx(13.15)
 

@@ -111,3 +111,18 @@ def test_loss_from_qdisc_drops_along_a_path():
     # 5 % then 50/950 = 5.26 %: 1 - 0.95 * 0.947 = 10 %
     assert P.path_loss_pct(before, after, [("h1", "a"), ("r1", "b")]) == pytest.approx(10.0)
     assert P.path_loss_pct(before, {("h1", "a"): {"packets": 9, "drops": 1}}, [("h1", "a")]) is None
+
+
+def test_ping_leaves_out_the_warm_up_echo():
+    r = P.parse_ping_after_warmup(fx("ping-replies.txt"))
+    # echo 1 (95.2 ms, neighbour resolution) is not measured; echo 4 was lost
+    assert r["sent"] == 5 and r["received"] == 4 and r["loss_pct"] == 20.0
+    assert r["rtt_min_ms"] == 30.9 and r["rtt_max_ms"] == 31.05
+    assert r["rtt_avg_ms"] == pytest.approx(30.975)
+
+
+def test_ping_with_no_reply_after_the_warm_up_has_no_rtt():
+    text = ("64 bytes from 10.0.1.2: icmp_seq=1 ttl=64 time=5.0 ms\n"
+            "3 packets transmitted, 1 received, 66.6667% packet loss, time 400ms\n")
+    r = P.parse_ping_after_warmup(text)
+    assert r["loss_pct"] == 100.0 and r["rtt_avg_ms"] is None
