@@ -46,6 +46,7 @@ experiments:
 subcommands:
   run-scenario report DIR [--baseline DIR]   stats, plots, verdicts, JUnit from saved results
   run-scenario merge DIR... [--out DIR]      combine --shard result sets into one
+  run-scenario vm up|status|down             a warm VM: runs with the vm backend start without a boot
 
 exit codes:
   0 ok; 1 failure while running (finished runs are kept) or a failed verdict;
@@ -386,8 +387,9 @@ def _run_vm(args, exp, run_dir: Path) -> int:
     ResultStore(run_dir).write_scenario(exp.text)
     print(f"results: {run_dir}", flush=True)
     t0 = time.time()
+    warm = _usable_warm_vm(plan, run_dir)
     try:
-        code = run_in_vm(plan)
+        code = _submit_warm(warm, guest) if warm is not None else run_in_vm(plan)
     except VmError as e:
         _err(str(e))
         return EXIT_FAIL
@@ -401,13 +403,16 @@ def _run_vm(args, exp, run_dir: Path) -> int:
         store = ResultStore(run_dir)
         store.metadata = json.loads(meta_path.read_text())
         phases = dict(store.metadata.get("phases", {}))
-        guest = store.metadata.get("process_seconds")
-        if guest is not None:
+        guest_seconds = store.metadata.get("process_seconds")
+        if warm is not None:
+            phases["vm_boot_and_exit"] = 0.0
+            phases["warm_vm_job_overhead"] = round(host_seconds - (guest_seconds or 0.0), 3)
+        elif guest_seconds is not None:
             # initramfs, qemu, the guest kernel and its init, and the power-off: all but the guest's process
-            phases["vm_boot_and_exit"] = round(host_seconds - guest, 3)
+            phases["vm_boot_and_exit"] = round(host_seconds - guest_seconds, 3)
         store.set_metadata(backend="vm", vm={"kernel_image": str(plan.kernel), "kernel": kernel_release(plan.kernel),
                                              "accel": "kvm" if plan.kvm else "tcg", "accel_reason": plan.accel_reason,
-                                             "cpus": plan.cpus, "memory": plan.memory,
+                                             "cpus": plan.cpus, "memory": plan.memory, "warm": warm is not None,
                                              "wall_seconds_with_boot": round(host_seconds, 2)},
                            host_kernel=platform.release(), phases=phases)
     elif code == 0:
@@ -418,6 +423,82 @@ def _run_vm(args, exp, run_dir: Path) -> int:
     if (run_dir / "results.json").exists() and code != 2:
         code = _summary_and_report(run_dir, args, code)
     return code if code in (0, 1, 2, 130, 143) else EXIT_FAIL
+
+
+def _usable_warm_vm(plan, run_dir: Path):
+    """The warm VM, when one is up (or was, and is replaced) and can run this job; else None."""
+    from . import warmvm
+    from .vm import VmError, plan_vm
+
+    vm = warmvm.default()
+    st = vm.state()
+    if st is None:
+        return None
+    if st["kernel_image"] != str(plan.kernel):
+        print(f"warm VM: runs kernel {st['kernel']}, this run needs {plan.kernel.name}: booting a VM for it",
+              flush=True)
+        return None
+    if not vm.shares(run_dir):
+        print(f"warm VM: does not share {run_dir} (it shares {', '.join(st['rwdirs'])}; see `run-scenario vm up "
+              "--share`): booting a VM for this run", flush=True)
+        return None
+    problem = vm.problem()
+    if problem is not None:
+        print(f"warm VM: {problem}; replacing it", flush=True)
+        warmvm.stop(vm, log=lambda m: None)
+        try:
+            warmvm.up(vm, warmvm.plan_warm(plan_vm, Path(st["kernel_image"]), st["memory"], st["cpus"], vm,
+                                           [Path(d) for d in st["rwdirs"] if Path(d) != vm.spool]))
+        except VmError as e:
+            print(f"warm VM: could not replace it ({e}): booting a VM for this run", flush=True)
+            return None
+    return vm
+
+
+def _submit_warm(vm, guest_argv: list[str]) -> int:
+    from .warmvm import WarmVmGone, submit
+
+    print("warm VM: running the job without a boot", flush=True)
+    try:
+        return submit(vm, guest_argv[3:])   # drop `python -m runners.cli`: the guest calls its main()
+    except WarmVmGone as e:
+        _err(str(e))
+        return EXIT_FAIL
+
+
+def _cmd_vm(argv: list[str]) -> int:
+    p = argparse.ArgumentParser(prog="run-scenario vm", description="A warm VM: one guest kept running, so that "
+                                "runs with the vm backend start without a boot.")
+    p.add_argument("action", choices=["up", "status", "down"])
+    p.add_argument("--kernel", metavar="PATH", help="kernel image to boot (default: as for --backend vm)")
+    p.add_argument("--vm-memory", default="2G", metavar="SIZE", help="guest memory (default: 2G)")
+    p.add_argument("--vm-cpus", type=int, metavar="N", help="guest CPUs (default: host CPUs, at most 4)")
+    p.add_argument("--share", action="append", default=[], metavar="DIR",
+                   help="another results folder the guest may write (default: results/ of this checkout)")
+    a = p.parse_args(argv)
+    from . import warmvm
+    from .vm import VmError, plan_vm
+
+    vm = warmvm.default()
+    if a.action == "status":
+        ok, lines = warmvm.status_lines(vm)
+        print("\n".join(lines))
+        return EXIT_OK if ok else EXIT_FAIL
+    if a.action == "down":
+        if not warmvm.stop(vm):
+            print("warm VM: none was running")
+        return EXIT_OK
+    shares = [warmvm.RESULTS, *(Path(d).resolve() for d in a.share)]
+    for d in shares:
+        d.mkdir(parents=True, exist_ok=True)
+    vm.home.mkdir(parents=True, exist_ok=True)
+    try:
+        warmvm.up(vm, warmvm.plan_warm(plan_vm, Path(a.kernel) if a.kernel else None, a.vm_memory, a.vm_cpus,
+                                       vm, shares))
+    except VmError as e:
+        _err(str(e))
+        return EXIT_FAIL
+    return EXIT_OK
 
 
 def _cmd_report(argv: list[str]) -> int:
@@ -472,6 +553,8 @@ def main(argv: list[str] | None = None) -> int:
         return _cmd_report(argv[1:])
     if argv[:1] == ["merge"]:
         return _cmd_merge(argv[1:])
+    if argv[:1] == ["vm"]:
+        return _cmd_vm(argv[1:])
     parser = build_parser()
     args = parser.parse_args(argv)
     args.started_at, args.process_age = started_at, age

@@ -267,8 +267,9 @@ def nstat_argv() -> Argv:
     return ["nstat", "-a", "-z", "-s"]
 
 
-def link_stats_argv() -> Argv:
-    return ["ip", "-s", "-j", "link", "show"]
+def qdisc_stats_argv() -> Argv:
+    """Every qdisc of a namespace with its counters (packets sent, drops)."""
+    return ["tc", "-s", "-j", "qdisc", "show"]
 
 
 def ss_argv() -> Argv:

@@ -23,6 +23,7 @@ from topologies.plan import plan as make_plan
 from topologies.net import build_network
 from . import commands as C
 from . import parsers as P
+from . import procfs
 from .jobs import Job, topology_signature
 from controller.decisions import STEER_COOKIE
 from controller.launch import user_app_path
@@ -83,14 +84,19 @@ class PathSampler(threading.Thread):
         t0 = time.monotonic()
         while not self._halt.is_set():
             try:
-                self.samples.append({"t": round(time.monotonic() - t0, 3), **self.read()})
+                counts = self.read()
+                # stamped when the read returned (a /proc read: microseconds), not before it
+                self.samples.append({"t": round(time.monotonic() - t0, 3), **counts})
             except Exception as e:  # keep sampling; report at the end
                 self.error = str(e)
             self._halt.wait(self.interval)
 
-    def stop(self) -> list[dict]:
+    def stop(self, log: Callable[[str], None]) -> list[dict]:
         self._halt.set()
         self.join(timeout=15)
+        if self.error:
+            log(f"warning: the per-path sampler failed at least once ({len(self.samples)} samples kept): "
+                f"{self.error}")
         return self.samples
 
 
@@ -128,6 +134,7 @@ class NativeRunner:
         self.sysctl_state: dict[str, list] = {}
         self.buffer_defaults: dict[str, dict[str, str]] = {}
         self.endpoint_state: dict[str, tuple | None] = {}
+        self.traffic_ended: float | None = None
         self.iperf = C.Iperf(native_mptcp=bool(probe.facts.get("iperf3_native_mptcp")))
         self._sigterm = None
         # seconds spent in each phase, for metadata.json (what a run costs beyond its traffic)
@@ -247,17 +254,20 @@ class NativeRunner:
             self.controller.check_alive(when)
 
     def _sysctls(self, sc: Scenario) -> None:
-        for node in (*self.clients, self.server):
-            if node.name not in self.buffer_defaults:
-                # the namespace's own values (copied from the root one), restored for points without `sockets`
-                reads = run_batch(node, [["sysctl", "-n", key] for key in C.BUFFER_SYSCTLS])
-                self.buffer_defaults[node.name] = {
-                    key: " ".join(r.out.split()) for key, r in zip(C.BUFFER_SYSCTLS, reads)}
-            wanted = C.sysctls(sc, bool(self.probe.facts.get("mptcp_scheduler_sysctl")),
-                               self.buffer_defaults[node.name])
-            if self.sysctl_state.get(node.name) != wanted:
-                run_batch(node, [C.sysctl_argv(key, value) for key, value in wanted])
-                self.sysctl_state[node.name] = wanted
+        with ThreadPoolExecutor(max_workers=len(self.clients) + 1) as pool:
+            list(pool.map(lambda node: self._node_sysctls(node, sc), (*self.clients, self.server)))
+
+    def _node_sysctls(self, node, sc: Scenario) -> None:
+        if node.name not in self.buffer_defaults:
+            # the namespace's own values (copied from the root one), restored for points without `sockets`
+            reads = run_batch(node, [["sysctl", "-n", key] for key in C.BUFFER_SYSCTLS])
+            self.buffer_defaults[node.name] = {
+                key: " ".join(r.out.split()) for key, r in zip(C.BUFFER_SYSCTLS, reads)}
+        wanted = C.sysctls(sc, bool(self.probe.facts.get("mptcp_scheduler_sysctl")),
+                           self.buffer_defaults[node.name])
+        if self.sysctl_state.get(node.name) != wanted:
+            run_batch(node, [C.sysctl_argv(key, value) for key, value in wanted])
+            self.sysctl_state[node.name] = wanted
 
     def _shape(self) -> None:
         """netem on both directions of every path, read back and compared; a refusal stops the run.
@@ -269,18 +279,24 @@ class NativeRunner:
             if iface.shaping is not None and self.shaping.get(iface.name) != iface.shaping:
                 todo.setdefault(iface.node, []).append(iface)
         report = {}
-        for node_name, ifaces in todo.items():
-            node = self.net.get(node_name)
-            installed = run_batch(node, [C.netem_argv(i.name, i.shaping) for i in ifaces], check=False)
-            for iface, res in zip(ifaces, installed):
-                if res.rc != 0:
-                    raise RunFailure(f"link {iface.link}: tc refused the netem qdisc on {iface.name}: "
-                                     f"{(res.err or res.out).strip()} - refusing to run unshaped")
-            shown = run_batch(node, [["tc", "-j", "qdisc", "show", "dev", i.name] for i in ifaces])
-            for iface, res in zip(ifaces, shown):
-                report[iface.name] = self._verify_shaping(iface, res.out)
+        with ThreadPoolExecutor(max_workers=max(len(todo), 1)) as pool:   # every namespace at once
+            for part in pool.map(lambda item: self._shape_node(*item), todo.items()):
+                report.update(part)
         if report and "shaping" not in self.store.metadata:
             self.store.set_metadata(shaping=report)
+
+    def _shape_node(self, node_name: str, ifaces: list) -> dict:
+        report = {}
+        node = self.net.get(node_name)
+        installed = run_batch(node, [C.netem_argv(i.name, i.shaping) for i in ifaces], check=False)
+        for iface, res in zip(ifaces, installed):
+            if res.rc != 0:
+                raise RunFailure(f"link {iface.link}: tc refused the netem qdisc on {iface.name}: "
+                                 f"{(res.err or res.out).strip()} - refusing to run unshaped")
+        shown = run_batch(node, [["tc", "-j", "qdisc", "show", "dev", i.name] for i in ifaces])
+        for iface, res in zip(ifaces, shown):
+            report[iface.name] = self._verify_shaping(iface, res.out)
+        return report
 
     def _verify_shaping(self, iface, shown: str) -> dict:
         shaping = iface.shaping
@@ -297,64 +313,58 @@ class NativeRunner:
     # ------------------------------------------------------------ one run
 
     def _snapshot(self, run_id: str, label: str) -> dict:
-        """Counters of both hosts, one batched command per namespace; the raw output is kept beside the run."""
-        snap: dict = {}
+        """Counters of every namespace at once: /proc for TCP/MPTCP and interface counters, one batched
+        command per namespace for qdiscs (and nft, endpoints). The raw text is kept beside the run."""
+        snap: dict = {"qdiscs": {}}
         multi = len(self.clients) > 1
         sides = [("client", n, f"client-{n.name}" if multi else "client") for n in self.clients]
-        shaped: dict[str, list[str]] = {}
-        for iface in self.plan.interfaces:
-            if iface.shaping is not None:
-                shaped.setdefault(iface.node, []).append(iface.name)
-        qdiscs, qdisc_raw = {}, {}
+        sides.append(("server", self.server, "server"))
+        shaped = {i.node for i in self.plan.interfaces if i.shaping is not None}
         reads = []
-        for side, node, tag in sides + [("server", self.server, "server")]:
-            wanted = {"nstat": C.nstat_argv()}
-            if node is self.client or side == "server":
-                wanted["links"] = C.link_stats_argv()
+        for side, node, tag in sides:
+            wanted = {"qdiscs": C.qdisc_stats_argv()}
             if self.plan.byte_counters == "nft":
                 wanted["nft"] = C.nft_list_argv()
             if label == "before":
                 wanted["endpoints"] = ["ip", "mptcp", "endpoint", "show"]
-            for ifname in shaped.pop(node.name, []):
-                wanted[f"qdisc:{ifname}"] = ["tc", "-s", "-j", "qdisc", "show", "dev", ifname]
             reads.append((side, node, tag, wanted))
-        for node_name, ifnames in shaped.items():   # shaped interfaces of routers
-            reads.append(("router", self.net.get(node_name), node_name,
-                          {f"qdisc:{i}": ["tc", "-s", "-j", "qdisc", "show", "dev", i] for i in ifnames}))
-        if self.plan.switches:
-            # switch ports live in the root namespace; one read covers every switch
-            reads.append(("switch", self.net.get(self.plan.switches[0].name), "switches",
-                          {"links": C.link_stats_argv()}))
-        # every namespace is read at the same moment, each with one process
+        for name in sorted(shaped - {n.name for _, n, _ in sides}):   # routers with shaped links
+            reads.append(("router", self.net.get(name), name, {"qdiscs": C.qdisc_stats_argv()}))
         with ThreadPoolExecutor(max_workers=len(reads)) as pool:
             outputs = list(pool.map(lambda r: run_batch(r[1], list(r[3].values())), reads))
+        qdisc_raw = {}
         for (side, node, tag, wanted), results in zip(reads, outputs):
             out = dict(zip(wanted, (r.out for r in results)))
-            for key, text in out.items():
-                if key.startswith("qdisc:"):
-                    qdisc_raw[key[6:]] = text
-                    qdiscs[(node.name, key[6:])] = P.parse_qdisc_stats(text)
-            if side == "switch":
-                self.store.save_raw(run_id, f"links-switches-{label}.json", out["links"])
-                snap["switch_links"] = P.parse_link_stats(out["links"])
-            if side not in ("client", "server"):
+            qdisc_raw[node.name] = out["qdiscs"]
+            for dev, counts in P.parse_qdisc_stats_by_dev(out["qdiscs"]).items():
+                snap["qdiscs"][(node.name, dev)] = counts
+            if side == "router":
                 continue
-            self.store.save_raw(run_id, f"nstat-{tag}-{label}.txt", out["nstat"])
-            # several clients: their counters add up (all send, or all receive, at once)
-            _add_into(snap, f"{side}_nstat", P.parse_nstat(out["nstat"]))
-            if "links" in out:
-                self.store.save_raw(run_id, f"links-{side}-{label}.json", out["links"])
-                snap[f"{side}_links"] = P.parse_link_stats(out["links"])
+            self._host_counters(snap, run_id, label, side, node, tag)
             if "nft" in out:
                 self.store.save_raw(run_id, f"nft-{tag}-{label}.json", out["nft"])
                 _add_into(snap, f"{side}_paths", P.parse_nft_counters(out["nft"]))
             if "endpoints" in out:
                 snap.setdefault("endpoints", []).append(f"# {node.name}\n{out['endpoints']}")
+        if self.plan.switches:
+            # switch ports live in the root namespace, this process's own: one read covers every switch
+            links = procfs.net_dev_text(os.getpid())
+            self.store.save_raw(run_id, f"netdev-switches-{label}.txt", links)
+            snap["switch_links"] = procfs.parse_net_dev(links)
         self.store.save_raw(run_id, f"qdiscs-{label}.json", json.dumps(qdisc_raw, indent=1))
-        snap["qdiscs"] = qdiscs
         if "endpoints" in snap:
             self.store.save_raw(run_id, "mptcp-endpoints.txt", "\n".join(snap.pop("endpoints")))
         return snap
+
+    def _host_counters(self, snap: dict, run_id: str, label: str, side: str, node, tag: str) -> None:
+        nstat = procfs.nstat_text(node.pid)
+        self.store.save_raw(run_id, f"nstat-{tag}-{label}.txt", nstat)
+        # several clients: their counters add up (all send, or all receive, at once)
+        _add_into(snap, f"{side}_nstat", P.parse_nstat(nstat))
+        if node is self.client or side == "server":
+            links = procfs.net_dev_text(node.pid)
+            self.store.save_raw(run_id, f"netdev-{side}-{label}.txt", links)
+            snap[f"{side}_links"] = procfs.parse_net_dev(links)
 
     def _path_rx(self, receiver, upload: bool) -> dict[str, int]:
         """Bytes received so far on each path, by the receiver's interface counters or nft counters."""
@@ -364,7 +374,7 @@ class NativeRunner:
                 _add_into(total, "c", P.parse_nft_counters(run(node, C.nft_list_argv(), timeout=10).out))
             counters = total.get("c", {})
             return {p.name: counters.get(p.name, {}).get("in_bytes", 0) for p in self.plan.paths}
-        stats = P.parse_link_stats(run(receiver, C.link_stats_argv(), timeout=10).out)
+        stats = procfs.parse_net_dev(procfs.net_dev_text(receiver.pid))
         return {p.name: stats[p.server_if if upload else p.client_if]["rx_bytes"] for p in self.plan.paths}
 
     def _link_bytes(self, before: dict, after: dict) -> dict:
@@ -477,6 +487,7 @@ class NativeRunner:
         self.log(f"run {run_id}: {mode} with primary path {primary}"
                  + (f" [{job.point.label}]" if job.multi_point else ""))
         started, t0 = time.time(), time.monotonic()
+        self.marks = [("start", t0)]
         # MPTCP endpoints: set for MPTCP runs (kept while unchanged); TCP baselines ignore them.
         self._check_controller(f"before run {run_id}")
         self.after_connect = {}
@@ -490,15 +501,26 @@ class NativeRunner:
         # TCP baselines leave the endpoints alone: a plain TCP socket never uses them.
         # The endpoints in place are saved with the "before" counters (mptcp-endpoints.txt).
         self._clear_steered_flows()
+        self.marks.append(('endpoints', time.monotonic()))
+        # iperf3's servers start first: their start-up (~1 s in a TCG guest) overlaps the pause and the pings
+        servers = self._start_iperf_servers(mptcp) if sc.traffic.tool == "iperf3" else None
+        self.marks.append(('servers', time.monotonic()))
+        self._rest_after_last_traffic()
+        self.marks.append(('pause', time.monotonic()))
         pings = self._ping_paths(run_id)
         upload = sc.traffic.direction == "upload"
         receiver, sender = (self.server, self.client) if upload else (self.client, self.server)
+        self.marks.append(('pings', time.monotonic()))
         before = self._snapshot(run_id, "before")
+        self.marks.append(('snapshot_before', time.monotonic()))
         if sc.traffic.tool == "command":
             iperf, samples, ss_samples = self._command_traffic(run_id, primary, mptcp, receiver, upload)
         else:
-            iperf, samples, ss_samples = self._iperf_traffic(run_id, primary, mptcp, receiver, upload)
+            iperf, samples, ss_samples = self._iperf_traffic(run_id, primary, mptcp, receiver, upload, servers)
+        self.marks.append(('traffic', time.monotonic()))
+        self.traffic_ended = time.monotonic()
         after = self._snapshot(run_id, "after")
+        self.marks.append(('snapshot_after', time.monotonic()))
         result = self._assemble(run_id, rep, mode, primary, iperf, before, after, pings, samples, ss_samples,
                                 receiver is self.server, started)
         if iperf.get("clients"):
@@ -520,15 +542,28 @@ class NativeRunner:
                       kernel=os.uname().release)
         if mode == "mptcp" and sc.efficiency_paths:
             result["efficiency_paths"] = sc.efficiency_paths
+        self.marks.append(('assemble', time.monotonic()))
         self.store.add_run(result)
         wall = time.monotonic() - t0
         traffic = result["metrics"].get("seconds") or 0.0
+        self.marks.append(("store", time.monotonic()))
+        steps = {name: round(t - prev, 3) for (_, prev), (name, t) in zip(self.marks, self.marks[1:])}
         self.phases["runs"].append({"id": run_id, "wall": round(wall, 3), "traffic": round(traffic, 3),
-                                    "overhead": round(wall - traffic, 3)})
-        time.sleep(sc.runs.pause / 1000.0)
+                                    "overhead": round(wall - traffic, 3), "steps": steps})
         return result
 
-    def _iperf_traffic(self, run_id: str, primary: str, mptcp: bool, receiver, upload: bool):
+    def _rest_after_last_traffic(self) -> None:
+        """runs.pause of idle time between one run's traffic and the next (queues drain), counted from the
+        end of the last traffic: reading counters and saving results already spent part of it."""
+        if self.traffic_ended is not None:
+            time.sleep(max(0.0, self.scenario.runs.pause / 1000.0 - (time.monotonic() - self.traffic_ended)))
+
+    def _start_iperf_servers(self, mptcp: bool) -> dict:
+        return {node.name: self.procs.start(self.server, C.iperf_server_argv(self.iperf, IPERF_PORT + i, mptcp,
+                                                                              self.scenario))
+                for i, node in enumerate(self.clients)}
+
+    def _iperf_traffic(self, run_id: str, primary: str, mptcp: bool, receiver, upload: bool, servers: dict):
         """iperf3 servers and clients (one port per client, all at once), under MPTCP or not.
 
         Returns (parsed report, path samples, ss samples); with several clients the
@@ -536,12 +571,9 @@ class NativeRunner:
         """
         sc = self.scenario
         multi = len(self.clients) > 1
-        servers, clients = {}, {}
+        clients: dict = {}
         outs: dict[str, tuple[bytes, bytes, bytes, bytes]] = {}
         try:
-            for i, node in enumerate(self.clients):
-                servers[node.name] = self.procs.start(
-                    self.server, C.iperf_server_argv(self.iperf, IPERF_PORT + i, mptcp, sc))
             for i in range(len(self.clients)):
                 self._wait_listening(IPERF_PORT + i)
             sampler = PathSampler(lambda: self._path_rx(receiver, upload), sc.traffic.interval)
@@ -561,7 +593,7 @@ class NativeRunner:
                     c_out, c_err = self._wait_proc(proc, deadline, run_id, f"iperf3 client on {name}")
                     outs[name] = (c_out, c_err, b"", b"")
             finally:
-                samples = sampler.stop()
+                samples = sampler.stop(self.log)
             for name, server in servers.items():
                 try:
                     s_out, s_err = server.communicate(timeout=15)
@@ -696,7 +728,7 @@ class NativeRunner:
                                                "the client command")
             finally:
                 seconds = time.monotonic() - t0
-                samples = sampler.stop()
+                samples = sampler.stop(self.log)
         finally:
             self.procs.stop_all()
         if server is not None:

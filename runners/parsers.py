@@ -155,25 +155,6 @@ def parse_ping(text: str) -> dict[str, Any]:
 
 # ---------------------------------------------------------------- ip -s -j link
 
-def parse_link_stats(text: str) -> dict[str, dict[str, int]]:
-    """`ip -s -j link show` -> {ifname: {rx_bytes, tx_bytes, rx_packets, tx_packets, ...}}."""
-    try:
-        doc = json.loads(text)
-    except json.JSONDecodeError as e:
-        raise ParseError(f"ip -j link output is not JSON: {e}") from None
-    out: dict[str, dict[str, int]] = {}
-    for link in doc:
-        stats = link.get("stats64") or link.get("stats") or {}
-        rx, tx = stats.get("rx", {}), stats.get("tx", {})
-        out[link["ifname"]] = {
-            "rx_bytes": int(rx.get("bytes", 0)), "rx_packets": int(rx.get("packets", 0)),
-            "rx_dropped": int(rx.get("dropped", 0)),
-            "tx_bytes": int(tx.get("bytes", 0)), "tx_packets": int(tx.get("packets", 0)),
-            "tx_dropped": int(tx.get("dropped", 0)),
-        }
-    return out
-
-
 # ---------------------------------------------------------------- tc -j qdisc
 
 def parse_netem(text: str) -> dict[str, Any] | None:
@@ -295,6 +276,16 @@ def parse_qdisc_stats(text: str) -> dict[str, int]:
         if q.get("root", False):
             return {"packets": int(q.get("packets", 0)), "drops": int(q.get("drops", 0))}
     return {"packets": 0, "drops": 0}
+
+
+def parse_qdisc_stats_by_dev(text: str) -> dict[str, dict[str, int]]:
+    """`tc -s -j qdisc show` (every device of a namespace) -> {dev: root qdisc's packets and drops}."""
+    try:
+        doc = json.loads(text) if text.strip() else []
+    except json.JSONDecodeError as e:
+        raise ParseError(f"tc -s -j output is not JSON: {e}") from None
+    return {q["dev"]: {"packets": int(q.get("packets", 0)), "drops": int(q.get("drops", 0))}
+            for q in doc if q.get("root", False) and "dev" in q}
 
 
 def path_loss_pct(before: dict, after: dict, hops) -> float | None:

@@ -6,6 +6,7 @@ strings, and every missing piece is reported at once.
 """
 from __future__ import annotations
 
+import functools
 import os
 import re
 import shutil
@@ -36,6 +37,7 @@ def _run(argv: list[str], timeout: float = 20) -> subprocess.CompletedProcess:
     return subprocess.run(argv, stdin=subprocess.DEVNULL, capture_output=True, text=True, timeout=timeout)
 
 
+@functools.lru_cache(maxsize=None)
 def iperf3_facts(binary: str = "iperf3") -> dict:
     path = shutil.which(binary)
     if not path:
@@ -47,6 +49,7 @@ def iperf3_facts(binary: str = "iperf3") -> dict:
             "iperf3_native_mptcp": "--mptcp" in helptext}
 
 
+@functools.lru_cache(maxsize=None)   # a kernel's answer does not change; the warm VM asks once for all jobs
 def netem_works() -> tuple[bool, str]:
     """Install a netem qdisc on a veth in a throwaway namespace, then remove it all."""
     ns = f"mptb-probe-{os.getpid()}"
@@ -68,7 +71,8 @@ def netem_works() -> tuple[bool, str]:
         _run(["ip", "netns", "del", ns])
 
 
-def mptcp_endpoint_works(flags: list[str]) -> tuple[bool, str]:
+@functools.lru_cache(maxsize=None)
+def mptcp_endpoint_works(flags: tuple[str, ...]) -> tuple[bool, str]:
     """Probe a path-manager feature: can an endpoint with these flags be created (in a throwaway netns)?"""
     ns = f"mptb-probe-ep-{os.getpid()}"
     try:
@@ -135,7 +139,7 @@ def probe(scenario: Scenario) -> ProbeReport:
         ok, why = netem_works()
         if not ok:
             rep.missing.append(f"sch_netem does not work here ({why}): delay, loss and rate need it")
-    ip = iperf3_facts()
+    ip = dict(iperf3_facts())
     rep.facts.update(ip)
     if ip["iperf3"] and "mptcp" in scenario.runs.compare and not ip["iperf3_native_mptcp"]:
         rep.missing += [f"iperf3 {ip['iperf3_version']} has no --mptcp, so: {m}" for m in missing_tools("mptcp")]
@@ -148,9 +152,9 @@ def probe(scenario: Scenario) -> ProbeReport:
     if os.geteuid() == 0 and (PROC / "net/mptcp/enabled").exists():
         features = []
         if scenario.mptcp.signal_ports:
-            features.append(("signal endpoints with a port (mptcp.signal_ports)", ["signal", "port", "5300"]))
+            features.append(("signal endpoints with a port (mptcp.signal_ports)", ("signal", "port", "5300")))
         if scenario.mptcp.backup:
-            features.append(("backup endpoints (mptcp.backup)", ["signal", "backup"]))
+            features.append(("backup endpoints (mptcp.backup)", ("signal", "backup")))
         for what, flags in features:
             ok, why = mptcp_endpoint_works(flags)
             if not ok:

@@ -4,6 +4,7 @@ from pathlib import Path
 import pytest
 
 from runners import parsers as P
+from runners import procfs
 
 FIX = Path(__file__).resolve().parents[1] / "fixtures"
 
@@ -70,9 +71,27 @@ def test_ping_summary():
     assert lost["loss_pct"] == 100.0 and lost["rtt_avg_ms"] is None
 
 
-def test_link_stats():
-    stats = P.parse_link_stats(fx("links.json"))
-    assert stats["h2-eth0"]["rx_bytes"] > 0 and "lo" in stats
+def test_interface_counters_from_proc_net_dev():
+    stats = procfs.parse_net_dev(fx("proc-net-dev.txt"))
+    assert "lo" in stats and stats["lo"]["rx_bytes"] == stats["lo"]["tx_bytes"] > 0
+    assert set(stats["lo"]) == {"rx_bytes", "rx_packets", "rx_dropped", "tx_bytes", "tx_packets", "tx_dropped"}
+
+
+def test_nstat_counters_from_proc_tables():
+    lines = procfs.counters_lines(fx("proc-net-snmp.txt")) + procfs.counters_lines(fx("proc-net-netstat.txt"))
+    counters = P.parse_nstat("\n".join(lines))
+    # the names nstat prints: table prefix + field
+    for name in ("TcpRetransSegs", "TcpExtTCPOFOQueue", "MPTcpExtOFOQueue", "MPTcpExtMPJoinAckRx", "IpInReceives"):
+        assert name in counters, name
+    assert all(isinstance(v, int) for v in counters.values())
+
+
+def test_qdisc_counters_of_every_device():
+    text = ('[{"kind":"netem","handle":"8001:","root":true,"dev":"h1-eth0","bytes":100,"packets":7,"drops":2},'
+            '{"kind":"noqueue","handle":"0:","root":true,"dev":"lo","packets":0,"drops":0},'
+            '{"kind":"pfifo","handle":"1:","parent":"8001:1","dev":"h1-eth0","packets":5,"drops":9}]')
+    by_dev = P.parse_qdisc_stats_by_dev(text)
+    assert by_dev["h1-eth0"] == {"packets": 7, "drops": 2} and by_dev["lo"]["packets"] == 0
 
 
 def test_netem_readback_and_mismatch():

@@ -1,0 +1,138 @@
+"""The warm VM's guest side: run queued jobs one at a time, each in a fork of a pre-imported process.
+
+Started by `run-scenario vm up` as the guest's command. It imports the
+testbed once (seconds under TCG), then watches the spool folder that the host
+shares with it:
+
+  spool/jobs/<id>.json    a job: {"argv": [...]} for `run-scenario` (written by the host)
+  spool/jobs/<id>.log     the job's console output, as it comes
+  spool/jobs/<id>.cancel  the host asks to interrupt it (contents: INT or TERM)
+  spool/jobs/<id>.done    {"code": N, "cleaned": [...]}: the job ended
+  spool/heartbeat         rewritten every second: the host's sign that the guest is alive
+  spool/ready             written once the imports are done
+  spool/stop              the host asks the server to exit (the VM then powers off)
+
+Jobs run in name order (the host names them by submission time). After each
+job, whatever a run can leave behind is looked for and removed, and the
+`.done` file says what was found, so every job starts from a clean guest.
+"""
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import signal
+import sys
+import threading
+import time
+from pathlib import Path
+
+HEARTBEAT_SECONDS = 1.0
+
+
+def _write(path: Path, text: str) -> None:
+    tmp = path.with_name(f".{path.name}.tmp")
+    tmp.write_text(text)
+    os.replace(tmp, path)
+
+
+def _preload() -> None:
+    """What every job imports: paid once here, inherited by every fork."""
+    import mininet.net  # noqa: F401
+    import runners.cli  # noqa: F401
+    import runners.native  # noqa: F401
+    import runners.probe  # noqa: F401
+    import scenarios.loader  # noqa: F401
+    import topologies.net  # noqa: F401
+    from runners.probe import iperf3_facts, netem_works
+    netem_works()   # memoised: every job's probe inherits the answer
+    iperf3_facts()
+
+
+def _heartbeat(spool: Path, halt: threading.Event) -> None:
+    while not halt.is_set():
+        _write(spool / "heartbeat", f"{time.time():.3f}\n")
+        halt.wait(HEARTBEAT_SECONDS)
+
+
+def _run_child(job: Path, argv: list[str]) -> None:
+    """In the fork: output to the job's log, then run-scenario's own main."""
+    fd = os.open(job.with_suffix(".log"), os.O_WRONLY | os.O_CREAT | os.O_APPEND, 0o644)
+    os.dup2(fd, 1)
+    os.dup2(fd, 2)
+    os.close(fd)
+    sys.stdout = open(1, "w", buffering=1, closefd=False)
+    sys.stderr = open(2, "w", buffering=1, closefd=False)
+    signal.signal(signal.SIGINT, signal.default_int_handler)
+    signal.signal(signal.SIGTERM, signal.SIG_DFL)
+    from runners.cli import main
+    code = 1
+    try:
+        code = main(argv)
+    except SystemExit as e:
+        code = e.code if isinstance(e.code, int) else 1
+    finally:
+        sys.stdout.flush()
+        sys.stderr.flush()
+        os._exit(code)
+
+
+def run_job(job: Path) -> dict:
+    spec = json.loads(job.read_text())
+    t0 = time.monotonic()
+    pid = os.fork()
+    if pid == 0:
+        _run_child(job, list(spec["argv"]))
+    cancel = job.with_suffix(".cancel")
+    sent = False
+    while True:
+        done, status = os.waitpid(pid, os.WNOHANG)
+        if done:
+            break
+        if cancel.exists() and not sent:
+            sig = signal.SIGTERM if cancel.read_text().strip() == "TERM" else signal.SIGINT
+            os.kill(pid, sig)
+            sent = True
+        time.sleep(0.1)
+    code = os.waitstatus_to_exitcode(status)
+    if code < 0:
+        code = 128 - code
+    from runners.leftovers import remove_leftovers
+    cleaned = remove_leftovers()
+    return {"code": code, "cleaned": cleaned, "seconds": round(time.monotonic() - t0, 3)}
+
+
+def serve(spool: Path) -> int:
+    jobs = spool / "jobs"
+    jobs.mkdir(parents=True, exist_ok=True)
+    halt = threading.Event()
+    threading.Thread(target=_heartbeat, args=(spool, halt), daemon=True).start()
+    t0 = time.monotonic()
+    _preload()
+    _write(spool / "ready", json.dumps({"preload_seconds": round(time.monotonic() - t0, 3),
+                                        "kernel": os.uname().release}) + "\n")
+    print(f"warm VM: ready ({os.uname().release}); waiting for jobs in {jobs}", flush=True)
+    try:
+        while not (spool / "stop").exists():
+            pending = sorted(p for p in jobs.glob("*.json") if not p.with_suffix(".done").exists())
+            if not pending:
+                time.sleep(0.2)
+                continue
+            job = pending[0]
+            print(f"warm VM: job {job.stem}", flush=True)
+            result = run_job(job)
+            _write(job.with_suffix(".done"), json.dumps(result) + "\n")
+    finally:
+        halt.set()
+    return 0
+
+
+def main(argv: list[str] | None = None) -> int:
+    ap = argparse.ArgumentParser(prog="python -m runners.warm_guest", description=__doc__.splitlines()[0])
+    ap.add_argument("--spool", required=True)
+    a = ap.parse_args(argv)
+    return serve(Path(a.spool))
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,268 @@
+"""The warm VM, host side: `run-scenario vm up|status|down`, and jobs run in it without a boot.
+
+`vm up` boots one guest (virtme-ng, as the VM backend does) whose command is
+runners.warm_guest, and leaves it running. While it is up, `run-scenario
+--backend vm` (and auto, when it would use the VM) queues each job in the
+shared spool folder and follows its output: no boot, no imports, the same
+native backend inside. A guest that died or stopped answering is reported
+and killed, and the next job boots a replacement.
+"""
+from __future__ import annotations
+
+import json
+import os
+import signal
+import subprocess
+import sys
+import time
+from dataclasses import dataclass
+from pathlib import Path
+
+from .vm import VmError, VmPlan, kernel_release, vng_binary
+
+WARM_DIR = Path(os.environ.get("TESTBED_WARM_DIR", "/run/mptcp-testbed/warm-vm"))
+RESULTS = Path(__file__).resolve().parent.parent / "results"
+STALE_SECONDS = 30.0      # a heartbeat older than this: the guest is wedged
+BOOT_TIMEOUT = 600.0
+
+
+class WarmVmGone(RuntimeError):
+    """The warm VM died or stopped answering while a job ran."""
+
+
+@dataclass
+class WarmVm:
+    home: Path
+
+    @property
+    def spool(self) -> Path:
+        return self.home / "spool"
+
+    @property
+    def state_file(self) -> Path:
+        return self.home / "state.json"
+
+    def state(self) -> dict | None:
+        try:
+            return json.loads(self.state_file.read_text())
+        except (OSError, json.JSONDecodeError):
+            return None
+
+    def problem(self) -> str | None:
+        """None when the guest is up and answering; else what is wrong with it."""
+        st = self.state()
+        if st is None:
+            return "not started"
+        if not _alive(st["pid"]):
+            return f"its process {st['pid']} is gone (qemu exited or was killed)"
+        if not (self.spool / "ready").exists():
+            return "still booting"
+        age = time.time() - (self.spool / "heartbeat").stat().st_mtime
+        if age > STALE_SECONDS:
+            return f"wedged: no heartbeat for {age:.0f} s"
+        if st.get("code") != code_fingerprint():
+            return "out of date: the testbed's code changed after it booted"
+        return None
+
+    def shares(self, path: Path) -> bool:
+        st = self.state() or {}
+        return any(_under(path, Path(d)) for d in st.get("rwdirs", []))
+
+
+def code_fingerprint() -> str:
+    """The checkout's Python files (names, sizes, times): the guest runs the code it imported at boot."""
+    import hashlib
+
+    from .vm import PACKAGES, REPO
+    h = hashlib.sha256()
+    for pkg in PACKAGES:
+        for f in sorted((REPO / pkg).rglob("*.py")):
+            st = f.stat()
+            h.update(f"{f}:{st.st_size}:{st.st_mtime_ns}\n".encode())
+    return h.hexdigest()[:16]
+
+
+def _alive(pid: int) -> bool:
+    try:
+        os.kill(pid, 0)
+        return True
+    except ProcessLookupError:
+        return False
+    except PermissionError:
+        return True
+
+
+def _under(path: Path, base: Path) -> bool:
+    try:
+        path.resolve().relative_to(base.resolve())
+        return True
+    except ValueError:
+        return False
+
+
+def default() -> WarmVm:
+    return WarmVm(WARM_DIR)
+
+
+def up(vm: WarmVm, plan: VmPlan, log=print) -> dict:
+    """Boot the guest and wait until it has imported the testbed; return its state."""
+    if vm.problem() is None:
+        raise VmError(f"a warm VM is already up (pid {vm.state()['pid']}); `run-scenario vm down` first")
+    stop(vm, log=lambda m: None)
+    vm.spool.mkdir(parents=True, exist_ok=True)
+    vng = vng_binary()
+    from .vm import GUEST_SCRIPT, compile_bytecode
+    compile_bytecode()
+    script_dir = vm.home / "cmd"
+    script_dir.mkdir(exist_ok=True)
+    (script_dir / GUEST_SCRIPT).write_text(plan.guest_script())
+    env = dict(os.environ)
+    env["PATH"] = f"{Path(vng).parent}:{env.get('PATH', '/usr/bin:/bin')}"
+    t0 = time.time()
+    with open(vm.home / "console.log", "wb") as console:
+        proc = subprocess.Popen(plan.vng_argv(vng, script_dir), env=env, stdin=subprocess.DEVNULL,
+                                stdout=console, stderr=subprocess.STDOUT, start_new_session=True)
+    state = {"pid": proc.pid, "kernel": kernel_release(plan.kernel), "kernel_image": str(plan.kernel),
+             "accel": "kvm" if plan.kvm else "tcg", "cpus": plan.cpus, "memory": plan.memory,
+             "rwdirs": list(plan.rwdirs), "started": t0, "code": code_fingerprint()}
+    _write_json(vm.state_file, state)
+    log(f"booting the warm VM: kernel {state['kernel']}, {state['accel'].upper()}, {plan.cpus} CPUs, {plan.memory}")
+    while not (vm.spool / "ready").exists():
+        if proc.poll() is not None:
+            raise VmError(f"the warm VM exited during boot (exit {proc.returncode}); see {vm.home / 'console.log'}")
+        if time.time() - t0 > BOOT_TIMEOUT:
+            stop(vm, log=lambda m: None)
+            raise VmError(f"the warm VM was not ready within {BOOT_TIMEOUT:.0f} s; see {vm.home / 'console.log'}")
+        time.sleep(0.3)
+    state["ready_seconds"] = round(time.time() - t0, 2)
+    _write_json(vm.state_file, state)
+    log(f"warm VM up in {state['ready_seconds']:.1f} s (pid {proc.pid}); jobs now run in it without a boot")
+    return state
+
+
+def plan_warm(plan_vm, kernel: Path | None, memory: str, cpus: int | None, vm: WarmVm,
+              extra_rwdirs: list[Path]) -> VmPlan:
+    guest = [sys.executable, "-m", "runners.warm_guest", "--spool", str(vm.spool)]
+    return plan_vm(guest, [vm.spool, *extra_rwdirs], kernel=kernel, memory=memory, cpus=cpus)
+
+
+def stop(vm: WarmVm, log=print, grace: float = 20.0) -> bool:
+    """Ask the guest to exit, then stop qemu for sure. True when there was one."""
+    st = vm.state()
+    if st is None:
+        return False
+    if _alive(st["pid"]) and vm.spool.exists():
+        (vm.spool / "stop").write_text("stop\n")
+        deadline = time.time() + grace
+        while _alive(st["pid"]) and time.time() < deadline:
+            _reap(st["pid"])
+            time.sleep(0.2)
+    for sig in (signal.SIGTERM, signal.SIGKILL):
+        if not _alive(st["pid"]):
+            break
+        try:
+            os.killpg(st["pid"], sig)
+        except ProcessLookupError:
+            break
+        time.sleep(1.0)
+        _reap(st["pid"])
+    _clear(vm)
+    log(f"warm VM (pid {st['pid']}) stopped")
+    return True
+
+
+def _reap(pid: int) -> None:
+    """vm up's own child (in tests and `vm down` from the same process) becomes a zombie otherwise."""
+    try:
+        os.waitpid(pid, os.WNOHANG)
+    except ChildProcessError:
+        pass
+
+
+def _clear(vm: WarmVm) -> None:
+    import shutil
+
+    for name in ("state.json", "console.log"):
+        (vm.home / name).unlink(missing_ok=True)
+    shutil.rmtree(vm.spool, ignore_errors=True)
+    shutil.rmtree(vm.home / "cmd", ignore_errors=True)
+
+
+def status_lines(vm: WarmVm) -> tuple[bool, list[str]]:
+    st = vm.state()
+    if st is None:
+        return False, ["warm VM: not running (start one with `run-scenario vm up`)"]
+    problem = vm.problem()
+    jobs = vm.spool / "jobs"
+    done = len(list(jobs.glob("*.done"))) if jobs.exists() else 0
+    queued = len([p for p in jobs.glob("*.json") if not p.with_suffix(".done").exists()]) if jobs.exists() else 0
+    lines = [f"warm VM: {'up' if problem is None else problem}",
+             f"  pid {st['pid']}, kernel {st['kernel']} ({st['accel'].upper()}), {st['cpus']} CPUs, {st['memory']}",
+             f"  up for {time.time() - st['started']:.0f} s; jobs finished {done}, queued or running {queued}",
+             f"  shares: {', '.join(st.get('rwdirs', []))}"]
+    return problem is None, lines
+
+
+def _write_json(path: Path, doc: dict) -> None:
+    tmp = path.with_name(f".{path.name}.tmp")
+    tmp.write_text(json.dumps(doc, indent=1) + "\n")
+    os.replace(tmp, path)
+
+
+def submit(vm: WarmVm, argv: list[str], out=sys.stdout, poll: float = 0.2) -> int:
+    """Queue a run-scenario job in the guest, copy its output here as it comes, return its exit code.
+
+    Ctrl-C and SIGTERM are passed on to the job (it cleans up as any run does).
+    """
+    jobs = vm.spool / "jobs"
+    jobs.mkdir(parents=True, exist_ok=True)
+    job_id = f"{time.time():.6f}-{os.getpid()}"
+    job = jobs / f"{job_id}.json"
+    ahead = len([p for p in jobs.glob("*.json") if not p.with_suffix(".done").exists()])
+    _write_json(job, {"argv": argv})
+    if ahead:
+        out.write(f"warm VM: queued behind {ahead} job(s)\n")
+        out.flush()
+    log_path, done_path = job.with_suffix(".log"), job.with_suffix(".done")
+    offset, cancelled = 0, None
+
+    def on_signal(signum, frame):
+        nonlocal cancelled
+        cancelled = "TERM" if signum == signal.SIGTERM else "INT"
+        job.with_suffix(".cancel").write_text(cancelled + "\n")
+    old = {s: signal.signal(s, on_signal) for s in (signal.SIGINT, signal.SIGTERM)}
+    try:
+        while True:
+            offset = _copy_new(log_path, offset, out)
+            if done_path.exists():
+                _copy_new(log_path, offset, out)
+                result = json.loads(done_path.read_text())
+                break
+            problem = vm.problem()
+            if problem is not None and problem != "still booting":
+                stop(vm, log=lambda m: None)
+                raise WarmVmGone(f"the warm VM failed during the job: {problem}; it was stopped "
+                                 "(the next run boots a fresh one, or `run-scenario vm up`)")
+            time.sleep(poll)
+    finally:
+        for s, h in old.items():
+            signal.signal(s, h)
+    for item in result.get("cleaned", []):
+        out.write(f"warm VM: after the job, removed a leftover: {item}\n")
+    out.flush()
+    for suffix in (".json", ".log", ".done", ".cancel"):
+        job.with_suffix(suffix).unlink(missing_ok=True)
+    return int(result["code"])
+
+
+def _copy_new(path: Path, offset: int, out) -> int:
+    try:
+        with open(path, "rb") as f:
+            f.seek(offset)
+            data = f.read()
+    except FileNotFoundError:
+        return offset
+    if data:
+        out.write(data.decode(errors="replace"))
+        out.flush()
+    return offset + len(data)
