@@ -130,17 +130,24 @@ def native_metadata(probe_facts: dict) -> dict:
         from mininet.net import VERSION as mn_version
     except ImportError:
         mn_version = None
-    return {
+    meta = {
         "backend_kernel": platform.release(),
         "kernel_version": platform.version(),
         "python": platform.python_version(),
         "mininet": mn_version,
-        "iperf3": _tool_version(["iperf3", "--version"]),
         "iperf3_mptcp": "native --mptcp" if probe_facts.get("iperf3_native_mptcp") else "mptcpize run",
-        "iproute2": _tool_version(["ip", "-V"]),
         "mptcpize": shutil.which("mptcpize"),
-        **_git_revision(),
     }
+    if os.environ.get("TESTBED_IN_VM") != "1":
+        # in the VM the host adds these (same binaries and checkout, and no process start under TCG)
+        meta.update(userland_metadata())
+    return meta
+
+
+def userland_metadata() -> dict:
+    """Tool versions and the checkout's revision: the same for a native run and for the VM's guest."""
+    return {"iperf3": _tool_version(["iperf3", "--version"]), "iproute2": _tool_version(["ip", "-V"]),
+            **_git_revision()}
 
 
 def summary(runs: list[dict]) -> str:
@@ -272,13 +279,14 @@ def _run_native(args, exp, run_dir: Path, report) -> int:
     shard = _parse_shard(args.shard) if args.shard else store.metadata.get("shard") and tuple(store.metadata["shard"])
     points = shard_points(exp.points, shard)
     repeat = args.repeat or scenario.runs.repeat
-    started, started_mono = time.time(), time.monotonic()
+    started = time.time()
     store.set_metadata(scenario=scenario.name, backend=os.environ.get("TESTBED_BACKEND", "native"),
                        started_utc=store.metadata.get("started_utc")
                        or time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime(started)),
                        argv=sys.argv, seed=seed, shard=list(shard) if shard else None, repeat=repeat,
                        points={p.id: {"label": p.label, "params": p.params} for p in points},
                        **native_metadata(report.facts), probe=report.facts)
+    prepared_mono = time.monotonic()
     done = {run_key(r) for r in store.runs}
     jobs = [j for j in plan_jobs(points, range(1, repeat + 1), seed, len(exp.points) > 1) if j.key not in done]
     print(f"results: {run_dir}", flush=True)
@@ -322,7 +330,7 @@ def _run_native(args, exp, run_dir: Path, report) -> int:
         _err(f"{len(store.runs)} finished run(s) kept in {run_dir}")
     # interpreter start and imports, then loading, validating and probing: before the first build
     phases["python_start"] = round(args.process_age, 3)
-    phases["load_and_probe"] = round(started_mono - args.started_at, 3)
+    phases["prepare"] = round(prepared_mono - args.started_at, 3)   # load, validate, probe, metadata
     store.set_metadata(status=status, finished_utc=time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()),
                        wall_seconds=round(time.time() - started, 2), phases=phases,
                        process_seconds=round(time.monotonic() - args.started_at + args.process_age, 3))
@@ -414,7 +422,7 @@ def _run_vm(args, exp, run_dir: Path) -> int:
                                              "accel": "kvm" if plan.kvm else "tcg", "accel_reason": plan.accel_reason,
                                              "cpus": plan.cpus, "memory": plan.memory, "warm": warm is not None,
                                              "wall_seconds_with_boot": round(host_seconds, 2)},
-                           host_kernel=platform.release(), phases=phases)
+                           host_kernel=platform.release(), phases=phases, **userland_metadata())
     elif code == 0:
         _err("the VM finished but wrote no results")
         return EXIT_FAIL

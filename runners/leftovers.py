@@ -47,7 +47,12 @@ def leftover_links() -> list[str]:
     return [ln["ifname"] for ln in links if OUR_LINK.match(ln.get("ifname", ""))]
 
 
+OVSDB_SOCKET = Path("/var/run/openvswitch/db.sock")
+
+
 def leftover_bridges() -> list[str]:
+    if not OVSDB_SOCKET.exists():   # Open vSwitch is not running: no bridge can be left
+        return []
     try:
         r = subprocess.run(["ovs-vsctl", "--timeout=5", "list-br"], capture_output=True, text=True, timeout=10)
     except (OSError, subprocess.SubprocessError):

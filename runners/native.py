@@ -233,8 +233,8 @@ class NativeRunner:
             for node in plan.hosts:
                 view = plan.for_client(node) if node in plan.all_clients else plan
                 per_node.setdefault(node, []).extend(C.nft_counter_argvs(view, node))
-        for node, argvs in per_node.items():
-            run_batch(self.net.get(node), argvs)
+        with ThreadPoolExecutor(max_workers=max(len(per_node), 1)) as pool:
+            list(pool.map(lambda item: run_batch(self.net.get(item[0]), item[1]), per_node.items()))
         if self.controller is not None:
             self.controller.wait_connected(controlled)
         self.phases["build"] = round(self.phases["build"] + time.monotonic() - t0, 3)
@@ -465,12 +465,10 @@ class NativeRunner:
 
     def _wait_listening(self, port: int, timeout: float = 20, udp: bool = False) -> None:
         deadline = time.monotonic() + timeout
-        proto = ["-t", "-u"] if udp else ["-t"]
         while time.monotonic() < deadline:
-            out = run(self.server, ["ss", "-H", "-l", *proto, "-n", "sport", "=", f":{port}"], check=False).out
-            if out.strip():
+            if procfs.listening(self.server.pid, port, udp=udp):
                 return
-            time.sleep(0.2)
+            time.sleep(0.05)
         raise RunFailure(f"the server did not listen on port {port} within {timeout:g}s")
 
     def _traffic_timeout(self) -> float:
@@ -492,12 +490,15 @@ class NativeRunner:
         self._check_controller(f"before run {run_id}")
         self.after_connect = {}
         if mptcp:
+            todo = []
             for i, node in enumerate(self.clients):
                 cmds = C.mptcp_argvs(sc, self.plan.for_client(node.name), primary)
                 self.after_connect[node.name] = cmds.after_connect
-                self._set_endpoints(node, cmds.client, dirty=bool(cmds.after_connect))
+                todo.append((node, cmds.client, bool(cmds.after_connect)))
                 if i == 0:
-                    self._set_endpoints(self.server, cmds.server)
+                    todo.append((self.server, cmds.server, False))
+            with ThreadPoolExecutor(max_workers=len(todo)) as pool:   # every host at once
+                list(pool.map(lambda t: self._set_endpoints(*t), todo))
         # TCP baselines leave the endpoints alone: a plain TCP socket never uses them.
         # The endpoints in place are saved with the "before" counters (mptcp-endpoints.txt).
         self._clear_steered_flows()

@@ -57,3 +57,22 @@ def parse_net_dev(text: str) -> dict[str, dict[str, int]]:
         out[name.strip()] = {"rx_bytes": int(f[0]), "rx_packets": int(f[1]), "rx_dropped": int(f[3]),
                              "tx_bytes": int(f[8]), "tx_packets": int(f[9]), "tx_dropped": int(f[11])}
     return out
+
+
+def listening(pid: int | str, port: int, udp: bool = False) -> bool:
+    """Is a socket bound to `port` listening (TCP) or bound (UDP) in the namespace of `pid`?
+
+    An MPTCP listener shows here too: its first subflow is a TCP listening socket.
+    """
+    tables = ("udp", "udp6") if udp else ("tcp", "tcp6")
+    want = f":{port:04X}"
+    for table in tables:
+        try:
+            rows = Path(f"/proc/{pid}/net/{table}").read_text().splitlines()[1:]
+        except FileNotFoundError:
+            continue
+        for row in rows:
+            f = row.split()
+            if len(f) > 3 and f[1].endswith(want) and (udp or f[3] == "0A"):   # 0A: TCP_LISTEN
+                return True
+    return False

@@ -145,3 +145,16 @@ def test_ping_with_no_reply_after_the_warm_up_has_no_rtt():
             "3 packets transmitted, 1 received, 66.6667% packet loss, time 400ms\n")
     r = P.parse_ping_after_warmup(text)
     assert r["loss_pct"] == 100.0 and r["rtt_avg_ms"] is None
+
+
+def test_listening_socket_found_in_proc(tmp_path, monkeypatch):
+    net = tmp_path / "42" / "net"
+    net.mkdir(parents=True)
+    head = "  sl  local_address rem_address   st tx_queue rx_queue tr tm->when retrnsmt   uid  timeout inode\n"
+    (net / "tcp").write_text(head + "   0: 00000000:1451 00000000:0000 0A 00000000:00000000 00:00000000 00000000 0 0 1\n"
+                                    "   1: 0100007F:1452 0100007F:D3A0 01 00000000:00000000 00:00000000 00000000 0 0 2\n")
+    (net / "tcp6").write_text(head)
+    monkeypatch.setattr(procfs, "Path", lambda p: tmp_path / p.removeprefix("/proc/"))
+    assert procfs.listening(42, 5201)            # 0x1451, state 0A
+    assert not procfs.listening(42, 5202)        # 0x1452 is an established connection, not a listener
+    assert not procfs.listening(42, 5201, udp=True)
