@@ -35,8 +35,9 @@ esac
 # (tests/unit/test_tools.py checks that each of those packages is installed here).
 pkgs=(mininet openvswitch-switch iperf3 mptcpize iproute2 iputils-ping ethtool nftables kmod procps psmisc
       dash net-tools python3 python3-venv python3-pip git)
-# The test suite checks the Vagrantfile with `vagrant validate` (no box needed).
-pkgs+=(vagrant)
+# The test suite checks the Vagrantfile with `vagrant validate` (no box needed), and runs the
+# README's first command in a clean Debian 12 root made by debootstrap (tests/fresh).
+pkgs+=(vagrant debootstrap)
 # os-ken (the maintained Ryu fork) for the controller apps; Debian and Ubuntu ship it.
 pkgs+=(python3-os-ken)
 if [ "$with_vm" = 1 ]; then

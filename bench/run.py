@@ -5,11 +5,15 @@ Measures, on whichever backend it lands on (native, or one micro-VM boot):
   - ping RTT against the configured delay (5, 50, 250 ms one-way)
   - measured loss against the configured loss (0.5 %, 5 %)
   - MPTCP efficiency on 2 and 4 equal disjoint paths: aggregate / sum of per-path TCP
-  - run overhead: run-scenario's wall time minus traffic time, against a bare
-    hand-written Mininet script (bench/bare_mininet.py) timed in the same session
+  - run overhead: run-scenario's wall time minus traffic time (the report, which
+    the bare script does not make, is its own phase), against a bare hand-written
+    Mininet script (bench/bare_mininet.py) timed in the same session
+  - phases (on the host, around the VM): the default scenario (two-paths) with a
+    VM boot and with a warm VM, each phase in seconds, and wall time over
+    traffic time
 Ratios are taken within one session, because these machines are noisy.
 
-Usage: python -m bench.run [--backend auto|native|vm] [--out DIR] [--quick]
+Usage: python -m bench.run [--backend auto|native|vm] [--out DIR] [--quick] [--only GROUPS]
 Writes DIR/<UTC stamp>/bench.json and bench.md (DIR defaults to bench/out).
 """
 from __future__ import annotations
@@ -27,6 +31,7 @@ sys.path.insert(0, str(REPO))
 
 from runners.results import atomic_write, utc_stamp  # noqa: E402
 
+GUEST_GROUPS = ("rate", "rtt", "loss", "mptcp", "overhead")   # measured where the network runs
 TCP_PAYLOAD_SHARE = 1448 / 1514  # MSS with timestamps over the Ethernet frame netem's rate counts
 
 
@@ -50,12 +55,13 @@ class Bench:
         self.work.mkdir(parents=True, exist_ok=True)
         self.rows: list[dict] = []
 
-    def run_scenario(self, name: str, text: str) -> tuple[dict, float]:
+    def run_scenario(self, name: str, text: str, report: bool = True) -> tuple[dict, float]:
         f = self.work / f"{name}.yaml"
         f.write_text(text)
         t0 = time.monotonic()
         r = subprocess.run([sys.executable, "-m", "runners.cli", str(f), "--backend", "native",
-                            "--out", str(self.work)], cwd=REPO, capture_output=True, text=True, timeout=1800)
+                            "--out", str(self.work), *([] if report else ["--no-report"])],
+                           cwd=REPO, capture_output=True, text=True, timeout=1800)
         wall = time.monotonic() - t0
         if r.returncode != 0:
             raise RuntimeError(f"{name} failed: {r.stdout[-2000:]}{r.stderr[-2000:]}")
@@ -109,21 +115,78 @@ class Bench:
 
     def overhead(self) -> None:
         secs = 5
-        _, wall = self.run_scenario("overhead", scenario_yaml(
-            "overhead", [{"name": "A", "bw": 10, "delay": "5ms"}], ["tcp"], secs))
+        doc, wall = self.run_scenario("overhead", scenario_yaml(
+            "overhead", [{"name": "A", "bw": 10, "delay": "5ms"}], ["tcp"], secs), report=False)
+        secs = doc["runs"][0]["metrics"]["seconds"] or secs
         t0 = time.monotonic()
         r = subprocess.run([sys.executable, str(REPO / "bench" / "bare_mininet.py"), "10", "5", str(secs)],
                            capture_output=True, text=True, timeout=600)
         bare = time.monotonic() - t0
         if r.returncode != 0:
             raise RuntimeError(f"bare Mininet script failed: {r.stderr[-2000:]}")
-        self.add("overhead", "run-scenario, 1 path, 1 run", secs, round(wall - secs, 2), "s",
-                 (wall - secs) / (bare - secs), f"bare Mininet script: {bare - secs:.2f} s beyond traffic")
+        self.add("overhead", "run-scenario, 1 path, 1 run", round(secs, 2), round(wall - secs, 2), "s",
+                 (wall - secs) / (bare - secs), f"bare Mininet script: {bare - secs:.2f} s beyond traffic; "
+                 "report not included (a phase of its own)")
+        for name, value in sorted(doc["metadata"].get("phases", {}).items()):
+            if isinstance(value, (int, float)):
+                self.add("overhead", f"run-scenario phase: {name}", None, round(value, 2), "s")
+        for run in doc["metadata"].get("phases", {}).get("runs", []):
+            self.add("overhead", "run-scenario phase: per-run overhead", None, run["overhead"], "s",
+                     note=", ".join(f"{k} {v:.2f}" for k, v in run.get("steps", {}).items()))
 
     def write(self, backend: dict) -> None:
         doc = {"date_utc": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()), "kernel": platform.release(),
                "backend": backend, "rows": self.rows}
         write_doc(self.out, doc)
+
+
+def phases(out: Path, rows: list[dict]) -> None:
+    """The default scenario in the VM backend, with a boot and with a warm VM (the VM shares results/
+    of this checkout and `out`)."""
+    from runners import warmvm
+
+    def add(case, configured, measured, unit, ratio=None, note=""):
+        rows.append({"group": "phases", "case": case, "configured": configured, "measured": measured,
+                     "unit": unit, "ratio": ratio, "note": note})
+        print(f"phases     {case:40s} {measured!s:>8} {unit} {'' if ratio is None else round(ratio, 3)} {note}",
+              flush=True)
+
+    def default_scenario(label: str) -> None:
+        t0 = time.monotonic()
+        r = subprocess.run([sys.executable, "-m", "runners.cli", str(REPO / "scenarios" / "two-paths.yaml"),
+                            "--backend", "vm", "--out", str(out / "phases")],
+                           cwd=REPO, capture_output=True, text=True, timeout=1800)
+        wall = time.monotonic() - t0
+        if r.returncode != 0:
+            raise RuntimeError(f"default scenario ({label}) failed: {r.stdout[-2000:]}{r.stderr[-2000:]}")
+        d = sorted((out / "phases" / "two-paths").iterdir())[-1]
+        doc = json.loads((d / "results.json").read_text())
+        meta = json.loads((d / "metadata.json").read_text())
+        traffic = sum(run["metrics"]["seconds"] or 0 for run in doc["runs"])
+        add(f"default scenario {label}: wall / traffic", round(traffic, 2), round(wall, 2), "s", wall / traffic,
+            f"backend {meta.get('backend')}")
+        ph = meta.get("phases", {})
+        for name in ("vm_boot_and_exit", "warm_vm_job_overhead", "python_start", "prepare", "build", "shaping",
+                     "teardown", "report"):
+            if name in ph:
+                add(f"default scenario {label}: {name}", None, ph[name], "s")
+        for run in ph.get("runs", []):
+            add(f"default scenario {label}: per-run overhead", None, run["overhead"], "s",
+                note=", ".join(f"{k} {v:.2f}" for k, v in run.get("steps", {}).items()))
+
+    vm = warmvm.default()
+    was_up = vm.state() is not None
+    if was_up:
+        warmvm.stop(vm)
+    try:
+        default_scenario("with a VM boot")
+        t0 = time.monotonic()
+        subprocess.run([sys.executable, "-m", "runners.cli", "vm", "up", "--share", str(out)], cwd=REPO,
+                       check=True, timeout=900, capture_output=True)
+        add("warm VM: vm up", None, round(time.monotonic() - t0, 2), "s")
+        default_scenario("with a warm VM")
+    finally:
+        warmvm.stop(vm, log=lambda m: None)
 
 
 def write_doc(out: Path, doc: dict) -> None:
@@ -145,9 +208,13 @@ def main() -> int:
     ap.add_argument("--backend", choices=["auto", "native", "vm"], default="auto")
     ap.add_argument("--out", default=str(REPO / "bench" / "out"))
     ap.add_argument("--quick", action="store_true", help="fewer rates, shorter loss runs")
-    ap.add_argument("--only", help="comma-separated groups to measure: rate,rtt,loss,mptcp,overhead (default: all)")
+    ap.add_argument("--only", help="comma-separated groups to measure: "
+                                   f"{','.join([*GUEST_GROUPS, 'phases'])} (default: all)")
     ap.add_argument("--dir", help=argparse.SUPPRESS)  # internal: exact output folder (VM guest side)
     args = ap.parse_args()
+    for w in (args.only.split(",") if args.only else []):
+        if w not in (*GUEST_GROUPS, "phases"):
+            ap.error(f"--only: unknown group {w!r} (groups: {', '.join([*GUEST_GROUPS, 'phases'])})")
     from runners.probe import probe
     from scenarios.loader import load_scenario
 
@@ -163,31 +230,38 @@ def main() -> int:
             backend = "vm"
         else:
             backend = "native"
+    groups = args.only.split(",") if args.only else [*GUEST_GROUPS, "phases"]
+    host_rows: list[dict] = []
+    if "phases" in groups:
+        phases(out, host_rows)   # on the host, around the VM: first, before the guest's groups
+        groups.remove("phases")
     if backend == "vm":
         from runners.vm import plan_vm, run_in_vm
+        if not groups:
+            write_doc(out, {"date_utc": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()),
+                            "kernel": platform.release(), "backend": {"name": "host"}, "rows": host_rows})
+            print((out / "bench.md").read_text())
+            return 0
         guest = [sys.executable, "-m", "bench.run", "--backend", "native", "--dir", str(out)]
         if args.quick:
             guest.append("--quick")
-        if args.only:
-            guest += ["--only", args.only]
+        guest += ["--only", ",".join(groups)]
         plan = plan_vm(guest, [out])
         code = run_in_vm(plan)
         doc_path = out / "bench.json"
         if doc_path.exists():
             doc = json.loads(doc_path.read_text())
+            doc["rows"] = host_rows + doc["rows"]
             doc["backend"].update(name="vm", accel="KVM" if plan.kvm else "TCG", kernel_image=plan.kernel.name,
                                   cpus=plan.cpus, memory=plan.memory)
             write_doc(out, doc)
             print((out / "bench.md").read_text())
         return code
     b = Bench(out, args.quick)
+    b.rows += host_rows
     steps = {"rate": b.rates, "rtt": b.delays, "loss": b.losses, "mptcp": b.efficiency, "overhead": b.overhead}
-    wanted = args.only.split(",") if args.only else list(steps)
-    for w in wanted:
-        if w not in steps:
-            ap.error(f"--only: unknown group {w!r} (groups: {', '.join(steps)})")
     try:
-        for w in wanted:
+        for w in groups:
             steps[w]()
     finally:
         b.write({"name": "native"})

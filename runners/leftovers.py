@@ -1,10 +1,11 @@
 """What a run can leave behind on a machine (or in a guest), found and removed by one helper.
 
-A run's Mininet hosts are `bash ... mininet:<host>` processes holding
-network namespaces; its links are veth pairs named `<node>-eth<N>`; its
-traffic is iperf3 (or a user's tool under mptcpize); switched topologies add
-Open vSwitch bridges and an os-ken controller (`python -m controller.launch`).
-The warm VM checks for these between jobs.
+A run's Mininet hosts are processes in network namespaces of their own; its
+links are veth pairs named `<node>-eth<N>` (and `cli`/`srv` style names);
+its traffic is iperf3 (or a user's tool under mptcpize); switched topologies
+add Open vSwitch bridges, OVS daemons it started, and an os-ken controller
+(`python -m controller.launch`). The warm VM checks for these between jobs,
+and the integration tests after every run.
 """
 from __future__ import annotations
 
@@ -15,69 +16,95 @@ import signal
 import subprocess
 from pathlib import Path
 
-MININET_HOST = re.compile(r"mininet:")
-OUR_PROCESSES = (re.compile(r"(^|/)iperf3\b"), re.compile(r"-m controller\.launch\b"), MININET_HOST)
-OUR_LINK = re.compile(r"^[A-Za-z][A-Za-z0-9_]*-eth\d+$")
+OUR_LINK = re.compile(r"^(?:h\d+|s\d+|r\d+|cli|srv|[A-Za-z][A-Za-z0-9_]*-eth\d+)(?:-eth\d+)?$")
+OUR_COMMANDS = ("iperf3", "mnexec")
+OVS_DAEMONS = ("ovs-vswitchd", "ovsdb-server")
+OVSDB_SOCKET = Path("/var/run/openvswitch/db.sock")
 
 
-def _processes() -> list[tuple[int, str]]:
+def _quiet(argv: list[str], timeout: float = 20) -> subprocess.CompletedProcess | None:
+    try:
+        return subprocess.run(argv, capture_output=True, text=True, timeout=timeout)
+    except (OSError, subprocess.SubprocessError):
+        return None
+
+
+def _process_table() -> list[tuple[int, str, str, str]]:
+    """(pid, network namespace, comm, command line) of every other process."""
     out = []
-    for d in Path("/proc").iterdir():
-        if not d.name.isdigit() or int(d.name) == os.getpid():
+    for name in os.listdir("/proc"):
+        if not name.isdigit() or int(name) == os.getpid():
             continue
         try:
-            cmd = (d / "cmdline").read_bytes().replace(b"\0", b" ").decode(errors="replace").strip()
+            netns = os.readlink(f"/proc/{name}/ns/net")
+            comm = Path(f"/proc/{name}/comm").read_text().strip()
+            cmd = Path(f"/proc/{name}/cmdline").read_bytes().replace(b"\0", b" ").decode(errors="replace").strip()
         except OSError:
             continue
-        if cmd:
-            out.append((int(d.name), cmd))
+        out.append((int(name), netns, comm, cmd))
     return out
 
 
-def leftover_processes() -> list[tuple[int, str]]:
-    return [(pid, cmd) for pid, cmd in _processes() if any(p.search(cmd) for p in OUR_PROCESSES)]
+def leftover_processes(ovs_was_running: bool = True) -> list[tuple[int, str]]:
+    """Processes in another network namespace (Mininet hosts and what they run), iperf3, mnexec, a
+    controller, and OVS daemons when they were not running before."""
+    try:
+        root_ns = os.readlink("/proc/1/ns/net")
+    except OSError:
+        return []
+    found = []
+    for pid, netns, comm, cmd in _process_table():
+        if netns != root_ns:
+            found.append((pid, f"{comm} in another network namespace"))
+        elif comm in OUR_COMMANDS or (comm in OVS_DAEMONS and not ovs_was_running):
+            found.append((pid, comm))
+        elif "controller.launch" in cmd:
+            found.append((pid, f"controller: {cmd[:80]}"))
+    return found
 
 
 def leftover_links() -> list[str]:
+    r = _quiet(["ip", "-j", "link", "show"])
     try:
-        r = subprocess.run(["ip", "-j", "link", "show"], capture_output=True, text=True, timeout=20)
-        links = json.loads(r.stdout or "[]")
-    except (OSError, subprocess.SubprocessError, json.JSONDecodeError):
+        links = json.loads(r.stdout) if r is not None and r.stdout else []
+    except json.JSONDecodeError:
         return []
     return [ln["ifname"] for ln in links if OUR_LINK.match(ln.get("ifname", ""))]
 
 
-OVSDB_SOCKET = Path("/var/run/openvswitch/db.sock")
+def leftover_netns() -> list[str]:
+    r = _quiet(["ip", "netns", "list"])
+    return [ln.split()[0] for ln in (r.stdout if r is not None else "").splitlines() if ln.strip()]
 
 
 def leftover_bridges() -> list[str]:
     if not OVSDB_SOCKET.exists():   # Open vSwitch is not running: no bridge can be left
         return []
-    try:
-        r = subprocess.run(["ovs-vsctl", "--timeout=5", "list-br"], capture_output=True, text=True, timeout=10)
-    except (OSError, subprocess.SubprocessError):
-        return []
-    return r.stdout.split() if r.returncode == 0 else []
+    r = _quiet(["ovs-vsctl", "--timeout=5", "list-br"], timeout=10)
+    return r.stdout.split() if r is not None and r.returncode == 0 else []
 
 
-def find_leftovers() -> list[str]:
+def find_leftovers(ovs_was_running: bool = True) -> list[str]:
     """One line per thing a run left behind; empty when the machine is clean."""
-    found = [f"process {pid}: {cmd[:120]}" for pid, cmd in leftover_processes()]
-    found += [f"link {name}" for name in leftover_links()]
+    found = [f"process {pid} ({what})" for pid, what in leftover_processes(ovs_was_running)]
+    found += [f"named network namespace {n}" for n in leftover_netns()]
+    found += [f"link {name} in the root namespace" for name in leftover_links()]
     found += [f"Open vSwitch bridge {name}" for name in leftover_bridges()]
     return found
 
 
-def remove_leftovers() -> list[str]:
-    """Kill our processes, delete our links and bridges; returns what was there."""
-    found = find_leftovers()
-    for pid, _ in leftover_processes():
+def remove_leftovers(ovs_was_running: bool = True) -> list[str]:
+    """Kill our processes, delete our links, bridges and namespaces; returns what was there."""
+    found = find_leftovers(ovs_was_running)
+    for pid, _ in leftover_processes(ovs_was_running):
         try:
             os.kill(pid, signal.SIGKILL)
         except ProcessLookupError:
             pass
     for name in leftover_bridges():
-        subprocess.run(["ovs-vsctl", "--timeout=5", "--if-exists", "del-br", name], capture_output=True, timeout=20)
+        _quiet(["ovs-vsctl", "--timeout=5", "--if-exists", "del-br", name])
     for name in leftover_links():
-        subprocess.run(["ip", "link", "del", name], capture_output=True, timeout=20)
+        _quiet(["ip", "link", "del", name])
+    for name in leftover_netns():
+        _quiet(["ip", "netns", "del", name])
     return found

@@ -60,11 +60,11 @@ def parse_net_dev(text: str) -> dict[str, dict[str, int]]:
 
 
 def listening(pid: int | str, port: int, udp: bool = False) -> bool:
-    """Is a socket bound to `port` listening (TCP) or bound (UDP) in the namespace of `pid`?
+    """Is a socket listening on TCP `port` (or, with udp, bound to UDP `port` too) in the namespace of `pid`?
 
     An MPTCP listener shows here too: its first subflow is a TCP listening socket.
     """
-    tables = ("udp", "udp6") if udp else ("tcp", "tcp6")
+    tables = ("tcp", "tcp6", "udp", "udp6") if udp else ("tcp", "tcp6")
     want = f":{port:04X}"
     for table in tables:
         try:
@@ -73,6 +73,6 @@ def listening(pid: int | str, port: int, udp: bool = False) -> bool:
             continue
         for row in rows:
             f = row.split()
-            if len(f) > 3 and f[1].endswith(want) and (udp or f[3] == "0A"):   # 0A: TCP_LISTEN
+            if len(f) > 3 and f[1].endswith(want) and (table.startswith("udp") or f[3] == "0A"):   # 0A: LISTEN
                 return True
     return False

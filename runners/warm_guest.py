@@ -98,7 +98,7 @@ def run_job(job: Path) -> dict:
     if code < 0:
         code = 128 - code
     from runners.leftovers import remove_leftovers
-    cleaned = remove_leftovers()
+    cleaned = remove_leftovers(ovs_was_running=False)   # no OVS runs in the guest between jobs
     return {"code": code, "cleaned": cleaned, "seconds": round(time.monotonic() - t0, 3)}
 
 

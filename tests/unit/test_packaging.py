@@ -48,3 +48,15 @@ def test_requirements_are_pinned():
     for line in (REPO / "requirements.txt").read_text().splitlines():
         if line.strip() and not line.startswith("#"):
             assert re.match(r"^[A-Za-z0-9_.-]+==[\w.]+$", line), line
+
+
+def test_docs_do_not_point_to_the_developers_shared_folder():
+    """Users do not have ../shared/: the papers are cited by title and venue."""
+    for doc in [REPO / "README.md", *(REPO / "docs").glob("*.md"), REPO / "results" / "README.md"]:
+        if doc.exists():
+            assert "../shared" not in doc.read_text(), doc
+
+
+def test_vagrant_state_is_not_tracked():
+    tracked = subprocess.run(["git", "-C", str(REPO), "ls-files", ".vagrant"], capture_output=True, text=True)
+    assert tracked.stdout.strip() == ""

@@ -157,4 +157,6 @@ def test_listening_socket_found_in_proc(tmp_path, monkeypatch):
     monkeypatch.setattr(procfs, "Path", lambda p: tmp_path / p.removeprefix("/proc/"))
     assert procfs.listening(42, 5201)            # 0x1451, state 0A
     assert not procfs.listening(42, 5202)        # 0x1452 is an established connection, not a listener
-    assert not procfs.listening(42, 5201, udp=True)
+    assert procfs.listening(42, 5201, udp=True)       # a tool's ready_port may be TCP or UDP
+    (net / "udp").write_text(head + "   0: 00000000:1453 00000000:0000 07 00000000:00000000 00:00000000 00000000 0 0 3\n")
+    assert procfs.listening(42, 5203, udp=True) and not procfs.listening(42, 5203)
