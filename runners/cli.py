@@ -27,13 +27,15 @@ backends:
   vm      boot a micro-VM (virtme-ng) with a distribution kernel from /boot (the newest
           non-backports one, or the newest meeting `requires.kernel`, or --kernel)
           and run the native backend inside it. Uses KVM when it can boot a stock
-          kernel, else TCG emulation (slower: ~20 s boot).
+          kernel, else TCG emulation (slower: 24-28 s to boot and power off). When a
+          warm VM is up (`run-scenario vm up`), runs go to it instead: no boot.
   auto    native when the probe passes, else vm (the default).
 
 results:
-  <out>/<scenario name>/<UTC timestamp>/ holds scenario.yaml, metadata.json,
-  results.json, runs.csv (tidy: one row per run, metric and path), raw/ tool output,
-  and the report: stats.csv, verdicts.json, junit.xml and plots/.
+  <out>/<scenario name>/<UTC timestamp>/ holds scenario.yaml, metadata.json (with the
+  seconds of every phase), results.json, runs.csv (tidy: one row per run, metric and
+  path), raw/ tool output, and the report: stats.csv, verdicts.json, junit.xml and
+  plots/ (PNG; --svg adds SVG).
 
 experiments:
   A scenario may hold a `sweep` grid and named `variants`; every combination is a

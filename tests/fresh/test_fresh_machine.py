@@ -19,7 +19,6 @@ import os
 import shutil
 import signal
 import subprocess
-import tarfile
 import time
 from pathlib import Path
 
@@ -75,10 +74,8 @@ class Chroot:
         self.mounts: list[Path] = []
 
     def __enter__(self) -> "Chroot":
-        with tarfile.open(base_tarball()) as tf:
-            tf.extractall(self.root, filter="fully_trusted")
-        (self.root / "etc/resolv.conf").unlink(missing_ok=True)
-        shutil.copy("/etc/resolv.conf", self.root / "etc/resolv.conf")
+        subprocess.run(["tar", "-C", str(self.root), "-xf", str(base_tarball())], check=True, timeout=600)
+        self._copy_network_trust()
         # a chroot must not start the packages' services on the host (a real machine would start them)
         policy = self.root / "usr/sbin/policy-rc.d"
         policy.write_text("#!/bin/sh\nexit 101\n")
@@ -92,6 +89,23 @@ class Chroot:
             self._mount(["--bind", str(host_dir)], inside)
         return self
 
+    def _copy_network_trust(self) -> None:
+        """The machine's own network setup, which any new machine here has and no package installs:
+        its resolver, the certificate authorities its registries' proxies use (kept where
+        update-ca-certificates finds them again when ca-certificates is installed), and pip's config."""
+        for name in ("etc/resolv.conf", "etc/pip.conf", "etc/ssl/certs/ca-certificates.crt"):
+            src = Path("/") / name
+            if src.is_file():
+                (self.root / name).unlink(missing_ok=True)
+                (self.root / name).parent.mkdir(parents=True, exist_ok=True)
+                shutil.copy(src, self.root / name)
+        local_cas = Path("/usr/local/share/ca-certificates")
+        if local_cas.is_dir():
+            shutil.copytree(local_cas, self.root / local_cas.relative_to("/"), dirs_exist_ok=True)
+        for name in ("etc/apt/apt.conf.d/99artifact-registry",):
+            if (Path("/") / name).is_file():
+                shutil.copy(Path("/") / name, self.root / name)
+
     def _mount(self, args: list[str], inside: str) -> None:
         target = self.root / inside
         target.mkdir(parents=True, exist_ok=True)
@@ -101,6 +115,10 @@ class Chroot:
     def run(self, command: str, cwd: str, timeout: float) -> subprocess.CompletedProcess:
         env = {"PATH": "/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin", "HOME": "/root",
                "LANG": "C.UTF-8", "TERM": "dumb"}
+        # the machine's network settings (certificate bundles, proxies, pip's timeout), as a login here has
+        env.update({k: v for k, v in os.environ.items()
+                    if k.endswith(("_proxy", "_PROXY", "CA_BUNDLE", "_CERT_FILE", "_CERT_DIR"))
+                    or k in ("PIP_CERT", "PIP_DEFAULT_TIMEOUT", "PIP_INDEX_URL", "PIP_EXTRA_INDEX_URL")})
         return subprocess.run(["chroot", str(self.root), "/bin/bash", "-c", f"cd {cwd} && {command}"],
                                env=env, stdin=subprocess.DEVNULL, stdout=subprocess.PIPE, stderr=subprocess.STDOUT,
                                text=True, timeout=timeout)

@@ -1,0 +1,90 @@
+"""The warm VM's job protocol, host side against the real guest-side server (run here, without a VM)."""
+import io
+import json
+import os
+import signal
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import pytest
+
+from runners import warmvm
+
+REPO = Path(__file__).resolve().parents[2]
+
+
+@pytest.fixture
+def guest(tmp_path):
+    """runners.warm_guest serving a spool folder, as it does inside the VM (imports skipped)."""
+    vm = warmvm.WarmVm(tmp_path / "warm")
+    vm.spool.mkdir(parents=True)
+    proc = subprocess.Popen([sys.executable, "-m", "runners.warm_guest", "--spool", str(vm.spool), "--no-preload"],
+                            cwd=REPO, stdout=subprocess.DEVNULL, start_new_session=True)
+    deadline = time.time() + 30
+    while not (vm.spool / "ready").exists():
+        assert time.time() < deadline and proc.poll() is None, "the guest server did not start"
+        time.sleep(0.05)
+    warmvm._write_json(vm.state_file, {"pid": proc.pid, "kernel": "test", "kernel_image": "/boot/vmlinuz-test",
+                                       "accel": "tcg", "cpus": 1, "memory": "1G", "started": time.time(),
+                                       "rwdirs": [str(vm.spool), str(tmp_path)],
+                                       "code": warmvm.code_fingerprint()})
+    yield vm, proc
+    if proc.poll() is None:
+        os.killpg(proc.pid, signal.SIGKILL)
+        proc.wait()
+
+
+def test_jobs_run_in_order_with_their_output_and_exit_codes(guest, tmp_path):
+    vm, _ = guest
+    assert vm.problem() is None
+    out = io.StringIO()
+    assert warmvm.submit(vm, ["--check", str(REPO / "scenarios" / "two-paths.yaml")], out=out) == 0
+    assert "two-paths.yaml: ok (1 point)" in out.getvalue()
+    bad = tmp_path / "bad.yaml"
+    bad.write_text("name: bad\ntopology: {kind: dual-homed, paths: [{name: A, bw: -3}]}\n")
+    out = io.StringIO()
+    assert warmvm.submit(vm, ["--check", str(bad)], out=out) == 2
+    assert "bad.yaml" in out.getvalue() and "bw" in out.getvalue()
+    assert list((vm.spool / "jobs").iterdir()) == []   # the host removes a finished job's files
+
+
+def test_the_vm_shares_only_its_folders(guest, tmp_path):
+    vm, _ = guest
+    assert vm.shares(tmp_path / "results" / "x")
+    assert not vm.shares(Path("/elsewhere/results"))
+
+
+def test_a_dead_guest_is_reported_and_the_job_fails_clearly(guest):
+    vm, proc = guest
+    os.killpg(proc.pid, signal.SIGKILL)
+    proc.wait()
+    assert "gone" in vm.problem()
+    with pytest.raises(warmvm.WarmVmGone, match="gone"):
+        warmvm.submit(vm, ["--check", str(REPO / "scenarios" / "two-paths.yaml")], out=io.StringIO())
+    assert vm.state() is None   # stopped and cleared: the next run boots a replacement
+
+
+def test_a_silent_guest_is_wedged(guest):
+    vm, proc = guest
+    os.killpg(proc.pid, signal.SIGSTOP)
+    try:
+        old = time.time() - warmvm.STALE_SECONDS - 5
+        os.utime(vm.spool / "heartbeat", (old, old))
+        assert vm.problem().startswith("wedged")
+    finally:
+        os.killpg(proc.pid, signal.SIGCONT)
+
+
+def test_code_changed_since_boot_makes_it_out_of_date(guest):
+    vm, _ = guest
+    st = vm.state()
+    st["code"] = "something-else"
+    warmvm._write_json(vm.state_file, st)
+    assert vm.problem().startswith("out of date")
+
+
+def test_status_without_a_warm_vm(tmp_path):
+    ok, lines = warmvm.status_lines(warmvm.WarmVm(tmp_path / "none"))
+    assert not ok and "not running" in lines[0]
