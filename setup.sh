@@ -41,8 +41,9 @@ pkgs+=(vagrant debootstrap)
 # os-ken (the maintained Ryu fork) for the controller apps; Debian and Ubuntu ship it.
 pkgs+=(python3-os-ken)
 if [ "$with_vm" = 1 ]; then
-  # busybox: virtme-ng builds the guest's initramfs with it
-  pkgs+=(qemu-system-x86 busybox-static)
+  # virtme-ng builds the guest's initramfs with busybox, and reads the kernel's version with file
+  # (or strings, from binutils); runners/tools.py names each program
+  pkgs+=(qemu-system-x86 busybox-static file binutils)
   if [ "$ID" = debian ]; then
     pkgs+=(linux-image-amd64)
   else

@@ -97,7 +97,8 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--check", action="store_true", help="only validate the scenario file(s) and exit")
     p.add_argument("--schema", action="store_true", help="print the scenario JSON Schema and exit")
     p.add_argument("--run-dir", help=argparse.SUPPRESS)  # internal: exact result folder (VM guest side)
-    # internal (VM guest side): the host renders the summary and report after the guest exits, at native speed
+    # internal (VM guest side): the host finishes the result set after the guest exits, at native speed:
+    # summary, report, tool versions and the git revision
     p.add_argument("--no-report", action="store_true", help=argparse.SUPPRESS)
     return p
 
@@ -127,7 +128,7 @@ def _tool_version(argv: list[str]) -> str | None:
         return None
 
 
-def native_metadata(probe_facts: dict) -> dict:
+def native_metadata(probe_facts: dict, host_finishes: bool = False) -> dict:
     try:
         from mininet.net import VERSION as mn_version
     except ImportError:
@@ -140,8 +141,8 @@ def native_metadata(probe_facts: dict) -> dict:
         "iperf3_mptcp": "native --mptcp" if probe_facts.get("iperf3_native_mptcp") else "mptcpize run",
         "mptcpize": shutil.which("mptcpize"),
     }
-    if os.environ.get("TESTBED_IN_VM") != "1":
-        # in the VM the host adds these (same binaries and checkout, and no process start under TCG)
+    if not host_finishes:
+        # a VM run's host adds these (same binaries and checkout, and no process start under TCG)
         meta.update(userland_metadata())
     return meta
 
@@ -287,7 +288,7 @@ def _run_native(args, exp, run_dir: Path, report) -> int:
                        or time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime(started)),
                        argv=sys.argv, seed=seed, shard=list(shard) if shard else None, repeat=repeat,
                        points={p.id: {"label": p.label, "params": p.params} for p in points},
-                       **native_metadata(report.facts), probe=report.facts)
+                       **native_metadata(report.facts, host_finishes=args.no_report), probe=report.facts)
     prepared_mono = time.monotonic()
     done = {run_key(r) for r in store.runs}
     jobs = [j for j in plan_jobs(points, range(1, repeat + 1), seed, len(exp.points) > 1) if j.key not in done]

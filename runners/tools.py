@@ -58,6 +58,8 @@ TOOLS: tuple[Tool, ...] = (
     Tool("busybox", "busybox-static", "virtme-ng builds the guest's initramfs with it", "vm"),
     Tool("depmod", "kmod", "virtme-ng indexes the guest kernel's modules", "vm"),
     Tool("/bin/sh", "dash", "runs the guest's command script", "vm"),
+    Tool("file", "file", "virtme-ng reads the kernel image's version and checks busybox with it", "vm"),
+    Tool("strings", "binutils", "virtme-ng's fallback for the kernel image's version", "vm"),
 )
 
 # Python packages that come from the distribution (the venv sees them through --system-site-packages).
