@@ -426,6 +426,12 @@ def _run_vm(args, exp, run_dir: Path) -> int:
                                              "cpus": plan.cpus, "memory": plan.memory, "warm": warm is not None,
                                              "wall_seconds_with_boot": round(host_seconds, 2)},
                            host_kernel=platform.release(), phases=phases, **userland_metadata())
+        results_path = run_dir / "results.json"
+        if results_path.exists():   # results.json carries the same metadata
+            from .results import atomic_write
+            doc = json.loads(results_path.read_text())
+            doc["metadata"] = store.metadata
+            atomic_write(results_path, json.dumps(doc, indent=2, default=str) + "\n")
     elif code == 0:
         _err("the VM finished but wrote no results")
         return EXIT_FAIL

@@ -10,6 +10,11 @@ pytestmark = pytest.mark.integration
 
 
 def run_set(tmp_path: Path, scenario: Path) -> dict:
+    # 8 s instead of the scenario's 15: the claims below held with a wide margin (1.93x against 1.6x,
+    # 0.97x against 1.25x) and CI's time is shared by every test
+    text = scenario.read_text()
+    assert "duration: 15" in text
+    scenario = write_scenario(tmp_path.parent / scenario.name, text.replace("duration: 15", "duration: 8"))
     r = run_cli(str(scenario), "--backend", "native", "--out", str(tmp_path))
     assert r.returncode in (0, 1), r.stdout + r.stderr          # 1: a verdict failed; checked below
     d = next(next(tmp_path.iterdir()).iterdir())
