@@ -20,7 +20,17 @@ from pathlib import Path
 
 from .vm import VmError, VmPlan, kernel_release, vng_binary
 
-WARM_DIR = Path(os.environ.get("TESTBED_WARM_DIR", "/run/mptcp-testbed/warm-vm"))
+def _warm_dir() -> Path:
+    """Where the warm VM keeps its state: per user (root's in /run, which a reboot empties)."""
+    if os.environ.get("TESTBED_WARM_DIR"):
+        return Path(os.environ["TESTBED_WARM_DIR"])
+    if os.geteuid() == 0:
+        return Path("/run/mptcp-testbed/warm-vm")
+    runtime = os.environ.get("XDG_RUNTIME_DIR") or f"/tmp/mptcp-testbed-{os.getuid()}"
+    return Path(runtime) / "mptcp-testbed-warm-vm"
+
+
+WARM_DIR = _warm_dir()
 RESULTS = Path(__file__).resolve().parent.parent / "results"
 STALE_SECONDS = 30.0      # a heartbeat older than this: the guest is wedged
 BOOT_TIMEOUT = 600.0

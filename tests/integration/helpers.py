@@ -29,6 +29,9 @@ def run_cli(*args: str, timeout: float = 900) -> subprocess.CompletedProcess:
     of a SIGKILLed run start a real `python -m runners.cli` process instead.
     """
     import runners.cli  # noqa: F401  (imported before the fork: every child inherits it)
+    import runners.native  # noqa: F401
+    import runners.plots  # noqa: F401  (matplotlib: seconds to import under TCG)
+    import runners.report  # noqa: F401
     from runners.probe import netem_works
     if os.geteuid() == 0:
         netem_works()   # memoised: the children inherit the answer
