@@ -108,4 +108,4 @@ fi
 mkdir -p "$venv/share/testbed-mplconfig"
 MPLCONFIGDIR="$venv/share/testbed-mplconfig" "$venv/bin/python" -c 'import matplotlib.font_manager'
 
-echo "setup.sh: done. kernel $(uname -r); $(iperf3 --version | head -1); run-scenario: $venv/bin/run-scenario"
+echo "setup.sh: done in ${SECONDS} s. kernel $(uname -r); $(iperf3 --version | head -1); run-scenario: $venv/bin/run-scenario"
