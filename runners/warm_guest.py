@@ -11,6 +11,7 @@ shares with it:
   spool/heartbeat         rewritten every second: the host's sign that the guest is alive
   spool/ready             written once the imports are done
   spool/stop              the host asks the server to exit (the VM then powers off)
+  spool/history.jsonl     one line per finished job (exit code, seconds, leftovers removed)
 
 Jobs run in name order (the host names them by submission time). After each
 job, whatever a run can leave behind is looked for and removed, and the
@@ -123,6 +124,8 @@ def serve(spool: Path, preload: bool = True) -> int:
             print(f"warm VM: job {job.stem}", flush=True)
             result = run_job(job)
             _write(job.with_suffix(".done"), json.dumps(result) + "\n")
+            with open(spool / "history.jsonl", "a") as history:   # `vm status` counts these
+                history.write(json.dumps({"job": job.stem, **result}) + "\n")
     finally:
         halt.set()
     return 0

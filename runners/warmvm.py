@@ -204,7 +204,8 @@ def status_lines(vm: WarmVm) -> tuple[bool, list[str]]:
         return False, ["warm VM: not running (start one with `run-scenario vm up`)"]
     problem = vm.problem()
     jobs = vm.spool / "jobs"
-    done = len(list(jobs.glob("*.done"))) if jobs.exists() else 0
+    history = vm.spool / "history.jsonl"
+    done = len(history.read_text().splitlines()) if history.exists() else 0
     queued = len([p for p in jobs.glob("*.json") if not p.with_suffix(".done").exists()]) if jobs.exists() else 0
     lines = [f"warm VM: {'up' if problem is None else problem}",
              f"  pid {st['pid']}, kernel {st['kernel']} ({st['accel'].upper()}), {st['cpus']} CPUs, {st['memory']}",

@@ -48,6 +48,8 @@ def test_jobs_run_in_order_with_their_output_and_exit_codes(guest, tmp_path):
     assert warmvm.submit(vm, ["--check", str(bad)], out=out) == 2
     assert "bad.yaml" in out.getvalue() and "bw" in out.getvalue()
     assert list((vm.spool / "jobs").iterdir()) == []   # the host removes a finished job's files
+    ok, lines = warmvm.status_lines(vm)
+    assert ok and "jobs finished 2, queued or running 0" in lines[2]
 
 
 def test_the_vm_shares_only_its_folders(guest, tmp_path):
