@@ -262,11 +262,6 @@ def nft_list_argv() -> Argv:
     return ["nft", "-j", "list", "table", *NFT_TABLE]
 
 
-def nstat_argv() -> Argv:
-    """Absolute counters, without touching nstat's history file (shared across namespaces)."""
-    return ["nstat", "-a", "-z", "-s"]
-
-
 def qdisc_stats_argv() -> Argv:
     """Every qdisc of a namespace with its counters (packets sent, drops)."""
     return ["tc", "-s", "-j", "qdisc", "show"]

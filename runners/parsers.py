@@ -110,7 +110,6 @@ def counter_delta(before: dict[str, int], after: dict[str, int], names: list[str
 # ---------------------------------------------------------------- ping
 
 _PING_LOSS = re.compile(r"(\d+) packets transmitted, (\d+) (?:packets )?received.*?([\d.]+)% packet loss")
-_PING_RTT = re.compile(r"(?:rtt|round-trip) min/avg/max/(?:mdev|stddev) = ([\d.]+)/([\d.]+)/([\d.]+)/([\d.]+) ms")
 
 
 _PING_REPLY = re.compile(r"icmp_seq=(\d+) .*?time=([\d.]+) ms")
@@ -137,19 +136,6 @@ def parse_ping_after_warmup(text: str, warmup: int = 1) -> dict[str, Any]:
         # mdev as ping computes it: sqrt(mean(x^2) - mean(x)^2)
         mdev = max(0.0, sum(x * x for x in rtts) / len(rtts) - avg * avg) ** 0.5
         out.update(rtt_min_ms=min(rtts), rtt_avg_ms=round(avg, 3), rtt_max_ms=max(rtts), rtt_mdev_ms=round(mdev, 3))
-    return out
-
-
-def parse_ping(text: str) -> dict[str, Any]:
-    m = _PING_LOSS.search(text)
-    if not m:
-        raise ParseError(f"ping summary not found in {text[-300:]!r}")
-    out: dict[str, Any] = {"sent": int(m.group(1)), "received": int(m.group(2)), "loss_pct": float(m.group(3)),
-                           "rtt_min_ms": None, "rtt_avg_ms": None, "rtt_max_ms": None, "rtt_mdev_ms": None}
-    r = _PING_RTT.search(text)
-    if r:
-        out.update(rtt_min_ms=float(r.group(1)), rtt_avg_ms=float(r.group(2)),
-                   rtt_max_ms=float(r.group(3)), rtt_mdev_ms=float(r.group(4)))
     return out
 
 
@@ -261,22 +247,6 @@ def parse_nft_counters(text: str) -> dict[str, dict[str, int]]:
 
 
 # ---------------------------------------------------------------- tc -s -j qdisc
-
-def parse_qdisc_stats(text: str) -> dict[str, int]:
-    """Packets sent and dropped by the root qdisc of `tc -s -j qdisc show dev X`.
-
-    netem drops (random loss, and a full queue) happen here, before the
-    device: interface counters never see them, so loss is measured here.
-    """
-    try:
-        doc = json.loads(text) if text.strip() else []
-    except json.JSONDecodeError as e:
-        raise ParseError(f"tc -s -j output is not JSON: {e}") from None
-    for q in doc:
-        if q.get("root", False):
-            return {"packets": int(q.get("packets", 0)), "drops": int(q.get("drops", 0))}
-    return {"packets": 0, "drops": 0}
-
 
 def parse_qdisc_stats_by_dev(text: str) -> dict[str, dict[str, int]]:
     """`tc -s -j qdisc show` (every device of a namespace) -> {dev: root qdisc's packets and drops}."""
