@@ -56,22 +56,28 @@ def _heartbeat(spool: Path, halt: threading.Event) -> None:
         halt.wait(HEARTBEAT_SECONDS)
 
 
-def _run_child(job: Path, argv: list[str]) -> None:
-    """In the fork: output to the job's log, then run-scenario's own main."""
-    fd = os.open(job.with_suffix(".log"), os.O_WRONLY | os.O_CREAT | os.O_APPEND, 0o644)
-    os.dup2(fd, 1)
-    os.dup2(fd, 2)
-    os.close(fd)
-    sys.stdout = open(1, "w", buffering=1, closefd=False)
-    sys.stderr = open(2, "w", buffering=1, closefd=False)
-    signal.signal(signal.SIGINT, signal.default_int_handler)
-    signal.signal(signal.SIGTERM, signal.SIG_DFL)
-    from runners.cli import main
+def main_in_this_child(argv: list[str], stdout_fd: int, stderr_fd: int) -> None:
+    """In a fresh fork: run-scenario's main() with its output on these descriptors, then exit with its code.
+
+    Shared by the warm VM and the integration tests, which both fork a process that imported the
+    testbed once instead of starting `python -m runners.cli`. Never returns.
+    """
     code = 1
     try:
+        os.dup2(stdout_fd, 1)
+        os.dup2(stderr_fd, 2)
+        sys.stdout = open(1, "w", buffering=1, closefd=False)
+        sys.stderr = open(2, "w", buffering=1, closefd=False)
+        sys.stdin = open(os.devnull)
+        signal.signal(signal.SIGINT, signal.default_int_handler)
+        signal.signal(signal.SIGTERM, signal.SIG_DFL)
+        from runners.cli import main
         code = main(argv)
     except SystemExit as e:
-        code = e.code if isinstance(e.code, int) else 1
+        code = e.code if isinstance(e.code, int) else 2
+    except BaseException:
+        import traceback
+        traceback.print_exc()
     finally:
         sys.stdout.flush()
         sys.stderr.flush()
@@ -83,7 +89,8 @@ def run_job(job: Path) -> dict:
     t0 = time.monotonic()
     pid = os.fork()
     if pid == 0:
-        _run_child(job, list(spec["argv"]))
+        log = os.open(job.with_suffix(".log"), os.O_WRONLY | os.O_CREAT | os.O_APPEND, 0o644)
+        main_in_this_child(list(spec["argv"]), log, log)
     cancel = job.with_suffix(".cancel")
     sent = False
     while True:

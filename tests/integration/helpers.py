@@ -10,6 +10,7 @@ import time
 from pathlib import Path
 
 from runners.leftovers import find_leftovers
+from runners.warm_guest import main_in_this_child
 
 REPO = Path(__file__).resolve().parents[2]
 # OVS daemons that ran before the tests are the machine's; the runner must stop only those it started
@@ -39,7 +40,10 @@ def run_cli(*args: str, timeout: float = 900) -> subprocess.CompletedProcess:
     err_r, err_w = os.pipe()
     pid = os.fork()
     if pid == 0:
-        _cli_child(list(args), out_w, err_w, (out_r, err_r))
+        os.close(out_r)
+        os.close(err_r)
+        os.chdir(REPO)
+        main_in_this_child(list(args), out_w, err_w)
     os.close(out_w)
     os.close(err_w)
     outs: dict[int, bytes] = {}
@@ -73,32 +77,6 @@ def _read_all(fd: int) -> bytes:
         chunks.append(data)
     os.close(fd)
     return b"".join(chunks)
-
-
-def _cli_child(argv: list[str], out_w: int, err_w: int, close: tuple[int, int]) -> None:
-    code = 1
-    try:
-        for fd in close:
-            os.close(fd)
-        os.dup2(out_w, 1)
-        os.dup2(err_w, 2)
-        sys.stdout = open(1, "w", buffering=1, closefd=False)
-        sys.stderr = open(2, "w", buffering=1, closefd=False)
-        sys.stdin = open(os.devnull)
-        signal.signal(signal.SIGINT, signal.default_int_handler)
-        signal.signal(signal.SIGTERM, signal.SIG_DFL)
-        os.chdir(REPO)
-        from runners.cli import main
-        code = main(argv)
-    except SystemExit as e:
-        code = e.code if isinstance(e.code, int) else 2
-    except BaseException:
-        import traceback
-        traceback.print_exc()
-    finally:
-        sys.stdout.flush()
-        sys.stderr.flush()
-        os._exit(code)
 
 
 def write_scenario(path: Path, text: str) -> Path:
