@@ -66,9 +66,7 @@ class Bench:
         if r.returncode != 0:
             raise RuntimeError(f"{name} failed: {r.stdout[-2000:]}{r.stderr[-2000:]}")
         d = sorted((self.work / name).iterdir())[-1]
-        doc = json.loads((d / "results.json").read_text())
-        doc["metadata"] = json.loads((d / "metadata.json").read_text())   # the final one, with the phases
-        return doc, wall
+        return json.loads((d / "results.json").read_text()), wall
 
     def add(self, group: str, case: str, configured, measured, unit: str, ratio=None, note: str = "") -> None:
         row = {"group": group, "case": case, "configured": configured, "measured": measured, "unit": unit,

@@ -297,11 +297,10 @@ def _run_native(args, exp, run_dir: Path, report) -> int:
         print(f"resuming: {len(done)} finished run(s) kept, {len(jobs)} to go", flush=True)
     progress = make_progress(len(done) + len(jobs), len(done))
     code, status = EXIT_OK, "ok"
-    runner_ref = None
+    runner = NativeRunner(store, report, log=progress.log, on_run=progress.advance,
+                          base_dir=Path(exp.file).resolve().parent)
     try:
-        runner_ref = NativeRunner(store, report, log=progress.log, on_run=progress.advance,
-                                  base_dir=Path(exp.file).resolve().parent)
-        with runner_ref as runner:
+        with runner:
             runner.run_jobs(jobs)
             if args.until_conclusive:
                 from .report import make_report
@@ -325,7 +324,7 @@ def _run_native(args, exp, run_dir: Path, report) -> int:
         _err(str(e))
     finally:
         progress.close()
-        phases = dict(getattr(runner_ref, "phases", {}) or {})
+    phases = dict(runner.phases)
     if code in (130, 143):
         _err(f"{status}; {len(store.runs)} finished run(s) kept in {run_dir} "
              f"(continue with: run-scenario --resume {run_dir})")
@@ -334,9 +333,9 @@ def _run_native(args, exp, run_dir: Path, report) -> int:
     # interpreter start and imports, then loading, validating and probing: before the first build
     phases["python_start"] = round(args.process_age, 3)
     phases["prepare"] = round(prepared_mono - args.started_at, 3)   # load, validate, probe, metadata
-    store.set_metadata(status=status, finished_utc=time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()),
-                       wall_seconds=round(time.time() - started, 2), phases=phases,
-                       process_seconds=round(time.monotonic() - args.started_at + args.process_age, 3))
+    store.finish_metadata(status=status, finished_utc=time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()),
+                          wall_seconds=round(time.time() - started, 2), phases=phases,
+                          process_seconds=round(time.monotonic() - args.started_at + args.process_age, 3))
     if store.runs and not args.no_report:
         code = _summary_and_report(run_dir, args, code)
     return code
@@ -351,7 +350,7 @@ def _summary_and_report(run_dir: Path, args, code: int) -> int:
     verdict_code = _report(run_dir, Path(args.baseline) if args.baseline else None, svg=args.svg)
     store = ResultStore(run_dir)
     store.metadata = json.loads((run_dir / "metadata.json").read_text())
-    store.set_metadata(phases={**store.metadata.get("phases", {}), "report": round(time.monotonic() - t0, 3)})
+    store.finish_metadata(phases={**store.metadata.get("phases", {}), "report": round(time.monotonic() - t0, 3)})
     return verdict_code if code == EXIT_OK else code
 
 
@@ -421,17 +420,11 @@ def _run_vm(args, exp, run_dir: Path) -> int:
         elif guest_seconds is not None:
             # initramfs, qemu, the guest kernel and its init, and the power-off: all but the guest's process
             phases["vm_boot_and_exit"] = round(host_seconds - guest_seconds, 3)
-        store.set_metadata(backend="vm", vm={"kernel_image": str(plan.kernel), "kernel": kernel_release(plan.kernel),
+        store.finish_metadata(backend="vm", vm={"kernel_image": str(plan.kernel), "kernel": kernel_release(plan.kernel),
                                              "accel": "kvm" if plan.kvm else "tcg", "accel_reason": plan.accel_reason,
                                              "cpus": plan.cpus, "memory": plan.memory, "warm": warm is not None,
                                              "wall_seconds_with_boot": round(host_seconds, 2)},
-                           host_kernel=platform.release(), phases=phases, **userland_metadata())
-        results_path = run_dir / "results.json"
-        if results_path.exists():   # results.json carries the same metadata
-            from .results import atomic_write
-            doc = json.loads(results_path.read_text())
-            doc["metadata"] = store.metadata
-            atomic_write(results_path, json.dumps(doc, indent=2, default=str) + "\n")
+                              host_kernel=platform.release(), phases=phases, **userland_metadata())
     elif code == 0:
         _err("the VM finished but wrote no results")
         return EXIT_FAIL
@@ -445,7 +438,7 @@ def _run_vm(args, exp, run_dir: Path) -> int:
 def _usable_warm_vm(plan, run_dir: Path):
     """The warm VM, when one is up (or was, and is replaced) and can run this job; else None."""
     from . import warmvm
-    from .vm import VmError, plan_vm
+    from .vm import VmError
 
     vm = warmvm.default()
     st = vm.state()
@@ -464,7 +457,7 @@ def _usable_warm_vm(plan, run_dir: Path):
         print(f"warm VM: {problem}; replacing it", flush=True)
         warmvm.stop(vm, log=lambda m: None)
         try:
-            warmvm.up(vm, warmvm.plan_warm(plan_vm, Path(st["kernel_image"]), st["memory"], st["cpus"], vm,
+            warmvm.up(vm, warmvm.plan_warm(Path(st["kernel_image"]), st["memory"], st["cpus"], vm,
                                            [Path(d) for d in st["rwdirs"] if Path(d) != vm.spool]))
         except VmError as e:
             print(f"warm VM: could not replace it ({e}): booting a VM for this run", flush=True)
@@ -494,7 +487,7 @@ def _cmd_vm(argv: list[str]) -> int:
                    help="another results folder the guest may write (default: results/ of this checkout)")
     a = p.parse_args(argv)
     from . import warmvm
-    from .vm import VmError, plan_vm
+    from .vm import VmError
 
     vm = warmvm.default()
     if a.action == "status":
@@ -510,8 +503,7 @@ def _cmd_vm(argv: list[str]) -> int:
         d.mkdir(parents=True, exist_ok=True)
     vm.home.mkdir(parents=True, exist_ok=True)
     try:
-        warmvm.up(vm, warmvm.plan_warm(plan_vm, Path(a.kernel) if a.kernel else None, a.vm_memory, a.vm_cpus,
-                                       vm, shares))
+        warmvm.up(vm, warmvm.plan_warm(Path(a.kernel) if a.kernel else None, a.vm_memory, a.vm_cpus, vm, shares))
     except VmError as e:
         _err(str(e))
         return EXIT_FAIL

@@ -86,25 +86,32 @@ def leftover_bridges() -> list[str]:
 
 def find_leftovers(ovs_was_running: bool = True) -> list[str]:
     """One line per thing a run left behind; empty when the machine is clean."""
-    found = [f"process {pid} ({what})" for pid, what in leftover_processes(ovs_was_running)]
-    found += [f"named network namespace {n}" for n in leftover_netns()]
-    found += [f"link {name} in the root namespace" for name in leftover_links()]
-    found += [f"Open vSwitch bridge {name}" for name in leftover_bridges()]
-    return found
+    return _describe(*_scan(ovs_was_running))
 
 
 def remove_leftovers(ovs_was_running: bool = True) -> list[str]:
     """Kill our processes, delete our links, bridges and namespaces; returns what was there."""
-    found = find_leftovers(ovs_was_running)
-    for pid, _ in leftover_processes(ovs_was_running):
+    processes, netns, links, bridges = _scan(ovs_was_running)   # one scan: each costs process starts
+    for pid, _ in processes:
         try:
             os.kill(pid, signal.SIGKILL)
         except ProcessLookupError:
             pass
-    for name in leftover_bridges():
+    for name in bridges:
         _quiet(["ovs-vsctl", "--timeout=5", "--if-exists", "del-br", name])
-    for name in leftover_links():
+    for name in links:
         _quiet(["ip", "link", "del", name])
-    for name in leftover_netns():
+    for name in netns:
         _quiet(["ip", "netns", "del", name])
-    return found
+    return _describe(processes, netns, links, bridges)
+
+
+def _scan(ovs_was_running: bool) -> tuple[list, list, list, list]:
+    return leftover_processes(ovs_was_running), leftover_netns(), leftover_links(), leftover_bridges()
+
+
+def _describe(processes: list, netns: list, links: list, bridges: list) -> list[str]:
+    return ([f"process {pid} ({what})" for pid, what in processes]
+            + [f"named network namespace {n}" for n in netns]
+            + [f"link {name} in the root namespace" for name in links]
+            + [f"Open vSwitch bridge {name}" for name in bridges])

@@ -233,8 +233,7 @@ class NativeRunner:
             for node in plan.hosts:
                 view = plan.for_client(node) if node in plan.all_clients else plan
                 per_node.setdefault(node, []).extend(C.nft_counter_argvs(view, node))
-        with ThreadPoolExecutor(max_workers=max(len(per_node), 1)) as pool:
-            list(pool.map(lambda item: run_batch(self.net.get(item[0]), item[1]), per_node.items()))
+        _at_once(lambda item: run_batch(self.net.get(item[0]), item[1]), per_node.items())
         if self.controller is not None:
             self.controller.wait_connected(controlled)
         self.phases["build"] = round(self.phases["build"] + time.monotonic() - t0, 3)
@@ -254,8 +253,7 @@ class NativeRunner:
             self.controller.check_alive(when)
 
     def _sysctls(self, sc: Scenario) -> None:
-        with ThreadPoolExecutor(max_workers=len(self.clients) + 1) as pool:
-            list(pool.map(lambda node: self._node_sysctls(node, sc), (*self.clients, self.server)))
+        _at_once(lambda node: self._node_sysctls(node, sc), (*self.clients, self.server))
 
     def _node_sysctls(self, node, sc: Scenario) -> None:
         if node.name not in self.buffer_defaults:
@@ -279,9 +277,8 @@ class NativeRunner:
             if iface.shaping is not None and self.shaping.get(iface.name) != iface.shaping:
                 todo.setdefault(iface.node, []).append(iface)
         report = {}
-        with ThreadPoolExecutor(max_workers=max(len(todo), 1)) as pool:   # every namespace at once
-            for part in pool.map(lambda item: self._shape_node(*item), todo.items()):
-                report.update(part)
+        for part in _at_once(lambda item: self._shape_node(*item), todo.items()):
+            report.update(part)
         if report and "shaping" not in self.store.metadata:
             self.store.set_metadata(shaping=report)
 
@@ -330,8 +327,7 @@ class NativeRunner:
             reads.append((side, node, tag, wanted))
         for name in sorted(shaped - {n.name for _, n, _ in sides}):   # routers with shaped links
             reads.append(("router", self.net.get(name), name, {"qdiscs": C.qdisc_stats_argv()}))
-        with ThreadPoolExecutor(max_workers=len(reads)) as pool:
-            outputs = list(pool.map(lambda r: run_batch(r[1], list(r[3].values())), reads))
+        outputs = _at_once(lambda r: run_batch(r[1], list(r[3].values())), reads)
         qdisc_raw = {}
         for (side, node, tag, wanted), results in zip(reads, outputs):
             out = dict(zip(wanted, (r.out for r in results)))
@@ -441,9 +437,9 @@ class NativeRunner:
         """RTT of every path, all paths at once (each ping is bound to its own path's addresses)."""
         paths = self.plan.paths
         # the first echo of each is unmeasured, so neighbour resolution does not inflate the RTT
-        results = self._ping_all([C.ping_argv(p.client_ip, p.server_ip) for p in paths])
+        texts = self._ping_all([C.ping_argv(p.client_ip, p.server_ip) for p in paths])
         out = {}
-        for p, (text, _) in zip(paths, results):
+        for p, text in zip(paths, texts):
             self.store.save_raw(run_id, f"ping-{p.name}.txt", text)
             try:
                 out[p.name] = P.parse_ping_after_warmup(text)
@@ -451,7 +447,8 @@ class NativeRunner:
                 out[p.name] = {"loss_pct": 100.0, "rtt_avg_ms": None}
         return out
 
-    def _ping_all(self, argvs: list[list[str]], timeout: float = 30) -> list[tuple[str, int]]:
+    def _ping_all(self, argvs: list[list[str]], timeout: float = 30) -> list[str]:
+        """Start every ping, then collect each one's output (stdout and stderr)."""
         procs = [self.procs.start(self.client, argv) for argv in argvs]
         outs = []
         for p in procs:
@@ -460,7 +457,7 @@ class NativeRunner:
             except subprocess.TimeoutExpired:
                 p.kill()
                 out, err = p.communicate()
-            outs.append(((out + err).decode(errors="replace"), p.returncode))
+            outs.append((out + err).decode(errors="replace"))
         return outs
 
     def _wait_listening(self, port: int, timeout: float = 20, udp: bool = False) -> None:
@@ -497,8 +494,7 @@ class NativeRunner:
                 todo.append((node, cmds.client, bool(cmds.after_connect)))
                 if i == 0:
                     todo.append((self.server, cmds.server, False))
-            with ThreadPoolExecutor(max_workers=len(todo)) as pool:   # every host at once
-                list(pool.map(lambda t: self._set_endpoints(*t), todo))
+            _at_once(lambda t: self._set_endpoints(*t), todo)
         # TCP baselines leave the endpoints alone: a plain TCP socket never uses them.
         # The endpoints in place are saved with the "before" counters (mptcp-endpoints.txt).
         self._clear_steered_flows()
@@ -519,7 +515,7 @@ class NativeRunner:
         else:
             iperf, samples, ss_samples = self._iperf_traffic(run_id, primary, mptcp, receiver, upload, servers)
         self.marks.append(('traffic', time.monotonic()))
-        self.traffic_ended = time.monotonic()
+        self.traffic_ended = self.marks[-1][1]
         after = self._snapshot(run_id, "after")
         self.marks.append(('snapshot_after', time.monotonic()))
         result = self._assemble(run_id, rep, mode, primary, iperf, before, after, pings, samples, ss_samples,
@@ -545,9 +541,9 @@ class NativeRunner:
             result["efficiency_paths"] = sc.efficiency_paths
         self.marks.append(('assemble', time.monotonic()))
         self.store.add_run(result)
-        wall = time.monotonic() - t0
-        traffic = result["metrics"].get("seconds") or 0.0
         self.marks.append(("store", time.monotonic()))
+        wall = self.marks[-1][1] - t0
+        traffic = result["metrics"].get("seconds") or 0.0
         steps = {name: round(t - prev, 3) for (_, prev), (name, t) in zip(self.marks, self.marks[1:])}
         self.phases["runs"].append({"id": run_id, "wall": round(wall, 3), "traffic": round(traffic, 3),
                                     "overhead": round(wall - traffic, 3), "steps": steps})
@@ -868,6 +864,16 @@ class NativeRunner:
             "iperf_connected": iperf["connected"],
             "iperf_version": iperf["version"],
         }
+
+
+def _at_once(fn: Callable, items) -> list:
+    """fn on every item in threads of its own (one per namespace: each waits on its own process);
+    results in order, and the first exception raised here."""
+    items = list(items)
+    if not items:
+        return []
+    with ThreadPoolExecutor(max_workers=len(items)) as pool:
+        return list(pool.map(fn, items))
 
 
 def _add_into(acc: dict, key: str, counters: dict) -> None:

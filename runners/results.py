@@ -124,6 +124,16 @@ class ResultStore:
         self.metadata.update(kv)
         atomic_write(self.dir / "metadata.json", json.dumps(self.metadata, indent=2, sort_keys=True, default=str) + "\n")
 
+    def finish_metadata(self, **kv: Any) -> None:
+        """set_metadata, and the same metadata into results.json, whose copy was written with the last run
+        (a run set's status, phases and, for a VM run, what only the host knows come after it)."""
+        self.set_metadata(**kv)
+        path = self.dir / "results.json"
+        if path.exists():
+            doc = json.loads(path.read_text())
+            doc["metadata"] = self.metadata
+            atomic_write(path, json.dumps(doc, indent=2, default=str) + "\n")
+
     def raw_dir(self, run_id: str) -> Path:
         d = self.dir / "raw" / run_id
         d.mkdir(parents=True, exist_ok=True)

@@ -18,7 +18,7 @@ import time
 from dataclasses import dataclass
 from pathlib import Path
 
-from .vm import VmError, VmPlan, kernel_release, vng_binary
+from .vm import VmError, VmPlan, kernel_release, plan_vm, vng_binary
 
 def _warm_dir() -> Path:
     """Where the warm VM keeps its state: per user (root's in /run, which a reboot empties)."""
@@ -150,7 +150,7 @@ def up(vm: WarmVm, plan: VmPlan, log=print) -> dict:
     return state
 
 
-def plan_warm(plan_vm, kernel: Path | None, memory: str, cpus: int | None, vm: WarmVm,
+def plan_warm(kernel: Path | None, memory: str, cpus: int | None, vm: WarmVm,
               extra_rwdirs: list[Path]) -> VmPlan:
     guest = [sys.executable, "-m", "runners.warm_guest", "--spool", str(vm.spool)]
     return plan_vm(guest, [vm.spool, *extra_rwdirs], kernel=kernel, memory=memory, cpus=cpus)
