@@ -203,9 +203,7 @@ def run_in_vm(plan: VmPlan, log=print, timeout: float | None = None) -> int:
     """
     vng = vng_binary()
     compile_bytecode()
-    env = dict(os.environ)
-    env["PATH"] = f"{Path(vng).parent}:{env.get('PATH', '/usr/bin:/bin')}"
-    env["TESTBED_IN_VM"] = "1"
+    env = vng_env(vng)
     log(f"booting micro-VM: kernel {kernel_release(plan.kernel)}, "
         f"{'KVM' if plan.kvm else 'TCG (' + plan.accel_reason + ')'}, {plan.cpus} CPUs, {plan.memory}")
     script_dir = Path(tempfile.mkdtemp(prefix="testbed-vm-cmd-"))
@@ -214,6 +212,14 @@ def run_in_vm(plan: VmPlan, log=print, timeout: float | None = None) -> int:
         return _boot(plan.vng_argv(vng, script_dir), env, log, timeout)
     finally:
         shutil.rmtree(script_dir, ignore_errors=True)
+
+
+def vng_env(vng: str) -> dict:
+    """virtme-ng's environment: its own folder first on PATH (it calls virtme-run from there)."""
+    env = dict(os.environ)
+    env["PATH"] = f"{Path(vng).parent}:{env.get('PATH', '/usr/bin:/bin')}"
+    env["TESTBED_IN_VM"] = "1"
+    return env
 
 
 def compile_bytecode() -> None:

@@ -18,7 +18,7 @@ import time
 from dataclasses import dataclass
 from pathlib import Path
 
-from .vm import VmError, VmPlan, kernel_release, plan_vm, vng_binary
+from .vm import VmError, VmPlan, kernel_release, plan_vm, vng_binary, vng_env
 
 def _warm_dir() -> Path:
     """Where the warm VM keeps its state: per user (root's in /run, which a reboot empties)."""
@@ -59,7 +59,14 @@ class WarmVm:
             return None
 
     def problem(self) -> str | None:
-        """None when the guest is up and answering; else what is wrong with it."""
+        """None when the guest is up, answering and runs the checkout's code; else what is wrong."""
+        trouble = self.health()
+        if trouble is None and (self.state() or {}).get("code") != code_fingerprint():
+            return "out of date: the testbed's code changed after it booted"
+        return trouble
+
+    def health(self) -> str | None:
+        """None when the guest is up and answering (what a running job depends on); else what is wrong."""
         st = self.state()
         if st is None:
             return "not started"
@@ -70,8 +77,6 @@ class WarmVm:
         age = time.time() - (self.spool / "heartbeat").stat().st_mtime
         if age > STALE_SECONDS:
             return f"wedged: no heartbeat for {age:.0f} s"
-        if st.get("code") != code_fingerprint():
-            return "out of date: the testbed's code changed after it booted"
         return None
 
     def shares(self, path: Path) -> bool:
@@ -126,8 +131,7 @@ def up(vm: WarmVm, plan: VmPlan, log=print) -> dict:
     script_dir = vm.home / "cmd"
     script_dir.mkdir(exist_ok=True)
     (script_dir / GUEST_SCRIPT).write_text(plan.guest_script())
-    env = dict(os.environ)
-    env["PATH"] = f"{Path(vng).parent}:{env.get('PATH', '/usr/bin:/bin')}"
+    env = vng_env(vng)
     t0 = time.time()
     with open(vm.home / "console.log", "wb") as console:
         proc = subprocess.Popen(plan.vng_argv(vng, script_dir), env=env, stdin=subprocess.DEVNULL,
@@ -249,7 +253,8 @@ def submit(vm: WarmVm, argv: list[str], out=sys.stdout, poll: float = 0.2) -> in
                 _copy_new(log_path, offset, out)
                 result = json.loads(done_path.read_text())
                 break
-            problem = vm.problem()
+            # not problem(): an edit to the checkout while a job runs must not stop the guest under it
+            problem = vm.health()
             if problem is not None and problem != "still booting":
                 stop(vm, log=lambda m: None)
                 raise WarmVmGone(f"the warm VM failed during the job: {problem}; it was stopped "

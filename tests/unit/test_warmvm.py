@@ -85,6 +85,9 @@ def test_code_changed_since_boot_makes_it_out_of_date(guest):
     st["code"] = "something-else"
     warmvm._write_json(vm.state_file, st)
     assert vm.problem().startswith("out of date")
+    # a job already queued still runs: only a dead or silent guest stops it
+    assert vm.health() is None
+    assert warmvm.submit(vm, ["--check", str(REPO / "scenarios" / "two-paths.yaml")], out=io.StringIO()) == 0
 
 
 def test_status_without_a_warm_vm(tmp_path):
