@@ -6,6 +6,7 @@ this very checkout and venv; the result folder is shared writable
 """
 from __future__ import annotations
 
+import functools
 import os
 import re
 import shlex
@@ -35,7 +36,13 @@ GUEST_ENV = {
 # the guest loads a module for each at boot, seconds under TCG. The network stack is not listed.
 GUEST_MODULE_BLACKLIST = ("kvm", "kvm_amd", "kvm_intel", "irqbypass", "ahci", "libahci", "libata", "sr_mod", "cdrom",
                           "sg", "lpc_ich", "i2c_i801", "i2c_smbus", "psmouse", "serio_raw", "pcspkr", "evdev",
-                          "iTCO_wdt", "iTCO_vendor_support", "intel_pmc_bxt", "button", "ccp")
+                          "iTCO_wdt", "iTCO_vendor_support", "intel_pmc_bxt", "button", "ccp",
+                          # udev's CPU coldplug tried powernow_k8 for 2.6 s; crypto and watchdog drivers
+                          # for the emulated CPU and board: MPTCP's key hashing uses the kernel's library SHA-256
+                          "powernow_k8", "acpi_cpufreq", "pcc_cpufreq", "amd64_edac", "edac_mce_amd",
+                          "crct10dif_pclmul", "crc32_pclmul", "crc32c_intel", "ghash_clmulni_intel",
+                          "sha512_ssse3", "sha256_ssse3", "sha1_ssse3", "aesni_intel", "i6300esb", "qemu_fw_cfg",
+                          "joydev", "intel_rapl_msr", "intel_rapl_common", "bochs", "virtio_rng")
 PACKAGES = ("runners", "scenarios", "topologies", "controller", "bench", "tests")
 
 
@@ -174,10 +181,41 @@ class VmPlan:
                 "--append", "modprobe.blacklist=" + ",".join(GUEST_MODULE_BLACKLIST)]
         if not self.kvm:
             argv.append("--disable-kvm")
+        if not rust_virtiofsd():
+            argv.append("--force-9p")
         for d in self.rwdirs:
             argv += ["--rwdir", d]
         argv += ["--rodir", str(script_dir), "--exec", f"sh {shlex.quote(str(script_dir / GUEST_SCRIPT))}"]
         return argv
+
+
+VIRTIOFSD_PATHS = ("/usr/libexec/virtiofsd", "/usr/lib/virtiofsd/virtiofsd", "/usr/lib/virtiofsd",
+                   "/usr/lib/qemu/virtiofsd")
+
+
+def virtiofsd_candidates() -> tuple[str | None, ...]:
+    """Where virtme-ng looks for virtiofsd."""
+    return (shutil.which("virtiofsd"), *VIRTIOFSD_PATHS)
+
+
+@functools.lru_cache(maxsize=1)
+def rust_virtiofsd() -> bool:
+    """Whether a virtiofsd that virtme-ng can start is installed (the Rust one: it takes --shared-dir).
+
+    Debian 12's qemu ships the old C virtiofsd at /usr/lib/qemu/virtiofsd. virtme-ng
+    accepts it, starts it with options it does not know, and waits 3.1 s for it per
+    shared folder before falling back to 9p: 9.3 s of every boot (root, results, script).
+    Without a usable one the testbed asks for 9p at once.
+    """
+    for path in virtiofsd_candidates():
+        if path and os.access(path, os.X_OK):
+            try:
+                out = subprocess.run([path, "--help"], capture_output=True, text=True, timeout=5)
+            except (OSError, subprocess.TimeoutExpired):
+                continue
+            if "--shared-dir" in out.stdout + out.stderr:
+                return True
+    return False
 
 
 def plan_vm(guest_argv: list[str], rwdirs: list[Path], kernel: Path | None = None,

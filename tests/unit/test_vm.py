@@ -30,7 +30,7 @@ def test_a_long_guest_command_stays_off_the_kernel_command_line(tmp_path, monkey
     ids = [f"tests/integration/test_x.py::test_number_{i}_with_a_long_descriptive_name" for i in range(60)]
     plan = vm.plan_vm(["python", "-m", "pytest", *ids], [tmp_path], kernel=kernel)
     argv = plan.vng_argv("vng", tmp_path)
-    assert sum(len(a) for a in argv) < 600
+    assert len(argv[argv.index("--exec") + 1]) < 100 and sum(len(a) for a in argv) < 2048
     assert all(i in plan.guest_script() for i in ids)
 
 
@@ -70,3 +70,27 @@ def test_kernel_requirements(monkeypatch, tmp_path):
         vm.default_kernel(">=7")
     with pytest.raises(vm.VmError, match="does not meet the scenario's requires.kernel >=6.12"):
         vm.plan_vm(["true"], [], kernel=kernels[0], requirement=">=6.12")
+
+
+def _fake_virtiofsd(path: Path, help_text: str) -> str:
+    path.write_text(f"#!/bin/sh\necho '{help_text}'\n")
+    path.chmod(0o755)
+    return str(path)
+
+
+@pytest.mark.parametrize("help_text, force_9p", [
+    ("Usage: virtiofsd [OPTIONS] --shared-dir <shared_dir>", False),   # the Rust daemon: virtio-fs is used
+    ("usage: virtiofsd [options] -o source=PATH", True),               # Debian 12's C daemon: 9p at once
+])
+def test_9p_is_forced_unless_a_rust_virtiofsd_is_installed(tmp_path, monkeypatch, help_text, force_9p):
+    kernel = tmp_path / "vmlinuz-x"
+    kernel.write_text("")
+    daemon = _fake_virtiofsd(tmp_path / "virtiofsd", help_text)
+    monkeypatch.setattr(vm, "virtiofsd_candidates", lambda: (daemon,))
+    monkeypatch.setattr(vm, "kvm_usable", lambda: (False, "TCG"))
+    vm.rust_virtiofsd.cache_clear()
+    try:
+        argv = vm.plan_vm(["true"], [], kernel=kernel).vng_argv("vng", tmp_path)
+    finally:
+        vm.rust_virtiofsd.cache_clear()
+    assert ("--force-9p" in argv) == force_9p
