@@ -45,7 +45,24 @@ def run(node, argv: list[str], timeout: float = 60, check: bool = True) -> Resul
 # and a run reads counters with a dozen commands per host. Arguments arrive as positional
 # parameters ("N word1..wordN N word1..."), and eval only ever sees "${1}" "${2}" ...: references,
 # never the words themselves, so no argument passes through the shell's parser.
-BATCH_SCRIPT = r"""m=$1; shift; k=0
+#
+# `sysctl -q -w KEY=VALUE` and `sysctl -n KEY`, the two forms the testbed uses, are shell functions
+# here that write and read /proc/sys with builtins: a namespace's setup has a dozen of them, and each
+# sysctl process cost another start. Any other form runs the real sysctl.
+BATCH_SCRIPT = r"""proc_sys_path() {
+  p=/proc/sys; r=$1
+  while :; do case $r in *.*) p="$p/${r%%.*}"; r=${r#*.} ;; *) p="$p/$r"; return ;; esac; done
+}
+sysctl() {
+  if [ $# -eq 3 ] && [ "$1" = -q ] && [ "$2" = -w ] && [ "${3#*=}" != "$3" ]; then
+    proc_sys_path "${3%%=*}"; printf '%s\n' "${3#*=}" > "$p"
+  elif [ $# -eq 2 ] && [ "$1" = -n ]; then
+    proc_sys_path "$2"; IFS= read -r v < "$p" && printf '%s\n' "$v"
+  else
+    command sysctl "$@"
+  fi
+}
+m=$1; shift; k=0
 while [ $# -gt 0 ]; do
   n=$1; shift; c=; i=1
   while [ "$i" -le "$n" ]; do c="$c \"\${$i}\""; i=$((i+1)); done

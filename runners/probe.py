@@ -11,6 +11,7 @@ import os
 import re
 import shutil
 import subprocess
+from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -44,7 +45,8 @@ def iperf3_facts(binary: str = "iperf3") -> dict:
         return {"iperf3": None}
     ver = _run([path, "--version"]).stdout
     m = re.search(r"iperf (\d+\.\d+(?:\.\d+)?)", ver)
-    helptext = _run([path, "--help"]).stdout + _run([path, "--help"]).stderr
+    helped = _run([path, "--help"])
+    helptext = helped.stdout + helped.stderr
     return {"iperf3": path, "iperf3_version": m.group(1) if m else ver.strip()[:40],
             "iperf3_native_mptcp": "--mptcp" in helptext}
 
@@ -107,6 +109,15 @@ def openvswitch_module() -> bool:
 
 
 def probe(scenario: Scenario) -> ProbeReport:
+    # the two probes that start processes run side by side: each start is 0.1-0.2 s in a TCG guest
+    can_netem = os.geteuid() == 0 and shutil.which("tc") and shutil.which("ip")
+    with ThreadPoolExecutor(max_workers=2) as pool:
+        netem_answer = pool.submit(netem_works) if can_netem else None
+        iperf3_answer = pool.submit(iperf3_facts)
+        return _probe(scenario, netem_answer.result() if netem_answer else None, iperf3_answer.result())
+
+
+def _probe(scenario: Scenario, netem: tuple[bool, str] | None, iperf3: dict) -> ProbeReport:
     rep = ProbeReport()
     rep.facts["kernel"] = os.uname().release
     if os.geteuid() != 0:
@@ -135,11 +146,9 @@ def probe(scenario: Scenario) -> ProbeReport:
             rep.missing.append(f"requires.kernel {req}: this kernel is {os.uname().release}")
     if not (PROC / "net/mptcp/enabled").exists():
         rep.missing.append("the kernel has no MPTCP (no net.mptcp.enabled sysctl; needs CONFIG_MPTCP)")
-    if os.geteuid() == 0 and shutil.which("tc") and shutil.which("ip"):
-        ok, why = netem_works()
-        if not ok:
-            rep.missing.append(f"sch_netem does not work here ({why}): delay, loss and rate need it")
-    ip = dict(iperf3_facts())
+    if netem is not None and not netem[0]:
+        rep.missing.append(f"sch_netem does not work here ({netem[1]}): delay, loss and rate need it")
+    ip = dict(iperf3)
     rep.facts.update(ip)
     if ip["iperf3"] and "mptcp" in scenario.runs.compare and not ip["iperf3_native_mptcp"]:
         rep.missing += [f"iperf3 {ip['iperf3_version']} has no --mptcp, so: {m}" for m in missing_tools("mptcp")]
