@@ -46,9 +46,10 @@ def run(node, argv: list[str], timeout: float = 60, check: bool = True) -> Resul
 # parameters ("N word1..wordN N word1..."), and eval only ever sees "${1}" "${2}" ...: references,
 # never the words themselves, so no argument passes through the shell's parser.
 #
-# `sysctl -q -w KEY=VALUE` and `sysctl -n KEY`, the two forms the testbed uses, are shell functions
-# here that write and read /proc/sys with builtins: a namespace's setup has a dozen of them, and each
-# sysctl process cost another start. Any other form runs the real sysctl.
+# `sysctl -q -w KEY=VALUE`, the form the testbed writes with, is a shell function here that writes
+# /proc/sys with the printf builtin (one write at offset 0): a namespace's setup has a dozen of them,
+# and each sysctl process cost another start. Reads stay with the real sysctl: the shell's `read`
+# takes a byte at a time, and integer sysctls answer a read at a non-zero offset with end-of-file.
 BATCH_SCRIPT = r"""proc_sys_path() {
   p=/proc/sys; r=$1
   while :; do case $r in *.*) p="$p/${r%%.*}"; r=${r#*.} ;; *) p="$p/$r"; return ;; esac; done
@@ -56,8 +57,6 @@ BATCH_SCRIPT = r"""proc_sys_path() {
 sysctl() {
   if [ $# -eq 3 ] && [ "$1" = -q ] && [ "$2" = -w ] && [ "${3#*=}" != "$3" ]; then
     proc_sys_path "${3%%=*}"; printf '%s\n' "${3#*=}" > "$p"
-  elif [ $# -eq 2 ] && [ "$1" = -n ]; then
-    proc_sys_path "$2"; IFS= read -r v < "$p" && printf '%s\n' "$v"
   else
     command sysctl "$@"
   fi
