@@ -11,7 +11,7 @@ setup(
     version="0.1.0",
     description="Mininet-based testbed for Multipath TCP experiments",
     python_requires=">=3.10",
-    packages=["scenarios", "topologies", "runners", "controller"],
+    packages=["scenarios", "scenarios.spec", "topologies", "runners", "controller"],
     package_data={"scenarios": ["*.yaml", "schema.json"]},
     install_requires=[
         "PyYAML>=6.0,<7",

@@ -216,7 +216,7 @@ def main() -> int:
         if w not in (*GUEST_GROUPS, "phases"):
             ap.error(f"--only: unknown group {w!r} (groups: {', '.join([*GUEST_GROUPS, 'phases'])})")
     from runners.probe import probe
-    from scenarios.loader import load_scenario
+    from scenarios.spec.loader import load_scenario
 
     out = Path(args.dir) if args.dir else Path(args.out).resolve() / utc_stamp()
     out.mkdir(parents=True, exist_ok=True)

@@ -213,7 +213,7 @@ def _parse_shard(text: str | None) -> tuple[int, int] | None:
 
 def select_variants(exp, names: list[str] | None):
     """Keep the points of the named variants; without names, of every variant not marked `optional`."""
-    from scenarios.loader import ScenarioError
+    from scenarios.spec.loader import ScenarioError
 
     variants = {v.name: v for v in exp.scenario.variants}
     if names:
@@ -234,7 +234,7 @@ def select_variants(exp, names: list[str] | None):
 
 def check_plans(exp) -> None:
     """Lay out every point (pure): a route conflict is bad input, found before anything starts."""
-    from scenarios.loader import ScenarioError
+    from scenarios.spec.loader import ScenarioError
     from topologies.plan import PlanError, plan
 
     from controller.launch import user_app_path
@@ -266,7 +266,7 @@ def _run_native(args, exp, run_dir: Path, report) -> int:
     from .nsexec import CommandError
     from .progress import make_progress
     from .results import ResultStore
-    from scenarios.sweep import shard_points
+    from scenarios.spec.sweep import shard_points
 
     scenario = exp.scenario
     store = ResultStore(run_dir)
@@ -567,8 +567,8 @@ def main(argv: list[str] | None = None) -> int:
     parser = build_parser()
     args = parser.parse_args(argv)
     args.started_at, args.process_age = started_at, age
-    from scenarios.loader import ScenarioError, load_experiment
-    from scenarios.model import json_schema
+    from scenarios.spec.loader import ScenarioError, load_experiment
+    from scenarios.spec.model import json_schema
 
     if args.schema:
         print(json.dumps(json_schema(), indent=2))

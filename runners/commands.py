@@ -7,7 +7,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 
-from scenarios.model import Scenario
+from scenarios.spec.model import Scenario
 from topologies.plan import Shaping, TopologyPlan
 
 Argv = list[str]
@@ -220,7 +220,7 @@ def command_values(scenario: Scenario, plan: TopologyPlan, primary: str, port: i
 
 def fill(argv: list[str], values: dict[str, str]) -> Argv:
     """Substitute placeholders word by word; the result is still an argument list, never a shell line."""
-    from scenarios.model import PLACEHOLDER
+    from scenarios.spec.model import PLACEHOLDER
     return [PLACEHOLDER.sub(lambda m: values[m.group(1)], w) for w in argv]
 
 

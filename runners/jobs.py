@@ -11,7 +11,7 @@ from __future__ import annotations
 import random
 from dataclasses import dataclass
 
-from scenarios.sweep import Point
+from scenarios.spec.sweep import Point
 
 
 @dataclass(frozen=True)

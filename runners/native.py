@@ -17,8 +17,8 @@ from contextlib import contextmanager
 from pathlib import Path
 from typing import Callable
 
-from scenarios.model import Scenario
-from scenarios.sweep import Point
+from scenarios.spec.model import Scenario
+from scenarios.spec.sweep import Point
 from topologies.plan import plan as make_plan
 from topologies.net import build_network
 from . import commands as C

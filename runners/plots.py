@@ -34,7 +34,7 @@ import matplotlib  # noqa: E402
 matplotlib.use("Agg")
 import matplotlib.pyplot as plt  # noqa: E402
 
-from scenarios import units  # noqa: E402
+from scenarios.spec import units  # noqa: E402
 
 LABELS = {"throughput_mbps": "throughput (Mbit/s)", "ofo_mptcp": "MPTCP out-of-order segments",
           "ofo_tcp": "TCP out-of-order segments", "seconds": "completion time (s)",

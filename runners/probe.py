@@ -15,7 +15,7 @@ from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from scenarios.model import Scenario
+from scenarios.spec.model import Scenario
 from .tools import missing_python_modules, missing_tools
 
 PROC = Path("/proc/sys")

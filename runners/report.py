@@ -13,7 +13,7 @@ import json
 from dataclasses import dataclass
 from pathlib import Path
 
-from scenarios.loader import load_experiment
+from scenarios.spec.loader import load_experiment
 
 from .junit import render_junit
 from .results import atomic_write, load_results

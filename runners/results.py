@@ -18,7 +18,7 @@ from datetime import datetime, timezone
 from pathlib import Path
 from typing import Any
 
-from scenarios.expect import METRICS
+from scenarios.spec.expect import METRICS
 
 CSV_FIELDS = ["run_id", "mode", "repeat", "primary", "status", "metric", "path", "client", "value", "unit"]
 CLIENT_METRICS = {"throughput_mbps": "Mbit/s", "bytes_received": "B", "seconds": "s", "retransmits": "segments",

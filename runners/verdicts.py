@@ -10,7 +10,7 @@ from __future__ import annotations
 
 from dataclasses import asdict, dataclass
 
-from scenarios.expect import LOWER_IS_BETTER, Check, Side, parse_check
+from scenarios.spec.expect import LOWER_IS_BETTER, Check, Side, parse_check
 
 from .stats import const_ci, diff_ci
 

@@ -43,7 +43,7 @@ def _preload() -> None:
     import runners.cli  # noqa: F401
     import runners.native  # noqa: F401
     import runners.probe  # noqa: F401
-    import scenarios.loader  # noqa: F401
+    import scenarios.spec.loader  # noqa: F401
     import topologies.net  # noqa: F401
     from runners.probe import iperf3_facts, netem_works
     netem_works()   # memoised: every job's probe inherits the answer

@@ -31,7 +31,7 @@ def pytest_configure(config):
 
 def _native_problems() -> list[str]:
     from runners.probe import probe
-    from scenarios.loader import load_scenario
+    from scenarios.spec.loader import load_scenario
 
     return probe(load_scenario(REPO / "scenarios" / "two-paths.yaml")).missing
 

@@ -9,8 +9,8 @@ from __future__ import annotations
 import math
 from dataclasses import dataclass, field, replace
 
-from scenarios.model import Scenario, Shaped
-from scenarios.units import format_mbit, format_ms
+from scenarios.spec.model import Scenario, Shaped
+from scenarios.spec.units import format_mbit, format_ms
 
 CLIENT = "h1"
 SERVER = "h2"

@@ -22,7 +22,7 @@ from __future__ import annotations
 import ipaddress
 from collections import deque
 
-from scenarios.model import Routed, Scenario
+from scenarios.spec.model import Routed, Scenario
 
 from .plan import Argv, Interface, PathPlan, PlanError, TopologyPlan, shaping_for
 

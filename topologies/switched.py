@@ -18,7 +18,7 @@ from __future__ import annotations
 
 import ipaddress
 
-from scenarios.model import Scenario, Switched
+from scenarios.spec.model import Scenario, Switched
 
 from .plan import Argv, Interface, PathPlan, PlanError, SwitchPlan, TopologyPlan, shaping_for
 

@@ -599,7 +599,7 @@ def _check_expr(v: str) -> str:
 
 
 class Expectation(Strict):
-    """A claim checked statistically at every point; see scenarios/expect.py for the grammar."""
+    """A claim checked statistically at every point; see scenarios/spec/expect.py for the grammar."""
 
     name: Optional[Ident] = None
     check: Annotated[str, AfterValidator(_check_expr)] = Field(

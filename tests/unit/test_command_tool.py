@@ -6,7 +6,7 @@ from pathlib import Path
 import pytest
 
 from runners import commands as C
-from scenarios.loader import ScenarioError, parse_scenario
+from scenarios.spec.loader import ScenarioError, parse_scenario
 from topologies.plan import plan
 
 REPO = Path(__file__).resolve().parents[2]

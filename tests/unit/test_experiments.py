@@ -13,9 +13,9 @@ from runners.merge import MergeError, merge
 from runners.report import make_report
 from runners.results import ResultStore
 from runners.verdicts import FAIL, INCONCLUSIVE, PASS, decide, evaluate, regressions
-from scenarios.expect import parse_check
-from scenarios.loader import ScenarioError, parse_experiment
-from scenarios.sweep import shard_points
+from scenarios.spec.expect import parse_check
+from scenarios.spec.loader import ScenarioError, parse_experiment
+from scenarios.spec.sweep import shard_points
 
 FIX = Path(__file__).resolve().parents[1] / "fixtures"
 BASE = "name: t\ntopology: {kind: dual-homed, paths: [{name: A, bw: 10, delay: 15ms}, {name: B, bw: 10}]}\n"
@@ -272,7 +272,7 @@ expect:
 
 
 def test_e4_full_scenario_covers_the_papers_figures():
-    from scenarios.loader import load_experiment
+    from scenarios.spec.loader import load_experiment
     exp = load_experiment(Path(__file__).resolve().parents[2] / "scenarios" / "e4-primary-path.yaml")
     variants = {p.params["variant"] for p in exp.points}
     assert variants == {"exp1-delay", "exp2-bandwidth", "exp3-loss", "fig5-delay", "fig5-bandwidth", "fig5-loss"}

@@ -6,8 +6,8 @@ import jsonschema
 import pytest
 import yaml
 
-from scenarios.loader import ScenarioError, load_scenario, parse_scenario
-from scenarios.model import json_schema
+from scenarios.spec.loader import ScenarioError, load_scenario, parse_scenario
+from scenarios.spec.model import json_schema
 
 REPO = Path(__file__).resolve().parents[2]
 SCENARIOS = sorted((REPO / "scenarios").glob("*.yaml"))

@@ -1,7 +1,7 @@
 """Topology plan and command builders: pure, no root."""
 import pytest
 
-from scenarios.loader import parse_scenario
+from scenarios.spec.loader import parse_scenario
 from runners import commands as C
 from topologies.plan import netem_limit, plan
 
@@ -130,7 +130,7 @@ def test_socket_buffers_become_namespace_sysctls_and_defaults_come_back():
     ("[4KiB, lots, 16MiB]", "sockets.send"),
 ])
 def test_bad_socket_buffers_are_named(value, msg):
-    from scenarios.loader import ScenarioError
+    from scenarios.spec.loader import ScenarioError
     with pytest.raises(ScenarioError, match=msg) as e:
         sc(f"sockets: {{send: {value}}}\n")
     assert "sockets.send" in str(e.value)

@@ -13,7 +13,7 @@ from runners.cli import summary
 from runners.jobs import plan_jobs
 from runners.native import series_from_samples
 from runners.results import ResultStore, atomic_write, new_run_dir, render_csv
-from scenarios.loader import parse_experiment
+from scenarios.spec.loader import parse_experiment
 
 REPO = Path(__file__).resolve().parents[2]
 RUN = {"id": "r001-mptcp-A", "mode": "mptcp", "repeat": 1, "primary": "A", "status": "ok",

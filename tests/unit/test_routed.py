@@ -4,7 +4,7 @@ from pathlib import Path
 import pytest
 
 from runners import commands as C
-from scenarios.loader import ScenarioError, load_scenario, parse_scenario
+from scenarios.spec.loader import ScenarioError, load_scenario, parse_scenario
 from topologies.plan import PlanError, plan
 
 REPO = Path(__file__).resolve().parents[2]

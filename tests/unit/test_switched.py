@@ -9,7 +9,7 @@ from controller.decisions import (FLOOD, STEER_COOKIE, Packet, SwitchConfig, lea
 from runners import commands as C
 from runners import parsers as P
 from runners.cli import check_plans, main, select_variants
-from scenarios.loader import ScenarioError, load_experiment, parse_experiment, parse_scenario
+from scenarios.spec.loader import ScenarioError, load_experiment, parse_experiment, parse_scenario
 from topologies.plan import PlanError, plan
 
 REPO = Path(__file__).resolve().parents[2]

@@ -1,6 +1,6 @@
 import pytest
 
-from scenarios import units
+from scenarios.spec import units
 
 
 @pytest.mark.parametrize("text,ms", [("15ms", 15.0), ("0.25s", 250.0), ("500us", 0.5), (" 2 s ", 2000.0)])
