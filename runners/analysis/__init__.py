@@ -1,0 +1,7 @@
+"""Analysis of a saved result set: derived metrics, statistics, verdicts, JUnit, plots, the report
+and the summary line.
+
+Data only flows forward into here: these modules read results (dicts loaded
+from results.json) and write files; they never import the code that builds
+networks or runs traffic (tests/unit/test_layering.py holds that).
+"""
