@@ -6,7 +6,6 @@ running (finished runs are kept), 130 interrupted by Ctrl-C, 143 by SIGTERM.
 from __future__ import annotations
 
 import argparse
-import io
 import json
 import os
 import platform
@@ -15,6 +14,8 @@ import subprocess
 import sys
 import time
 from pathlib import Path
+
+from .analysis.summary import summary
 
 EXIT_OK, EXIT_FAIL, EXIT_INPUT = 0, 1, 2
 REPO = Path(__file__).resolve().parent.parent
@@ -153,52 +154,6 @@ def userland_metadata() -> dict:
             **_git_revision()}
 
 
-def summary(runs: list[dict]) -> str:
-    """A short table of the runs, and the MPTCP/TCP ratio of mean throughputs."""
-    from rich.console import Console
-    from rich.table import Table
-
-    table = Table(title="runs", show_lines=False)
-    for col in ("run", "mode", "primary", "Mbit/s", "s", "subflows", "OFO tcp/mptcp", "retrans", "bytes per path"):
-        table.add_column(col)
-    for r in runs:
-        m = r["metrics"]
-        shares = "  ".join(f"{n}:{(p.get('share') or 0) * 100:.0f}%" for n, p in r["paths"].items())
-        table.add_row(r["id"], r["mode"] + ("" if r["status"] == "ok" else f" ({r['status']})"), r["primary"],
-                      f"{m['throughput_mbps']:.2f}", f"{m.get('seconds') or 0:.2f}", str(m["subflows"]),
-                      f"{m['ofo_tcp']}/{m['ofo_mptcp']}",
-                      str(m["retrans_segs"]), shares)
-    console = Console(record=True, width=110, force_terminal=False, file=io.StringIO())
-    console.print(table)
-    if len({r.get("point", "p001") for r in runs}) > 1:
-        # pooled means across sweep points or variants would mix unlike cases
-        console.print("several points: per-point means and intervals are in stats.csv and the verdicts")
-        return console.export_text()
-    from .report import add_efficiency
-    add_efficiency(runs)
-    tcp = {r["primary"]: [] for r in runs if r["mode"] == "tcp"}
-    for r in runs:
-        if r["mode"] == "tcp":
-            tcp[r["primary"]].append(r["metrics"]["throughput_mbps"])
-    for primary in sorted({r["primary"] for r in runs if r["mode"] == "mptcp"} or tcp):
-        mp = [r["metrics"]["throughput_mbps"] for r in runs if r["mode"] == "mptcp" and r["primary"] == primary]
-        line = f"primary {primary}:"
-        if mp:
-            line += f" MPTCP {sum(mp) / len(mp):.2f} Mbit/s"
-        if tcp.get(primary):
-            t = sum(tcp[primary]) / len(tcp[primary])
-            line += f", TCP {t:.2f} Mbit/s" + (f" = {sum(mp) / len(mp) / t:.2f}x" if mp and t else "")
-        eff = [r["metrics"]["efficiency"] for r in runs if r["mode"] == "mptcp" and r["primary"] == primary
-               and "efficiency" in r["metrics"]]
-        if eff:
-            line += f"; efficiency {sum(eff) / len(eff):.3f} (MPTCP / sum of per-path TCP)"
-        console.print(line)
-    others = sorted(set(tcp) - {r["primary"] for r in runs if r["mode"] == "mptcp"})
-    if others:
-        console.print("TCP alone: " + ", ".join(f"{p} {sum(tcp[p]) / len(tcp[p]):.2f} Mbit/s" for p in others))
-    return console.export_text()
-
-
 def _parse_shard(text: str | None) -> tuple[int, int] | None:
     if text is None:
         return None
@@ -303,7 +258,7 @@ def _run_native(args, exp, run_dir: Path, report) -> int:
         with runner:
             runner.run_jobs(jobs)
             if args.until_conclusive:
-                from .report import make_report
+                from .analysis.report import make_report
                 rnd = max([r["repeat"] for r in store.runs] + [repeat])
                 while rnd < args.max_repeat:
                     pending = make_report(run_dir, plots=False).inconclusive_points()
@@ -356,7 +311,7 @@ def _summary_and_report(run_dir: Path, args, code: int) -> int:
 
 def _report(run_dir: Path, baseline: Path | None, svg: bool = False) -> int:
     """Stats, plots, verdicts and JUnit for a result set; 1 when a verdict failed."""
-    from .report import make_report, verdict_table
+    from .analysis.report import make_report, verdict_table
 
     rep = make_report(run_dir, baseline, svg=svg)
     if rep.verdicts:

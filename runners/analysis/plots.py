@@ -36,6 +36,8 @@ import matplotlib.pyplot as plt  # noqa: E402
 
 from scenarios.spec import units  # noqa: E402
 
+from .derive import case_of, group_runs  # noqa: E402
+
 LABELS = {"throughput_mbps": "throughput (Mbit/s)", "ofo_mptcp": "MPTCP out-of-order segments",
           "ofo_tcp": "TCP out-of-order segments", "seconds": "completion time (s)",
           "retrans_segs": "retransmitted segments", "subflows": "subflows"}
@@ -71,7 +73,6 @@ def _safe(name: str) -> str:
 
 
 def boxplots(out: Path, doc: dict, metric: str, formats: tuple[str, ...] = ("png",)) -> list[Path]:
-    from .report import case_of, group_runs
 
     groups = group_runs(doc)
     cases = sorted({case_of(r) for r in doc["runs"]})

@@ -16,30 +16,12 @@ from pathlib import Path
 from scenarios.spec.loader import load_experiment
 
 from .junit import render_junit
-from .results import atomic_write, load_results
+from ..results import atomic_write, load_results
+from .derive import case_of, group_runs
 from .stats import describe
 from .verdicts import FAIL, INCONCLUSIVE, PASS, Verdict, evaluate_points, regressions
 
 STAT_METRICS = ("throughput_mbps", "efficiency", "seconds", "ofo_tcp", "ofo_mptcp", "retrans_segs", "subflows")
-
-
-def add_efficiency(runs: list[dict]) -> None:
-    """E3's efficiency for each MPTCP run of one point: its throughput / sum of per-path TCP means.
-
-    The paths are those the run recorded (`efficiency_paths`, from runs.tcp_on);
-    only where each of them has a successful TCP run alone in this point.
-    """
-    tcp: dict[str, list[float]] = {}
-    for r in runs:
-        if r["mode"] == "tcp" and r["status"] == "ok":
-            tcp.setdefault(r["primary"], []).append(r["metrics"]["throughput_mbps"])
-    for r in runs:
-        names = r.get("efficiency_paths")
-        if r["mode"] != "mptcp" or not names or any(n not in tcp for n in names):
-            continue
-        total = sum(sum(tcp[n]) / len(tcp[n]) for n in names)
-        if total > 0:
-            r["metrics"]["efficiency"] = r["metrics"]["throughput_mbps"] / total
 
 
 @dataclass
@@ -54,22 +36,6 @@ class Report:
 
     def inconclusive_points(self) -> set[str]:
         return {v.point for v in self.verdicts if v.outcome == INCONCLUSIVE and not v.name.startswith("baseline")}
-
-
-def case_of(run: dict) -> str:
-    return f"{run['mode']}@{run['primary']}"
-
-
-def group_runs(doc: dict) -> dict[str, tuple[str, list[dict]]]:
-    """{point id: (point label, runs)}; a result set without points is one point. Adds derived metrics."""
-    out: dict[str, tuple[str, list[dict]]] = {}
-    for r in doc["runs"]:
-        pid = r.get("point", "p001")
-        label = r.get("point_label", "base")
-        out.setdefault(pid, (label, []))[1].append(r)
-    for _, runs in out.values():
-        add_efficiency(runs)
-    return dict(sorted(out.items()))
 
 
 def point_stats(doc: dict) -> list[dict]:

@@ -30,8 +30,8 @@ def run_cli(*args: str, timeout: float = 900) -> subprocess.CompletedProcess:
     """
     import runners.cli  # noqa: F401  (imported before the fork: every child inherits it)
     import runners.native  # noqa: F401
-    import runners.plots  # noqa: F401  (matplotlib: seconds to import under TCG)
-    import runners.report  # noqa: F401
+    import runners.analysis.plots  # noqa: F401  (matplotlib: seconds to import under TCG)
+    import runners.analysis.report  # noqa: F401
     from runners.probe import netem_works
     if os.geteuid() == 0:
         netem_works()   # memoised: the children inherit the answer

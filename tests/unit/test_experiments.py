@@ -6,13 +6,13 @@ from pathlib import Path
 import pytest
 import xmlschema
 
-from runners import stats
+from runners.analysis import stats
 from runners.jobs import plan_jobs, run_key, topology_signature
-from runners.junit import render_junit
+from runners.analysis.junit import render_junit
 from runners.merge import MergeError, merge
-from runners.report import make_report
+from runners.analysis.report import make_report
 from runners.results import ResultStore
-from runners.verdicts import FAIL, INCONCLUSIVE, PASS, decide, evaluate, regressions
+from runners.analysis.verdicts import FAIL, INCONCLUSIVE, PASS, decide, evaluate, regressions
 from scenarios.spec.expect import parse_check
 from scenarios.spec.loader import ScenarioError, parse_experiment
 from scenarios.spec.sweep import shard_points

@@ -9,7 +9,7 @@ from pathlib import Path
 
 import pytest
 
-from runners.cli import summary
+from runners.analysis.summary import summary
 from runners.jobs import plan_jobs
 from runners.native import series_from_samples
 from runners.results import ResultStore, atomic_write, new_run_dir, render_csv

@@ -1,0 +1,51 @@
+"""Metrics derived from several runs of one point, computed on copies: the runs read from
+results.json are never changed in place.
+
+E3's efficiency: an MPTCP run's throughput over the sum of the mean TCP throughputs of the paths it
+recorded (`efficiency_paths`, from runs.tcp_on), where each of them has a successful TCP run alone
+in the same point.
+"""
+from __future__ import annotations
+
+import copy
+
+
+def case_of(run: dict) -> str:
+    return f"{run['mode']}@{run['primary']}"
+
+
+def efficiency_by_run(runs: list[dict]) -> dict[str, float]:
+    """{run id: efficiency} for the MPTCP runs of one point that have every TCP baseline they name."""
+    tcp: dict[str, list[float]] = {}
+    for r in runs:
+        if r["mode"] == "tcp" and r["status"] == "ok":
+            tcp.setdefault(r["primary"], []).append(r["metrics"]["throughput_mbps"])
+    out = {}
+    for r in runs:
+        names = r.get("efficiency_paths")
+        if r["mode"] != "mptcp" or not names or any(n not in tcp for n in names):
+            continue
+        total = sum(sum(tcp[n]) / len(tcp[n]) for n in names)
+        if total > 0:
+            out[r["id"]] = r["metrics"]["throughput_mbps"] / total
+    return out
+
+
+def with_derived(runs: list[dict]) -> list[dict]:
+    """Copies of one point's runs, with the derived metrics in each run's `metrics`."""
+    eff = efficiency_by_run(runs)
+    out = []
+    for r in runs:
+        r = copy.deepcopy(r)
+        if r["id"] in eff:
+            r["metrics"]["efficiency"] = eff[r["id"]]
+        out.append(r)
+    return out
+
+
+def group_runs(doc: dict) -> dict[str, tuple[str, list[dict]]]:
+    """{point id: (point label, runs with derived metrics)}; a result set without points is one point."""
+    out: dict[str, tuple[str, list[dict]]] = {}
+    for r in doc["runs"]:
+        out.setdefault(r.get("point", "p001"), (r.get("point_label", "base"), []))[1].append(r)
+    return {pid: (label, with_derived(runs)) for pid, (label, runs) in sorted(out.items())}
