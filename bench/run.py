@@ -26,9 +26,9 @@ import sys
 import time
 from pathlib import Path
 
-REPO = Path(__file__).resolve().parent.parent
-sys.path.insert(0, str(REPO))
+sys.path.insert(0, str(Path(__file__).resolve().parent.parent))   # run as a script too
 
+from runners.paths import REPO  # noqa: E402
 from runners.results import atomic_write, utc_stamp  # noqa: E402
 
 GUEST_GROUPS = ("rate", "rtt", "loss", "mptcp", "overhead")   # measured where the network runs
@@ -143,7 +143,7 @@ class Bench:
 def phases(out: Path, rows: list[dict]) -> None:
     """The default scenario in the VM backend, with a boot and with a warm VM (the VM shares results/
     of this checkout and `out`)."""
-    from runners import warmvm
+    from runners.backends import warmvm
 
     def add(case, configured, measured, unit, ratio=None, note=""):
         rows.append({"group": "phases", "case": case, "configured": configured, "measured": measured,
@@ -215,7 +215,7 @@ def main() -> int:
     for w in (args.only.split(",") if args.only else []):
         if w not in (*GUEST_GROUPS, "phases"):
             ap.error(f"--only: unknown group {w!r} (groups: {', '.join([*GUEST_GROUPS, 'phases'])})")
-    from runners.probe import probe
+    from runners.backends.probe import probe
     from scenarios.spec.loader import load_scenario
 
     out = Path(args.dir) if args.dir else Path(args.out).resolve() / utc_stamp()
@@ -236,7 +236,7 @@ def main() -> int:
         phases(out, host_rows)   # on the host, around the VM: first, before the guest's groups
         groups.remove("phases")
     if backend == "vm":
-        from runners.vm import plan_vm, run_in_vm
+        from runners.backends.vm import plan_vm, run_in_vm
         if not groups:
             write_doc(out, {"date_utc": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()),
                             "kernel": platform.release(), "backend": {"name": "host"}, "rows": host_rows})

@@ -16,9 +16,9 @@ import time
 from pathlib import Path
 
 from .analysis.summary import summary
+from .paths import REPO
 
 EXIT_OK, EXIT_FAIL, EXIT_INPUT = 0, 1, 2
-REPO = Path(__file__).resolve().parent.parent
 
 EPILOG = """\
 backends:
@@ -217,7 +217,7 @@ def _run_native(args, exp, run_dir: Path, report) -> int:
     import random
 
     from .jobs import plan_jobs, run_key
-    from .native import NativeRunner, RunFailure, Terminated
+    from .backends.native import NativeRunner, RunFailure, Terminated
     from .nsexec import CommandError
     from .progress import make_progress
     from .results import ResultStore
@@ -339,7 +339,7 @@ def _guest_flags(args) -> list[str]:
 
 def _run_vm(args, exp, run_dir: Path) -> int:
     from .results import ResultStore
-    from .vm import VmError, kernel_release, plan_vm, run_in_vm
+    from .backends.vm import VmError, kernel_release, plan_vm, run_in_vm
 
     guest = [sys.executable, "-m", "runners.cli", str(run_dir / "scenario.yaml"),
              "--backend", "native", "--run-dir", str(run_dir), "--no-report", *_guest_flags(args)]
@@ -392,8 +392,8 @@ def _run_vm(args, exp, run_dir: Path) -> int:
 
 def _usable_warm_vm(plan, run_dir: Path):
     """The warm VM, when one is up (or was, and is replaced) and can run this job; else None."""
-    from . import warmvm
-    from .vm import VmError
+    from .backends import warmvm
+    from .backends.vm import VmError
 
     vm = warmvm.default()
     st = vm.state()
@@ -421,7 +421,7 @@ def _usable_warm_vm(plan, run_dir: Path):
 
 
 def _submit_warm(vm, guest_argv: list[str]) -> int:
-    from .warmvm import WarmVmGone, submit
+    from .backends.warmvm import WarmVmGone, submit
 
     print("warm VM: running the job without a boot", flush=True)
     try:
@@ -441,8 +441,8 @@ def _cmd_vm(argv: list[str]) -> int:
     p.add_argument("--share", action="append", default=[], metavar="DIR",
                    help="another results folder the guest may write (default: results/ of this checkout)")
     a = p.parse_args(argv)
-    from . import warmvm
-    from .vm import VmError
+    from .backends import warmvm
+    from .backends.vm import VmError
 
     vm = warmvm.default()
     if a.action == "status":
@@ -570,7 +570,7 @@ def main(argv: list[str] | None = None) -> int:
               "read them, then pass --allow-commands to run it", file=sys.stderr)
         return EXIT_INPUT
 
-    from .probe import probe
+    from .backends.probe import probe
     from .results import new_run_dir
 
     scenario = exp.scenario

@@ -14,8 +14,8 @@ import subprocess
 import sys
 import time
 from pathlib import Path
+from .paths import REPO
 
-REPO = Path(__file__).resolve().parent.parent
 OVS_CTL = "/usr/share/openvswitch/scripts/ovs-ctl"
 
 

@@ -30,7 +30,7 @@ def pytest_configure(config):
 
 
 def _native_problems() -> list[str]:
-    from runners.probe import probe
+    from runners.backends.probe import probe
     from scenarios.spec.loader import load_scenario
 
     return probe(load_scenario(REPO / "scenarios" / "two-paths.yaml")).missing
@@ -46,7 +46,7 @@ class VmProxy:
         self.outcomes: dict[str, tuple[str, str]] | None = None
 
     def _run(self) -> None:
-        from runners.vm import VmError, plan_vm, run_in_vm
+        from runners.backends.vm import VmError, plan_vm, run_in_vm
 
         workdir = Path(tempfile.mkdtemp(prefix="testbed-vm-tests-"))
         xml = workdir / "junit.xml"

@@ -21,17 +21,17 @@ from scenarios.spec.model import Scenario
 from scenarios.spec.sweep import Point
 from topologies.plan import plan as make_plan
 from topologies.net import build_network
-from . import commands as C
-from . import parsers as P
-from . import procfs
-from .jobs import Job, topology_signature
+from .. import commands as C
+from .. import parsers as P
+from .. import procfs
+from ..jobs import Job, topology_signature
 from controller.decisions import STEER_COOKIE
 from controller.launch import user_app_path
-from .controlplane import (ControlPlaneError, Controller, OvsDaemons, check_bridges, ofctl, ofctl_clear_argv,
+from ..controlplane import (ControlPlaneError, Controller, OvsDaemons, check_bridges, ofctl, ofctl_clear_argv,
                            ofctl_dump_argv)
-from .nsexec import ProcessRegistry, run, run_batch
+from ..nsexec import ProcessRegistry, run, run_batch
 from .probe import ProbeReport
-from .results import ResultStore
+from ..results import ResultStore
 
 OFO_COUNTERS = ["TcpExtTCPOFOQueue", "MPTcpExtOFOQueue", "MPTcpExtOFOQueueTail"]
 OTHER_COUNTERS = ["TcpRetransSegs", "MPTcpExtMPCapableSYNRX", "MPTcpExtMPCapableACKRX",

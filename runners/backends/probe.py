@@ -16,7 +16,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from scenarios.spec.model import Scenario
-from .tools import missing_python_modules, missing_tools
+from ..tools import missing_python_modules, missing_tools
 
 PROC = Path("/proc/sys")
 

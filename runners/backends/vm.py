@@ -19,9 +19,9 @@ import threading
 from dataclasses import dataclass
 from pathlib import Path
 
-from .tools import missing_tools
+from ..paths import REPO
+from ..tools import missing_tools
 
-REPO = Path(__file__).resolve().parent.parent
 
 
 GUEST_SCRIPT = "guest.sh"

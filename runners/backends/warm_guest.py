@@ -41,11 +41,11 @@ def _preload() -> None:
     """What every job imports: paid once here, inherited by every fork."""
     import mininet.net  # noqa: F401
     import runners.cli  # noqa: F401
-    import runners.native  # noqa: F401
-    import runners.probe  # noqa: F401
+    import runners.backends.native  # noqa: F401
+    import runners.backends.probe  # noqa: F401
     import scenarios.spec.loader  # noqa: F401
     import topologies.net  # noqa: F401
-    from runners.probe import iperf3_facts, netem_works
+    from runners.backends.probe import iperf3_facts, netem_works
     netem_works()   # memoised: every job's probe inherits the answer
     iperf3_facts()
 
@@ -139,7 +139,7 @@ def serve(spool: Path, preload: bool = True) -> int:
 
 
 def main(argv: list[str] | None = None) -> int:
-    ap = argparse.ArgumentParser(prog="python -m runners.warm_guest", description=__doc__.splitlines()[0])
+    ap = argparse.ArgumentParser(prog="python -m runners.backends.warm_guest", description=__doc__.splitlines()[0])
     ap.add_argument("--spool", required=True)
     ap.add_argument("--no-preload", action="store_true", help="skip the imports and probes (unit tests)")
     a = ap.parse_args(argv)

@@ -1,7 +1,7 @@
 """The warm VM, host side: `run-scenario vm up|status|down`, and jobs run in it without a boot.
 
 `vm up` boots one guest (virtme-ng, as the VM backend does) whose command is
-runners.warm_guest, and leaves it running. While it is up, `run-scenario
+runners.backends.warm_guest, and leaves it running. While it is up, `run-scenario
 --backend vm` (and auto, when it would use the VM) queues each job in the
 shared spool folder and follows its output: no boot, no imports, the same
 native backend inside. A guest that died or stopped answering is reported
@@ -18,6 +18,7 @@ import time
 from dataclasses import dataclass
 from pathlib import Path
 
+from ..paths import RESULTS
 from .vm import VmError, VmPlan, kernel_release, plan_vm, vng_binary, vng_env
 
 def _warm_dir() -> Path:
@@ -31,7 +32,6 @@ def _warm_dir() -> Path:
 
 
 WARM_DIR = _warm_dir()
-RESULTS = Path(__file__).resolve().parent.parent / "results"
 STALE_SECONDS = 30.0      # a heartbeat older than this: the guest is wedged
 BOOT_TIMEOUT = 600.0
 
@@ -88,7 +88,8 @@ def code_fingerprint() -> str:
     """The checkout's Python files (names, sizes, times): the guest runs the code it imported at boot."""
     import hashlib
 
-    from .vm import PACKAGES, REPO
+    from ..paths import REPO
+    from .vm import PACKAGES
     h = hashlib.sha256()
     for pkg in PACKAGES:
         for f in sorted((REPO / pkg).rglob("*.py")):
@@ -156,7 +157,7 @@ def up(vm: WarmVm, plan: VmPlan, log=print) -> dict:
 
 def plan_warm(kernel: Path | None, memory: str, cpus: int | None, vm: WarmVm,
               extra_rwdirs: list[Path]) -> VmPlan:
-    guest = [sys.executable, "-m", "runners.warm_guest", "--spool", str(vm.spool)]
+    guest = [sys.executable, "-m", "runners.backends.warm_guest", "--spool", str(vm.spool)]
     return plan_vm(guest, [vm.spool, *extra_rwdirs], kernel=kernel, memory=memory, cpus=cpus)
 
 

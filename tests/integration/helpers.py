@@ -9,7 +9,7 @@ import time
 from pathlib import Path
 
 from runners.leftovers import find_leftovers
-from runners.warm_guest import main_in_this_child
+from runners.backends.warm_guest import main_in_this_child
 
 REPO = Path(__file__).resolve().parents[2]
 # OVS daemons that ran before the tests are the machine's; the runner must stop only those it started
@@ -29,10 +29,10 @@ def run_cli(*args: str, timeout: float = 900) -> subprocess.CompletedProcess:
     of a SIGKILLed run start a real `python -m runners.cli` process instead.
     """
     import runners.cli  # noqa: F401  (imported before the fork: every child inherits it)
-    import runners.native  # noqa: F401
+    import runners.backends.native  # noqa: F401
     import runners.analysis.plots  # noqa: F401  (matplotlib: seconds to import under TCG)
     import runners.analysis.report  # noqa: F401
-    from runners.probe import netem_works
+    from runners.backends.probe import netem_works
     if os.geteuid() == 0:
         netem_works()   # memoised: the children inherit the answer
     out_r, out_w = os.pipe()

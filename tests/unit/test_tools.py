@@ -40,7 +40,7 @@ def test_a_missing_program_is_named_with_its_package(monkeypatch):
 
 
 def test_vm_backend_reports_every_missing_piece_before_booting(monkeypatch):
-    from runners import vm
+    from runners.backends import vm
 
     monkeypatch.setattr(tools, "TOOLS", (Tool("no-busybox-here", "busybox-static", "initramfs", "vm"),
                                          Tool("no-qemu-here", "qemu-system-x86", "the VM", "vm")))

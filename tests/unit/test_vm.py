@@ -4,7 +4,7 @@ from pathlib import Path
 
 import pytest
 
-from runners import vm
+from runners.backends import vm
 
 
 def test_vng_argv_quotes_guest_command(tmp_path, monkeypatch):
@@ -53,7 +53,7 @@ def test_kernel_versions_sort_numerically():
 
 
 def test_kernel_requirements(monkeypatch, tmp_path):
-    from runners import vm
+    from runners.backends import vm
     assert vm.satisfies("6.12.95+deb12-amd64", ">=6.12") and not vm.satisfies("6.1.0-56-amd64", ">=6.12")
     assert vm.satisfies("6.1.0-56-amd64", "<6.12") and vm.satisfies("6.1.0-56-amd64", "==6.1")
     assert vm.release_version("6.12.95+deb12-amd64") == (6, 12, 95)

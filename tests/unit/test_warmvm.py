@@ -10,17 +10,17 @@ from pathlib import Path
 
 import pytest
 
-from runners import warmvm
+from runners.backends import warmvm
 
 REPO = Path(__file__).resolve().parents[2]
 
 
 @pytest.fixture
 def guest(tmp_path):
-    """runners.warm_guest serving a spool folder, as it does inside the VM (imports skipped)."""
+    """runners.backends.warm_guest serving a spool folder, as it does inside the VM (imports skipped)."""
     vm = warmvm.WarmVm(tmp_path / "warm")
     vm.spool.mkdir(parents=True)
-    proc = subprocess.Popen([sys.executable, "-m", "runners.warm_guest", "--spool", str(vm.spool), "--no-preload"],
+    proc = subprocess.Popen([sys.executable, "-m", "runners.backends.warm_guest", "--spool", str(vm.spool), "--no-preload"],
                             cwd=REPO, stdout=subprocess.DEVNULL, start_new_session=True)
     deadline = time.time() + 30
     while not (vm.spool / "ready").exists():
