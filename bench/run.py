@@ -215,21 +215,16 @@ def main() -> int:
     for w in (args.only.split(",") if args.only else []):
         if w not in (*GUEST_GROUPS, "phases"):
             ap.error(f"--only: unknown group {w!r} (groups: {', '.join([*GUEST_GROUPS, 'phases'])})")
-    from runners.backends.probe import probe
+    from runners.backends import choose_backend
     from scenarios.spec.loader import load_scenario
 
     out = Path(args.dir) if args.dir else Path(args.out).resolve() / utc_stamp()
     out.mkdir(parents=True, exist_ok=True)
-    backend = args.backend
-    if backend != "vm":
-        report = probe(load_scenario(REPO / "scenarios" / "two-paths.yaml"))
-        if not report.ok:
-            if backend == "native":
-                print(report.render(), file=sys.stderr)
-                return 1
-            backend = "vm"
-        else:
-            backend = "native"
+    choice = choose_backend(args.backend, [load_scenario(REPO / "scenarios" / "two-paths.yaml")])
+    if choice.refusal:
+        print(choice.refusal, file=sys.stderr)
+        return 1
+    backend = choice.name
     groups = args.only.split(",") if args.only else [*GUEST_GROUPS, "phases"]
     host_rows: list[dict] = []
     if "phases" in groups:

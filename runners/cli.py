@@ -570,29 +570,19 @@ def main(argv: list[str] | None = None) -> int:
               "read them, then pass --allow-commands to run it", file=sys.stderr)
         return EXIT_INPUT
 
-    from .backends.probe import probe
+    from .backends import choose_backend
     from .results import new_run_dir
 
     scenario = exp.scenario
-    backend = args.backend
-    report = None
-    if backend in ("auto", "native"):
-        report = probe(scenario)
-        for pt in exp.points[1:]:
-            extra = probe(pt.scenario) if pt.scenario.mptcp != scenario.mptcp else None
-            if extra:
-                report.missing += [m for m in extra.missing if m not in report.missing]
-        if not report.ok:
-            if backend == "native":
-                _err(report.render())
-                return EXIT_FAIL
-            print(f"auto: {report.render()}\nauto: using the vm backend", flush=True)
-            backend = "vm"
-        else:
-            backend = "native"
+    choice = choose_backend(args.backend, [pt.scenario for pt in exp.points])
+    if choice.refusal:
+        _err(choice.refusal)
+        return EXIT_FAIL
+    if choice.auto_note:
+        print(choice.auto_note, flush=True)
     run_dir = Path(args.run_dir) if args.run_dir else new_run_dir(Path(args.out).resolve(), scenario.name)
-    if backend == "native":
-        return _run_native(args, exp, run_dir, report)
+    if choice.name == "native":
+        return _run_native(args, exp, run_dir, choice.probe)
     return _run_vm(args, exp, run_dir)
 
 
