@@ -190,7 +190,8 @@ def select_variants(exp, names: list[str] | None):
 def check_plans(exp) -> None:
     """Lay out every point (pure): a route conflict is bad input, found before anything starts."""
     from scenarios.spec.loader import ScenarioError
-    from topologies.plan import PlanError, plan
+    from topologies.kinds import plan
+    from topologies.plan import PlanError
 
     from controller.launch import user_app_path
 

@@ -1,7 +1,8 @@
 """Pure topology planning: nodes, links, interfaces, addresses, routes and shaping, from the model.
 
-Every topology kind produces the same TopologyPlan, so the Mininet builder
-(topologies.net) and the runner do not care which kind they are running.
+Every topology kind (one module each, looked up in topologies.kinds) produces
+the same TopologyPlan, so the Mininet builder (topologies.net) and the runner
+do not care which kind they are running.
 Nothing here touches the kernel; the unit tests check the plans directly.
 """
 from __future__ import annotations
@@ -9,7 +10,7 @@ from __future__ import annotations
 import math
 from dataclasses import dataclass, field, replace
 
-from scenarios.spec.model import Scenario, Shaped
+from scenarios.spec.model import Shaped
 from scenarios.spec.units import format_mbit, format_ms
 
 CLIENT = "h1"
@@ -160,44 +161,3 @@ def netem_limit(spec: Shaped) -> int:
 
 def shaping_for(spec: Shaped) -> Shaping:
     return Shaping(rate_mbit=spec.bw, delay_ms=spec.delay, loss_pct=spec.loss, limit_pkts=netem_limit(spec))
-
-
-def plan_dual_homed(scenario: Scenario) -> TopologyPlan:
-    """Client h1 and server h2; path i is the link h1-eth<i> <-> h2-eth<i> in 10.0.<i+1>.0/24.
-
-    A client subflow leaves by the interface of its source address (rule
-    `from <addr> table N`, default route on-link on that interface). The
-    server needs no rules: its connected routes already send each reply back
-    over the link the client's address belongs to.
-    """
-    paths, ifaces, links = [], [], []
-    setup: dict[str, list[Argv]] = {CLIENT: [], SERVER: []}
-    for i, p in enumerate(scenario.topology.paths):
-        sh = shaping_for(p)
-        pp = PathPlan(name=p.name, index=i, family="ipv4", client_if=f"{CLIENT}-eth{i}",
-                      server_if=f"{SERVER}-eth{i}", client_ip=f"10.0.{i + 1}.1", server_ip=f"10.0.{i + 1}.2",
-                      table=100 + i, shaping=sh, egress_up=((CLIENT, f"{CLIENT}-eth{i}"),),
-                      egress_down=((SERVER, f"{SERVER}-eth{i}"),))
-        paths.append(pp)
-        links.append((p.name, CLIENT, pp.client_if, SERVER, pp.server_if))
-        for node, ifname, ip in ((CLIENT, pp.client_if, pp.client_ip), (SERVER, pp.server_if, pp.server_ip)):
-            ifaces.append(Interface(node, ifname, p.name, (("ipv4", ip, 24),), sh))
-            setup[node] += [["ip", "addr", "flush", "dev", ifname],
-                            ["ip", "addr", "add", f"{ip}/24", "dev", ifname],
-                            ["ip", "link", "set", "dev", ifname, "up"]]
-        setup[CLIENT] += [["ip", "rule", "add", "from", pp.client_ip, "table", str(pp.table), "priority", str(pp.table)],
-                          ["ip", "route", "add", "default", "dev", pp.client_if, "table", str(pp.table)]]
-    return TopologyPlan(kind="dual-homed", client=CLIENT, server=SERVER, paths=tuple(paths),
-                        interfaces=tuple(ifaces), links=tuple(links), setup=setup)
-
-
-def plan(scenario: Scenario) -> TopologyPlan:
-    if scenario.topology.kind == "dual-homed":
-        return plan_dual_homed(scenario)
-    if scenario.topology.kind == "routed":
-        from .routed import plan_routed
-        return plan_routed(scenario)
-    if scenario.topology.kind == "switched":
-        from .switched import plan_switched
-        return plan_switched(scenario)
-    raise PlanError(f"unsupported topology kind {scenario.topology.kind!r}")

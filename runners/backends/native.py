@@ -19,7 +19,7 @@ from typing import Callable
 
 from scenarios.spec.model import Scenario
 from scenarios.spec.sweep import Point
-from topologies.plan import plan as make_plan
+from topologies.kinds import plan as make_plan
 from topologies.net import build_network
 from .. import commands as C
 from .. import parsers as P

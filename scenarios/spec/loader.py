@@ -14,7 +14,7 @@ from dataclasses import dataclass
 import yaml
 from pydantic import ValidationError
 
-from .model import IDENT, KERNEL_IDENT, SCENARIO_NAME, Scenario
+from .model import IDENT, KERNEL_IDENT, SCENARIO_NAME, TOPOLOGY_KINDS, Scenario
 from .sweep import Point, SweepError, point_documents
 
 
@@ -68,9 +68,6 @@ def _line_for(loc: tuple, lines: dict) -> int | None:
     return lines.get(())
 
 
-_KINDS = ("dual-homed", "routed", "switched")
-
-
 def _clean_loc(loc: tuple) -> tuple:
     # pydantic adds the validator's type name for Annotated unions and function
     # validators, and the tag of a discriminated union (topology.routed.links);
@@ -79,7 +76,7 @@ def _clean_loc(loc: tuple) -> tuple:
     for p in loc:
         if not isinstance(p, int) and str(p).startswith(("function-", "literal[")):
             continue
-        if out and out[-1] == "topology" and p in _KINDS:
+        if out and out[-1] == "topology" and p in TOPOLOGY_KINDS:
             continue
         out.append(p)
     return tuple(out)

@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import re
 from ipaddress import IPv4Network, IPv6Network
+import typing
 from typing import Annotated, Any, Literal, Optional, Union
 
 from pydantic import (AfterValidator, BaseModel, BeforeValidator, ConfigDict, Field,
@@ -455,7 +456,11 @@ class Switched(_PathsAndLinks, Strict):
         return self
 
 
-Topology = Annotated[Union[DualHomed, Routed, Switched], Field(discriminator="kind")]
+# A new topology kind: a model class here (with its `kind` Literal), one module in topologies/, and its
+# line in topologies/kinds.py. Everything else reads the kinds from this union.
+TOPOLOGY_CLASSES = (DualHomed, Routed, Switched)
+Topology = Annotated[Union[TOPOLOGY_CLASSES], Field(discriminator="kind")]
+TOPOLOGY_KINDS = tuple(typing.get_args(c.model_fields["kind"].annotation)[0] for c in TOPOLOGY_CLASSES)
 
 
 class Limits(Strict):

@@ -7,7 +7,7 @@ import pytest
 
 from runners import commands as C
 from scenarios.spec.loader import ScenarioError, parse_scenario
-from topologies.plan import plan
+from topologies.kinds import plan
 
 REPO = Path(__file__).resolve().parents[2]
 BASE = """\

@@ -3,7 +3,8 @@ import pytest
 
 from scenarios.spec.loader import parse_scenario
 from runners import commands as C
-from topologies.plan import netem_limit, plan
+from topologies.kinds import plan
+from topologies.plan import netem_limit
 
 BASE = """\
 name: t

@@ -5,7 +5,8 @@ import pytest
 
 from runners import commands as C
 from scenarios.spec.loader import ScenarioError, load_scenario, parse_scenario
-from topologies.plan import PlanError, plan
+from topologies.kinds import plan
+from topologies.plan import PlanError
 
 REPO = Path(__file__).resolve().parents[2]
 

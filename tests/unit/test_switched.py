@@ -10,7 +10,8 @@ from runners import commands as C
 from runners import parsers as P
 from runners.cli import check_plans, main, select_variants
 from scenarios.spec.loader import ScenarioError, load_experiment, parse_experiment, parse_scenario
-from topologies.plan import PlanError, plan
+from topologies.kinds import plan
+from topologies.plan import PlanError
 
 REPO = Path(__file__).resolve().parents[2]
 FIX = REPO / "tests" / "fixtures"
