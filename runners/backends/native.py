@@ -31,13 +31,10 @@ from ..controlplane import (ControlPlaneError, Controller, OvsDaemons, check_bri
                            ofctl_dump_argv)
 from ..nsexec import ProcessRegistry, run, run_batch
 from .probe import ProbeReport
+from ..collect import record
+from ..collect.record import Observations, RunIdentity, Setting
 from ..results import ResultStore
 
-OFO_COUNTERS = ["TcpExtTCPOFOQueue", "MPTcpExtOFOQueue", "MPTcpExtOFOQueueTail"]
-OTHER_COUNTERS = ["TcpRetransSegs", "MPTcpExtMPCapableSYNRX", "MPTcpExtMPCapableACKRX",
-                  "MPTcpExtMPJoinSynRx", "MPTcpExtMPJoinAckRx", "MPTcpExtMPJoinSynAckRx",
-                  "MPTcpExtAddAddr", "MPTcpExtEchoAdd", "MPTcpExtMPFallbackTokenInit",
-                  "MPTcpExtInfiniteMapRx", "MPTcpExtDSSNotMatching"]
 IPERF_PORT = 5201
 
 
@@ -98,17 +95,6 @@ class PathSampler(threading.Thread):
             log(f"warning: the per-path sampler failed at least once ({len(self.samples)} samples kept): "
                 f"{self.error}")
         return self.samples
-
-
-def series_from_samples(samples: list[dict], paths: list[str]) -> list[dict]:
-    """Cumulative byte samples -> Mbit/s per path per interval."""
-    out = []
-    for a, b in zip(samples, samples[1:]):
-        dt = b["t"] - a["t"]
-        if dt <= 0:
-            continue
-        out.append({"t": b["t"], **{p: (b[p] - a[p]) * 8 / dt / 1e6 for p in paths}})
-    return out
 
 
 class NativeRunner:
@@ -518,8 +504,13 @@ class NativeRunner:
         self.traffic_ended = self.marks[-1][1]
         after = self._snapshot(run_id, "after")
         self.marks.append(('snapshot_after', time.monotonic()))
-        result = self._assemble(run_id, rep, mode, primary, iperf, before, after, pings, samples, ss_samples,
-                                receiver is self.server, started)
+        tool = sc.traffic.tool
+        setting = Setting(paths=self.plan.paths, byte_counters=self.plan.byte_counters, n_clients=len(self.clients),
+                          fixed_size_bytes=sc.traffic.bytes if tool == "iperf3" else None,
+                          counters_only=bool(iperf.get("from_counters")))
+        seen = Observations(before=before, after=after, pings=pings, path_samples=samples, ss_samples=ss_samples,
+                            server_receives=receiver is self.server)
+        result = record.build(RunIdentity(run_id, mode, rep, primary, started), iperf, seen, setting)
         if iperf.get("clients"):
             result["clients"] = iperf["clients"]
         if self.plan.switches:
@@ -528,13 +519,6 @@ class NativeRunner:
             if steering is not None:
                 result["steering"] = steering
         self._check_controller(f"during run {run_id}")
-        if iperf.get("from_counters"):
-            # the tool reports nothing itself: what the receiver got on all paths, over the client's run time
-            total = sum(p["bytes_received"] for p in result["paths"].values())
-            secs = result["metrics"]["seconds"]
-            mbps = total * 8 / secs / 1e6 if secs else 0.0
-            result["metrics"].update(bytes_received=total, throughput_mbps=mbps, throughput_per_client_mbps=mbps,
-                                     throughput_min_client_mbps=mbps)
         result.update(point=job.point.id, point_label=job.point.label, params=job.point.params,
                       kernel=os.uname().release)
         if mode == "mptcp" and sc.efficiency_paths:
@@ -777,94 +761,6 @@ class NativeRunner:
             samples.append({"raw": raw, "subflows": P.parse_ss_subflows(raw)})
         return samples
 
-    def _assemble(self, run_id, rep, mode, primary, iperf, before, after, pings, samples, ss_samples,
-                  server_receives: bool, started: float) -> dict:
-        rx_side = "server" if server_receives else "client"
-        tx_side = "client" if server_receives else "server"
-        rx_n = P.counter_delta(before[f"{rx_side}_nstat"], after[f"{rx_side}_nstat"], OFO_COUNTERS)
-        tx_n = P.counter_delta(before[f"{tx_side}_nstat"], after[f"{tx_side}_nstat"], ["TcpRetransSegs"])
-        srv = P.counter_delta(before["server_nstat"], after["server_nstat"], OTHER_COUNTERS)
-        cli = P.counter_delta(before["client_nstat"], after["client_nstat"], OTHER_COUNTERS)
-        data_port = iperf["connected"][0]["local_port"] if iperf["connected"] else None
-        subflows = 1
-        subflow_list: list[dict] = []
-        if mode == "mptcp":
-            best: list[dict] = []
-            for s in ss_samples:
-                conn = _data_connection(s["subflows"], data_port)
-                if len(conn) > len(best):
-                    best = conn
-            subflow_list = best
-            subflows = len(best) if best else 0
-        paths: dict[str, dict] = {}
-        total_rx = 0
-        for p in self.plan.paths:
-            rx_if = p.server_if if server_receives else p.client_if
-            tx_if = p.client_if if server_receives else p.server_if
-            if self.plan.byte_counters == "nft":
-                def pd(side, key, path=p.name):
-                    return (after[f"{side}_paths"].get(path, {}).get(key, 0)
-                            - before[f"{side}_paths"].get(path, {}).get(key, 0))
-                rx, tx = pd(rx_side, "in_bytes"), pd(tx_side, "out_bytes")
-                rx_pk, tx_pk = pd(rx_side, "in_packets"), pd(tx_side, "out_packets")
-            else:
-                def delta(side, ifname, key):
-                    return after[f"{side}_links"][ifname][key] - before[f"{side}_links"][ifname][key]
-                rx, tx = delta(rx_side, rx_if, "rx_bytes"), delta(tx_side, tx_if, "tx_bytes")
-                rx_pk, tx_pk = delta(rx_side, rx_if, "rx_packets"), delta(tx_side, tx_if, "tx_packets")
-            total_rx += rx
-            paths[p.name] = {"bytes_received": rx, "bytes_sent": tx,
-                             "packets_received": rx_pk, "packets_sent": tx_pk,
-                             # data direction: what the path's shaping qdiscs dropped (random loss and
-                             # full queues); interface counters never see those packets
-                             "loss_pct": P.path_loss_pct(before["qdiscs"], after["qdiscs"],
-                                                         p.egress_up if server_receives else p.egress_down),
-                             "throughput_mbps": rx * 8 / iperf["seconds"] / 1e6 if iperf["seconds"] else None,
-                             "rtt_avg_ms": pings[p.name].get("rtt_avg_ms"),
-                             "ping_loss_pct": pings[p.name].get("loss_pct")}
-        fixed_size = self.scenario.traffic.bytes is not None and self.scenario.traffic.tool == "iperf3"
-        for p in paths.values():
-            p["share"] = p["bytes_received"] / total_rx if total_rx else None
-            if fixed_size and p["share"] is not None:
-                # the counters also saw the extra bytes sent after `bytes` (C.fixed_size_extra), which
-                # `seconds` does not cover: each path's part of the transfer's throughput instead
-                p["throughput_mbps"] = p["share"] * iperf["throughput_mbps"]
-        fallback = mode == "mptcp" and srv["MPTcpExtMPCapableSYNRX"] == 0
-        metrics = {
-            "throughput_mbps": iperf["throughput_mbps"],
-            "sender_throughput_mbps": iperf["sender_throughput_mbps"],
-            "seconds": iperf["seconds"],
-            "bytes_received": iperf["bytes_received"],
-            "iperf_retransmits": iperf["retransmits"],
-            "retrans_segs": tx_n["TcpRetransSegs"],
-            "ofo_tcp": rx_n["TcpExtTCPOFOQueue"],
-            "ofo_mptcp": rx_n["MPTcpExtOFOQueue"],
-            "ofo_mptcp_tail": rx_n["MPTcpExtOFOQueueTail"],
-            "subflows": subflows,
-            "mptcp_joins": srv["MPTcpExtMPJoinAckRx"],
-            "sender_mean_rtt_ms": iperf["sender_mean_rtt_ms"],
-            "throughput_per_client_mbps": iperf.get("throughput_per_client_mbps", iperf["throughput_mbps"]),
-            "throughput_min_client_mbps": min((c["throughput_mbps"] for c in (iperf.get("clients") or {}).values()),
-                                              default=iperf["throughput_mbps"]),
-        }
-        if fixed_size:
-            amount = self.scenario.traffic.bytes
-            # 1.0 when the receiver got every byte and the run was timed to that moment (_completion);
-            # less when iperf3 ended first (esnet/iperf#382) and the run is timed to iperf3's end
-            metrics["delivered_fraction"] = iperf["bytes_received"] / (amount * max(len(self.clients), 1))
-        return {
-            "id": run_id, "mode": mode, "repeat": rep, "primary": primary,
-            "status": "ok" if not fallback else "mptcp-fallback",
-            "started_utc": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime(started)),
-            "metrics": metrics, "paths": paths,
-            "subflow_list": subflow_list,
-            "counters": {"server": srv, "client": cli, "receiver_ofo": rx_n},
-            "intervals": iperf["intervals"],
-            "path_series_mbps": series_from_samples(samples, [p.name for p in self.plan.paths]),
-            "iperf_connected": iperf["connected"],
-            "iperf_version": iperf["version"],
-        }
-
 
 def _at_once(fn: Callable, items) -> list:
     """fn on every item in threads of its own (one per namespace: each waits on its own process);
@@ -889,17 +785,3 @@ def _add_into(acc: dict, key: str, counters: dict) -> None:
                 inner[k2] = inner.get(k2, 0) + v2
         else:
             mine[k] = mine.get(k, 0) + v
-
-
-def _data_connection(subflows: list[dict], data_port: int | None) -> list[dict]:
-    """The subflows of iperf3's data connection (not its control connection), grouped by MPTCP token."""
-    if not subflows:
-        return []
-    tokens: dict[str, list[dict]] = {}
-    for s in subflows:
-        tokens.setdefault(s.get("token", "?"), []).append(s)
-    if data_port is not None:
-        for group in tokens.values():
-            if any(s["local_port"] == data_port for s in group):
-                return group
-    return max(tokens.values(), key=lambda g: sum(s.get("bytes_acked", 0) + s.get("bytes_received", 0) for s in g))

@@ -11,7 +11,7 @@ import pytest
 
 from runners.analysis.summary import summary
 from runners.jobs import plan_jobs
-from runners.backends.native import series_from_samples
+from runners.collect.record import series_from_samples
 from runners.results import ResultStore, atomic_write, new_run_dir, render_csv
 from scenarios.spec.loader import parse_experiment
 

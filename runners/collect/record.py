@@ -1,0 +1,183 @@
+"""One run's record, assembled from what the collectors saw: pure, tested on recorded counters.
+
+Nothing here reads the kernel or the clock; the runner passes everything in.
+"""
+from __future__ import annotations
+
+import time
+from dataclasses import dataclass
+
+from .. import parsers as P
+
+OFO_COUNTERS = ["TcpExtTCPOFOQueue", "MPTcpExtOFOQueue", "MPTcpExtOFOQueueTail"]
+OTHER_COUNTERS = ["TcpRetransSegs", "MPTcpExtMPCapableSYNRX", "MPTcpExtMPCapableACKRX",
+                  "MPTcpExtMPJoinSynRx", "MPTcpExtMPJoinAckRx", "MPTcpExtMPJoinSynAckRx",
+                  "MPTcpExtAddAddr", "MPTcpExtEchoAdd", "MPTcpExtMPFallbackTokenInit",
+                  "MPTcpExtInfiniteMapRx", "MPTcpExtDSSNotMatching"]
+
+
+@dataclass(frozen=True)
+class RunIdentity:
+    id: str
+    mode: str            # mptcp | tcp
+    repeat: int
+    primary: str
+    started: float       # wall-clock start, seconds since the epoch
+
+
+@dataclass
+class Observations:
+    """Everything the collectors saw during one run."""
+    before: dict                 # counter snapshot before the traffic
+    after: dict                  # and after it
+    pings: dict                  # path name -> {"rtt_avg_ms", "loss_pct"}
+    path_samples: list[dict]     # cumulative received bytes per path, {"t": s, path: bytes}
+    ss_samples: list[dict]       # `ss -tiM` samples of the client, parsed
+    server_receives: bool        # upload: the server is the receiver
+
+
+@dataclass(frozen=True)
+class Setting:
+    """The parts of the scenario and plan a record depends on."""
+    paths: tuple                 # the plan's PathPlans
+    byte_counters: str           # iface | nft
+    fixed_size_bytes: int | None  # traffic.bytes when iperf3 sends a fixed amount, else None
+    n_clients: int
+    counters_only: bool = False  # the tool reports nothing itself: the receiver's counters are the result
+
+
+def build(who: RunIdentity, report: dict, seen: Observations, setting: Setting) -> dict:
+    """The run's record as results.json stores it. `report` is the traffic tool's TrafficReport dict."""
+    counters = counter_deltas(seen)
+    paths = path_records(report, seen, setting)
+    subflow_list = best_subflows(seen.ss_samples, report) if who.mode == "mptcp" else []
+    metrics = run_metrics(report, counters, paths, setting, len(subflow_list) if who.mode == "mptcp" else 1)
+    fallback = who.mode == "mptcp" and counters["server"]["MPTcpExtMPCapableSYNRX"] == 0
+    return {
+        "id": who.id, "mode": who.mode, "repeat": who.repeat, "primary": who.primary,
+        "status": "ok" if not fallback else "mptcp-fallback",
+        "started_utc": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime(who.started)),
+        "metrics": metrics, "paths": paths,
+        "subflow_list": subflow_list,
+        "counters": {k: counters[k] for k in ("server", "client", "receiver_ofo")},
+        "intervals": report["intervals"],
+        "path_series_mbps": series_from_samples(seen.path_samples, [p.name for p in setting.paths]),
+        "iperf_connected": report["connected"],
+        "iperf_version": report["version"],
+    }
+
+
+def counter_deltas(seen: Observations) -> dict:
+    rx_side, tx_side = ("server", "client") if seen.server_receives else ("client", "server")
+    b, a = seen.before, seen.after
+    return {"server": P.counter_delta(b["server_nstat"], a["server_nstat"], OTHER_COUNTERS),
+            "client": P.counter_delta(b["client_nstat"], a["client_nstat"], OTHER_COUNTERS),
+            "receiver_ofo": P.counter_delta(b[f"{rx_side}_nstat"], a[f"{rx_side}_nstat"], OFO_COUNTERS),
+            "sender_retrans": P.counter_delta(b[f"{tx_side}_nstat"], a[f"{tx_side}_nstat"], ["TcpRetransSegs"])}
+
+
+def path_bytes(seen: Observations, setting: Setting, path) -> tuple[int, int, int, int]:
+    """(bytes received, bytes sent, packets received, packets sent) on one path, in the data direction."""
+    rx_side, tx_side = ("server", "client") if seen.server_receives else ("client", "server")
+    b, a = seen.before, seen.after
+    if setting.byte_counters == "nft":
+        def nft(side, key):
+            return a[f"{side}_paths"].get(path.name, {}).get(key, 0) - b[f"{side}_paths"].get(path.name, {}).get(key, 0)
+        return nft(rx_side, "in_bytes"), nft(tx_side, "out_bytes"), nft(rx_side, "in_packets"), nft(tx_side, "out_packets")
+    rx_if = path.server_if if seen.server_receives else path.client_if
+    tx_if = path.client_if if seen.server_receives else path.server_if
+
+    def link(side, ifname, key):
+        return a[f"{side}_links"][ifname][key] - b[f"{side}_links"][ifname][key]
+    return (link(rx_side, rx_if, "rx_bytes"), link(tx_side, tx_if, "tx_bytes"),
+            link(rx_side, rx_if, "rx_packets"), link(tx_side, tx_if, "tx_packets"))
+
+
+def path_records(report: dict, seen: Observations, setting: Setting) -> dict[str, dict]:
+    paths: dict[str, dict] = {}
+    for p in setting.paths:
+        rx, tx, rx_pk, tx_pk = path_bytes(seen, setting, p)
+        paths[p.name] = {"bytes_received": rx, "bytes_sent": tx, "packets_received": rx_pk, "packets_sent": tx_pk,
+                         # data direction: what the path's shaping qdiscs dropped (random loss and full
+                         # queues); interface counters never see those packets
+                         "loss_pct": P.path_loss_pct(seen.before["qdiscs"], seen.after["qdiscs"],
+                                                     p.egress_up if seen.server_receives else p.egress_down),
+                         "throughput_mbps": rx * 8 / report["seconds"] / 1e6 if report["seconds"] else None,
+                         "rtt_avg_ms": seen.pings[p.name].get("rtt_avg_ms"),
+                         "ping_loss_pct": seen.pings[p.name].get("loss_pct")}
+    total_rx = sum(p["bytes_received"] for p in paths.values())
+    for p in paths.values():
+        p["share"] = p["bytes_received"] / total_rx if total_rx else None
+        if setting.fixed_size_bytes is not None and p["share"] is not None:
+            # the counters also saw the extra bytes sent after `bytes`, which `seconds` does not
+            # cover: each path's part of the transfer's throughput instead
+            p["throughput_mbps"] = p["share"] * report["throughput_mbps"]
+    return paths
+
+
+def run_metrics(report: dict, counters: dict, paths: dict, setting: Setting, subflows: int) -> dict:
+    if setting.counters_only:
+        # the tool reports nothing itself: what the receiver got on all paths, over the client's run time
+        total = sum(p["bytes_received"] for p in paths.values())
+        mbps = total * 8 / report["seconds"] / 1e6 if report["seconds"] else 0.0
+        report = {**report, "bytes_received": total, "throughput_mbps": mbps, "throughput_per_client_mbps": mbps,
+                  "clients": None}
+    metrics = {
+        "throughput_mbps": report["throughput_mbps"],
+        "sender_throughput_mbps": report["sender_throughput_mbps"],
+        "seconds": report["seconds"],
+        "bytes_received": report["bytes_received"],
+        "iperf_retransmits": report["retransmits"],
+        "retrans_segs": counters["sender_retrans"]["TcpRetransSegs"],
+        "ofo_tcp": counters["receiver_ofo"]["TcpExtTCPOFOQueue"],
+        "ofo_mptcp": counters["receiver_ofo"]["MPTcpExtOFOQueue"],
+        "ofo_mptcp_tail": counters["receiver_ofo"]["MPTcpExtOFOQueueTail"],
+        "subflows": subflows,
+        "mptcp_joins": counters["server"]["MPTcpExtMPJoinAckRx"],
+        "sender_mean_rtt_ms": report["sender_mean_rtt_ms"],
+        "throughput_per_client_mbps": report.get("throughput_per_client_mbps", report["throughput_mbps"]),
+        "throughput_min_client_mbps": min((c["throughput_mbps"] for c in (report.get("clients") or {}).values()),
+                                          default=report["throughput_mbps"]),
+    }
+    if setting.fixed_size_bytes is not None:
+        # 1.0 when the receiver got every byte and the run was timed to that moment; less when iperf3
+        # ended first (esnet/iperf#382) and the run is timed to iperf3's end
+        metrics["delivered_fraction"] = report["bytes_received"] / (setting.fixed_size_bytes
+                                                                    * max(setting.n_clients, 1))
+    return metrics
+
+
+def best_subflows(ss_samples: list[dict], report: dict) -> list[dict]:
+    """The sample with the most subflows of the data connection."""
+    data_port = report["connected"][0]["local_port"] if report["connected"] else None
+    best: list[dict] = []
+    for s in ss_samples:
+        conn = data_connection(s["subflows"], data_port)
+        if len(conn) > len(best):
+            best = conn
+    return best
+
+
+def data_connection(subflows: list[dict], data_port: int | None) -> list[dict]:
+    """The subflows of iperf3's data connection (not its control connection), grouped by MPTCP token."""
+    if not subflows:
+        return []
+    tokens: dict[str, list[dict]] = {}
+    for s in subflows:
+        tokens.setdefault(s.get("token", "?"), []).append(s)
+    if data_port is not None:
+        for group in tokens.values():
+            if any(s["local_port"] == data_port for s in group):
+                return group
+    return max(tokens.values(), key=lambda g: sum(s.get("bytes_acked", 0) + s.get("bytes_received", 0) for s in g))
+
+
+def series_from_samples(samples: list[dict], paths: list[str]) -> list[dict]:
+    """Cumulative byte samples -> Mbit/s per path per interval."""
+    out = []
+    for a, b in zip(samples, samples[1:]):
+        dt = b["t"] - a["t"]
+        if dt <= 0:
+            continue
+        out.append({"t": b["t"], **{p: (b[p] - a[p]) * 8 / dt / 1e6 for p in paths}})
+    return out

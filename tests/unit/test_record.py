@@ -1,0 +1,58 @@
+"""The run record, rebuilt from a real run's raw counters (TCG VM, kernel 6.1, 2026-11-22), must equal
+what that run stored: collect.record.build is pure, so the same inputs give the same record."""
+import calendar
+import json
+import time
+from pathlib import Path
+
+import pytest
+
+from runners import parsers as P
+from runners import procfs
+from runners.collect.record import Observations, RunIdentity, Setting, build
+from scenarios.spec.loader import load_scenario
+from topologies.kinds import plan
+
+FIX = Path(__file__).resolve().parents[1] / "fixtures" / "record"
+REPO = Path(__file__).resolve().parents[2]
+
+
+def snapshot(raw: Path, label: str) -> dict:
+    snap = {"qdiscs": {}}
+    for node, text in json.loads((raw / f"qdiscs-{label}.json").read_text()).items():
+        for dev, counts in P.parse_qdisc_stats_by_dev(text).items():
+            snap["qdiscs"][(node, dev)] = counts
+    for side in ("client", "server"):
+        snap[f"{side}_nstat"] = P.parse_nstat((raw / f"nstat-{side}-{label}.txt").read_text())
+        snap[f"{side}_links"] = procfs.parse_net_dev((raw / f"netdev-{side}-{label}.txt").read_text())
+    return snap
+
+
+def ss_samples(raw: Path) -> list[dict]:
+    text = (raw / "ss-subflows.txt").read_text()
+    return [{"subflows": P.parse_ss_subflows("Netid" + part)} for part in text.split("Netid")[1:]]
+
+
+@pytest.mark.parametrize("mode", ["mptcp", "tcp"])
+def test_the_record_of_a_recorded_run_is_rebuilt_exactly(mode):
+    raw = FIX / mode
+    expected = json.loads((raw / "expected.json").read_text())
+    topo = plan(load_scenario(REPO / "scenarios" / "two-paths.yaml"))
+    pings = {p.name: P.parse_ping_after_warmup((raw / f"ping-{p.name}.txt").read_text()) for p in topo.paths}
+    seen = Observations(before=snapshot(raw, "before"), after=snapshot(raw, "after"), pings=pings,
+                        path_samples=[], ss_samples=ss_samples(raw), server_receives=True)   # upload
+    started = calendar.timegm(time.strptime(expected["started_utc"], "%Y-%m-%dT%H:%M:%SZ"))
+    who = RunIdentity(expected["id"], mode, expected["repeat"], expected["primary"], started)
+    report = P.parse_iperf3((raw / "iperf3-client.json").read_text())
+    record = build(who, report, seen, Setting(paths=topo.paths, byte_counters="iface", fixed_size_bytes=None,
+                                              n_clients=1))
+    for key in ("point", "point_label", "params", "kernel", "path_series_mbps"):
+        expected.pop(key)   # added by the runner; the series comes from samples not kept raw
+    assert record.pop("path_series_mbps") == []
+    assert json.loads(json.dumps(record)) == expected
+    assert record["metrics"]["subflows"] == (2 if mode == "mptcp" else 1)
+
+
+def test_per_path_series_from_cumulative_samples():
+    seen = [{"t": 0.0, "A": 0, "B": 0}, {"t": 1.0, "A": 1_250_000, "B": 250_000}, {"t": 1.0, "A": 1, "B": 1}]
+    assert build.__globals__["series_from_samples"](seen, ["A", "B"]) == [{"t": 1.0, "A": 10.0, "B": 2.0}]
