@@ -10,7 +10,6 @@ import json
 import os
 import signal
 import subprocess
-import threading
 import time
 from concurrent.futures import ThreadPoolExecutor
 from contextlib import contextmanager
@@ -33,17 +32,10 @@ from ..nsexec import ProcessRegistry, run, run_batch
 from .probe import ProbeReport
 from ..collect import record
 from ..collect.record import Observations, RunIdentity, Setting
+from ..errors import RunFailure, Terminated
 from ..results import ResultStore
+from ..traffic import TOOLS, TrafficRun
 
-IPERF_PORT = 5201
-
-
-class RunFailure(RuntimeError):
-    """Something broke while running; exit code 1 with this message."""
-
-
-class Terminated(BaseException):
-    """SIGTERM, turned into an exception so the `finally` cleanup runs."""
 
 
 @contextmanager
@@ -65,36 +57,6 @@ def signals_blocked():
         yield
     finally:
         signal.pthread_sigmask(signal.SIG_SETMASK, old)
-
-
-class PathSampler(threading.Thread):
-    """Samples per-path received bytes every `interval` s: per-path throughput over time."""
-
-    def __init__(self, read: Callable[[], dict[str, int]], interval: float):
-        super().__init__(daemon=True)
-        self.read, self.interval = read, interval
-        self.samples: list[dict] = []
-        self._halt = threading.Event()
-        self.error: str | None = None
-
-    def run(self) -> None:
-        t0 = time.monotonic()
-        while not self._halt.is_set():
-            try:
-                counts = self.read()
-                # stamped when the read returned (a /proc read: microseconds), not before it
-                self.samples.append({"t": round(time.monotonic() - t0, 3), **counts})
-            except Exception as e:  # keep sampling; report at the end
-                self.error = str(e)
-            self._halt.wait(self.interval)
-
-    def stop(self, log: Callable[[str], None]) -> list[dict]:
-        self._halt.set()
-        self.join(timeout=15)
-        if self.error:
-            log(f"warning: the per-path sampler failed at least once ({len(self.samples)} samples kept): "
-                f"{self.error}")
-        return self.samples
 
 
 class NativeRunner:
@@ -234,7 +196,7 @@ class NativeRunner:
             raise RunFailure(f"topology.controller.app: no such file {path}")
         return str(path.resolve())
 
-    def _check_controller(self, when: str) -> None:
+    def check_controller(self, when: str) -> None:
         if self.controller is not None:
             self.controller.check_alive(when)
 
@@ -348,7 +310,7 @@ class NativeRunner:
             self.store.save_raw(run_id, f"netdev-{side}-{label}.txt", links)
             snap[f"{side}_links"] = procfs.parse_net_dev(links)
 
-    def _path_rx(self, receiver, upload: bool) -> dict[str, int]:
+    def path_rx(self, receiver, upload: bool) -> dict[str, int]:
         """Bytes received so far on each path, by the receiver's interface counters or nft counters."""
         if self.plan.byte_counters == "nft":
             total: dict = {}
@@ -446,20 +408,13 @@ class NativeRunner:
             outs.append((out + err).decode(errors="replace"))
         return outs
 
-    def _wait_listening(self, port: int, timeout: float = 20, udp: bool = False) -> None:
+    def wait_listening(self, port: int, timeout: float = 20, udp: bool = False) -> None:
         deadline = time.monotonic() + timeout
         while time.monotonic() < deadline:
             if procfs.listening(self.server.pid, port, udp=udp):
                 return
             time.sleep(0.05)
         raise RunFailure(f"the server did not listen on port {port} within {timeout:g}s")
-
-    def _traffic_timeout(self) -> float:
-        t = self.scenario.traffic
-        if t.duration is not None:
-            return t.duration + t.omit + 60
-        slowest = self.scenario.topology.min_rate
-        return 3 * (t.bytes + C.fixed_size_extra(self.scenario)) * 8 / (slowest * 1e6) + 60
 
     def _one_run(self, job: Job) -> dict:
         sc = self.scenario
@@ -470,7 +425,7 @@ class NativeRunner:
         started, t0 = time.time(), time.monotonic()
         self.marks = [("start", t0)]
         # MPTCP endpoints: set for MPTCP runs (kept while unchanged); TCP baselines ignore them.
-        self._check_controller(f"before run {run_id}")
+        self.check_controller(f"before run {run_id}")
         self.after_connect = {}
         if mptcp:
             todo = []
@@ -485,8 +440,9 @@ class NativeRunner:
         # The endpoints in place are saved with the "before" counters (mptcp-endpoints.txt).
         self._clear_steered_flows()
         self.marks.append(('endpoints', time.monotonic()))
-        # iperf3's servers start first: their start-up (~1 s in a TCG guest) overlaps the pause and the pings
-        servers = self._start_iperf_servers(mptcp) if sc.traffic.tool == "iperf3" else None
+        # the tool's servers start first: their start-up (~1 s in a TCG guest) overlaps the pause and the pings
+        tool = TOOLS[sc.traffic.tool](self)
+        tool.start_servers(mptcp)
         self.marks.append(('servers', time.monotonic()))
         self._rest_after_last_traffic()
         self.marks.append(('pause', time.monotonic()))
@@ -496,10 +452,8 @@ class NativeRunner:
         self.marks.append(('pings', time.monotonic()))
         before = self._snapshot(run_id, "before")
         self.marks.append(('snapshot_before', time.monotonic()))
-        if sc.traffic.tool == "command":
-            iperf, samples, ss_samples = self._command_traffic(run_id, primary, mptcp, receiver, upload)
-        else:
-            iperf, samples, ss_samples = self._iperf_traffic(run_id, primary, mptcp, receiver, upload, servers)
+        traffic = tool.run(TrafficRun(run_id, primary, mptcp, receiver, upload))
+        iperf, samples, ss_samples = traffic.report, traffic.path_samples, traffic.ss_samples
         self.marks.append(('traffic', time.monotonic()))
         self.traffic_ended = self.marks[-1][1]
         after = self._snapshot(run_id, "after")
@@ -518,7 +472,7 @@ class NativeRunner:
             steering = self._steering_report(run_id)
             if steering is not None:
                 result["steering"] = steering
-        self._check_controller(f"during run {run_id}")
+        self.check_controller(f"during run {run_id}")
         result.update(point=job.point.id, point_label=job.point.label, params=job.point.params,
                       kernel=os.uname().release)
         if mode == "mptcp" and sc.efficiency_paths:
@@ -538,88 +492,6 @@ class NativeRunner:
         end of the last traffic: reading counters and saving results already spent part of it."""
         if self.traffic_ended is not None:
             time.sleep(max(0.0, self.scenario.runs.pause / 1000.0 - (time.monotonic() - self.traffic_ended)))
-
-    def _start_iperf_servers(self, mptcp: bool) -> dict:
-        return {node.name: self.procs.start(self.server, C.iperf_server_argv(self.iperf, IPERF_PORT + i, mptcp,
-                                                                              self.scenario))
-                for i, node in enumerate(self.clients)}
-
-    def _iperf_traffic(self, run_id: str, primary: str, mptcp: bool, receiver, upload: bool, servers: dict):
-        """iperf3 servers and clients (one port per client, all at once), under MPTCP or not.
-
-        Returns (parsed report, path samples, ss samples); with several clients the
-        report is the aggregate, with a per-client table.
-        """
-        sc = self.scenario
-        multi = len(self.clients) > 1
-        clients: dict = {}
-        outs: dict[str, tuple[bytes, bytes, bytes, bytes]] = {}
-        try:
-            for i in range(len(self.clients)):
-                self._wait_listening(IPERF_PORT + i)
-            sampler = PathSampler(lambda: self._path_rx(receiver, upload), sc.traffic.interval)
-            sampler.start()
-            for i, node in enumerate(self.clients):
-                cp = self.plan.for_client(node.name).path(primary)
-                s_ip, c_ip = cp.server_ip, cp.client_ip
-                if C.needs_v6_socket(self.plan, primary, mptcp):
-                    s_ip, c_ip = C.v4_mapped(s_ip), C.v4_mapped(c_ip)
-                clients[node.name] = self.procs.start(node, C.iperf_client_argv(
-                    self.iperf, sc, s_ip, c_ip, IPERF_PORT + i, mptcp))
-            self._after_connect(clients, IPERF_PORT, run_id)
-            ss_samples = self._watch_subflows(clients[self.client.name])
-            try:
-                deadline = time.monotonic() + self._traffic_timeout()
-                for name, proc in clients.items():
-                    c_out, c_err = self._wait_proc(proc, deadline, run_id, f"iperf3 client on {name}")
-                    outs[name] = (c_out, c_err, b"", b"")
-            finally:
-                samples = sampler.stop(self.log)
-            for name, server in servers.items():
-                try:
-                    s_out, s_err = server.communicate(timeout=15)
-                except subprocess.TimeoutExpired:
-                    server.kill()
-                    s_out, s_err = server.communicate()
-                outs[name] = outs[name][:2] + (s_out, s_err)
-        finally:
-            self.procs.stop_all()
-        self.store.save_raw(run_id, "ss-subflows.txt", "\n\n".join(s["raw"] for s in ss_samples))
-        reports = {}
-        for name, (c_out, c_err, s_out, s_err) in outs.items():
-            tag = f"-{name}" if multi else ""
-            c_text, s_text = c_out.decode(errors="replace"), s_out.decode(errors="replace")
-            self.store.save_raw(run_id, f"iperf3-client{tag}.json", c_text)
-            self.store.save_raw(run_id, f"iperf3-server{tag}.json", s_text)
-            if c_err.strip() or s_err.strip():
-                self.store.save_raw(run_id, f"iperf3-stderr{tag}.txt",
-                                    f"# client\n{c_err.decode(errors='replace')}\n# server\n"
-                                    f"{s_err.decode(errors='replace')}")
-            try:
-                reports[name] = P.parse_iperf3(c_text)
-                if sc.traffic.bytes is not None:
-                    self._completion(run_id, name, reports[name], s_text if upload else c_text)
-            except P.ParseError as e:
-                raise RunFailure(f"run {run_id}: {name}: {e} "
-                                 f"(stderr: {c_err.decode(errors='replace').strip()[:300]})") from None
-        report = P.aggregate_clients(reports) if multi else reports[self.client.name]
-        return report, samples, ss_samples
-
-    def _completion(self, run_id: str, name: str, report: dict, receiver_text: str) -> None:
-        """A fixed-size transfer's time and throughput: until the receiver had all `traffic.bytes`.
-
-        The sender wrote more (C.fixed_size_extra), so the receiver's count passes
-        `bytes` before iperf3 ends. If it still did not, the report keeps iperf3's
-        own end and delivered_fraction shows what arrived.
-        """
-        amount = self.scenario.traffic.bytes
-        seconds, got = P.completion_time(receiver_text, amount)
-        if seconds is not None:
-            report.update(seconds=seconds, throughput_mbps=amount * 8 / seconds / 1e6, bytes_received=amount)
-        else:
-            report["bytes_received"] = min(report["bytes_received"], amount)
-            self.log(f"run {run_id}: {name}: the receiver got {got} of {amount} bytes before iperf3 ended "
-                     "(a send buffer larger than the extra bytes sent): timed to iperf3's own end")
 
     def _set_endpoints(self, node, argvs: list, dirty: bool = False) -> None:
         """Apply a host's MPTCP endpoints and limits, unless the same set is already in place.
@@ -642,125 +514,6 @@ class NativeRunner:
                 raise RunFailure(f"{node.name}: `{' '.join(argv)}` failed (exit {res.rc}): "
                                  f"{res.err.strip()[:200]}{hint}")
         self.endpoint_state[node.name] = None if dirty else key
-
-    def _after_connect(self, clients: dict, port: int, run_id: str) -> None:
-        """Once iperf3's data connection is up (control + data to the server port), send MP_PRIO etc."""
-        if not any(self.after_connect.get(n) for n in clients):
-            return
-        for i, (name, proc) in enumerate(clients.items()):
-            node = self.net.get(name)
-            deadline = time.monotonic() + 10
-            while time.monotonic() < deadline and proc.poll() is None:
-                out = run(node, ["ss", "-H", "-t", "-n", "state", "established", "dport", "=", f":{port + i}"],
-                          check=False).out
-                if len([ln for ln in out.splitlines() if ln.strip()]) >= 2:
-                    break
-                time.sleep(0.05)
-            done = []
-            for argv in self.after_connect.get(name, []):
-                res = run(node, argv, check=False)
-                done.append(f"$ {' '.join(argv)} -> {res.rc} {res.err.strip()}")
-            self.store.save_raw(run_id, f"after-connect-{name}.txt", "\n".join(done) + "\n")
-
-    def _wait_proc(self, proc, deadline: float, run_id: str, what: str) -> tuple[bytes, bytes]:
-        """Wait for a client, reading its output, and fail at once if the controller dies meanwhile."""
-        while True:
-            try:
-                return proc.communicate(timeout=0.5)
-            except subprocess.TimeoutExpired:
-                if time.monotonic() > deadline:
-                    raise RunFailure(f"run {run_id}: {what} did not finish in {self._traffic_timeout():.0f}s") \
-                        from None
-                self._check_controller(f"during run {run_id}")
-
-    def _command_traffic(self, run_id: str, primary: str, mptcp: bool, receiver, upload: bool):
-        """A user's tool (traffic.command) in place of iperf3; the same counters are read around it."""
-        sc = self.scenario
-        tool = sc.traffic.command
-        values = C.command_values(sc, self.plan, primary, IPERF_PORT)
-
-        def argv(words):
-            filled = C.fill(words, values)
-            return ["mptcpize", "run", *filled] if (mptcp and tool.mptcpize) else filled
-        for node, cmds in ((self.client, tool.setup_client), (self.server, tool.setup_server)):
-            for words in cmds:
-                res = run(node, C.fill(words, values), check=False, timeout=120)
-                self.store.save_raw(run_id, f"setup-{node.name}.txt", f"$ {' '.join(res.argv)}\n{res.out}{res.err}")
-                if res.rc != 0:
-                    raise RunFailure(f"run {run_id}: setup command `{' '.join(res.argv)}` failed (exit {res.rc}): "
-                                     f"{(res.err or res.out).strip()[:300]}")
-        server = self.procs.start(self.server, argv(tool.server)) if tool.server else None
-        try:
-            if tool.ready_port:
-                self._wait_listening(tool.ready_port, udp=True)
-            elif server is not None:
-                time.sleep(1.0)
-            if server is not None and server.poll() is not None:
-                out, err = server.communicate()
-                raise RunFailure(f"run {run_id}: the server command exited at once ({server.returncode}): "
-                                 f"{(err or out).decode(errors='replace').strip()[:300]}")
-            sampler = PathSampler(lambda: self._path_rx(receiver, upload), sc.traffic.interval)
-            sampler.start()
-            t0 = time.monotonic()
-            client = self.procs.start(self.client, argv(tool.client))
-            ss_samples = self._watch_subflows(client)
-            try:
-                c_out, c_err = self._wait_proc(client, time.monotonic() + self._traffic_timeout(), run_id,
-                                               "the client command")
-            finally:
-                seconds = time.monotonic() - t0
-                samples = sampler.stop(self.log)
-        finally:
-            self.procs.stop_all()
-        if server is not None:
-            s_out, s_err = server.communicate()
-            self.store.save_raw(run_id, "tool-server.txt", s_out.decode(errors="replace") + s_err.decode(errors="replace"))
-        c_text = c_out.decode(errors="replace")
-        self.store.save_raw(run_id, "tool-client.txt", c_text + c_err.decode(errors="replace"))
-        self.store.save_raw(run_id, "ss-subflows.txt", "\n\n".join(s["raw"] for s in ss_samples))
-        if client.returncode != 0:
-            raise RunFailure(f"run {run_id}: the client command failed (exit {client.returncode}): "
-                             f"{c_err.decode(errors='replace').strip()[:300]}")
-        report = {"version": " ".join(tool.client[:1]), "throughput_mbps": 0.0, "sender_throughput_mbps": None,
-                  "bytes_received": 0, "bytes_sent": None, "seconds": seconds, "retransmits": None,
-                  "connected": [], "congestion": None, "sender_mean_rtt_ms": None, "intervals": [],
-                  "from_counters": tool.result == "counters"}
-        if tool.result == "json":
-            try:
-                doc = json.loads(c_text)
-                report["seconds"] = float(doc.get("seconds", seconds))
-                if "throughput_mbps" in doc:
-                    report["throughput_mbps"] = float(doc["throughput_mbps"])
-                else:
-                    report["throughput_mbps"] = float(doc["bytes"]) * 8 / report["seconds"] / 1e6
-                report["bytes_received"] = int(doc.get("bytes", 0))
-            except (ValueError, KeyError, TypeError) as e:
-                raise RunFailure(f"run {run_id}: result: json, but the client printed no usable JSON ({e})") from None
-        return report, samples, ss_samples
-
-    def _watch_subflows(self, client_proc) -> list[dict]:
-        """Sample `ss` on the client while iperf3 runs; the sample with the most subflows is kept.
-
-        Timed runs: first sample after min(2 s, duration/2), when the joins are
-        done. Fixed-size transfers may last well under a second, so they are
-        sampled from 0.3 s on, more often.
-        """
-        samples: list[dict] = []
-        t = self.scenario.traffic
-        if t.duration is not None:
-            offsets = [min(2.0, t.duration / 2)] + [max(0.5, t.duration / 5)] * 2
-        else:
-            offsets = [0.3, 0.3, 0.4, 0.5, 1.0, 2.0]
-        for wait in offsets:
-            end = time.monotonic() + wait
-            while client_proc.poll() is None and time.monotonic() < end:
-                time.sleep(0.05)
-            if client_proc.poll() is not None:
-                break
-            raw = run(self.client, C.ss_argv(), check=False).out
-            samples.append({"raw": raw, "subflows": P.parse_ss_subflows(raw)})
-        return samples
-
 
 def _at_once(fn: Callable, items) -> list:
     """fn on every item in threads of its own (one per namespace: each waits on its own process);

@@ -18,7 +18,7 @@ import time
 from dataclasses import dataclass
 from pathlib import Path
 
-from ..paths import RESULTS
+from ..paths import RESULTS  # noqa: F401  (run-scenario vm up shares it with the guest)
 from .vm import VmError, VmPlan, kernel_release, plan_vm, vng_binary, vng_env
 
 def _warm_dir() -> Path:

@@ -1,0 +1,18 @@
+"""Traffic tools, by the name `traffic.tool` gives: one module each, one line in TOOLS.
+
+A tool is a TrafficTool subclass (runners/traffic/base.py) made for one run:
+`start_servers(mptcp)` before the pings, then `run(TrafficRun)` returns a
+TrafficResult (the report collect.record reads, per-path samples, ss samples).
+"""
+from __future__ import annotations
+
+from .base import BASE_PORT, TrafficResult, TrafficRun, TrafficTool
+from .command import CommandTool
+from .iperf3 import Iperf3Tool
+
+TOOLS: dict[str, type[TrafficTool]] = {
+    "iperf3": Iperf3Tool,
+    "command": CommandTool,
+}
+
+__all__ = ["BASE_PORT", "TOOLS", "TrafficResult", "TrafficRun", "TrafficTool"]

@@ -1,0 +1,128 @@
+"""What every traffic tool shares: the run it is asked for, its result, and the helpers around a client
+process (per-path sampling, waiting with the controller watched, `ss` samples of the subflows)."""
+from __future__ import annotations
+
+import subprocess
+import threading
+import time
+from dataclasses import dataclass
+from typing import Callable
+
+from scenarios.spec.model import IPERF_PORTS
+
+from .. import commands as C
+from .. import parsers as P
+from ..errors import RunFailure
+from ..nsexec import run
+
+BASE_PORT = IPERF_PORTS[0]   # iperf3's first server port, and the command tool's {port}
+
+
+@dataclass(frozen=True)
+class TrafficRun:
+    run_id: str
+    primary: str
+    mptcp: bool
+    receiver: object    # the Mininet host that receives the data
+    upload: bool        # the client sends
+
+
+@dataclass
+class TrafficResult:
+    report: dict                 # parsers.parse_iperf3's shape: what collect.record.build reads
+    path_samples: list[dict]     # cumulative received bytes per path, sampled during the transfer
+    ss_samples: list[dict]       # the client's `ss -tiM` samples
+
+
+class PathSampler(threading.Thread):
+    """Samples per-path received bytes every `interval` s: per-path throughput over time."""
+
+    def __init__(self, read: Callable[[], dict[str, int]], interval: float):
+        super().__init__(daemon=True)
+        self.read, self.interval = read, interval
+        self.samples: list[dict] = []
+        self._halt = threading.Event()
+        self.error: str | None = None
+
+    def run(self) -> None:
+        t0 = time.monotonic()
+        while not self._halt.is_set():
+            try:
+                counts = self.read()
+                # stamped when the read returned (a /proc read: microseconds), not before it
+                self.samples.append({"t": round(time.monotonic() - t0, 3), **counts})
+            except Exception as e:  # keep sampling; report at the end
+                self.error = str(e)
+            self._halt.wait(self.interval)
+
+    def stop(self, log: Callable[[str], None]) -> list[dict]:
+        self._halt.set()
+        self.join(timeout=15)
+        if self.error:
+            log(f"warning: the per-path sampler failed at least once ({len(self.samples)} samples kept): "
+                f"{self.error}")
+        return self.samples
+
+
+class TrafficTool:
+    """One traffic generator, made for one run. Register a subclass in runners.traffic.TOOLS by name.
+
+    `host` is the runner: its network (client, clients, server, net), plan, scenario, process
+    registry, results store and log, and path_rx / wait_listening / check_controller.
+    """
+
+    name = ""
+
+    def __init__(self, host):
+        self.host = host
+
+    def start_servers(self, mptcp: bool) -> None:
+        """Before the pings: a server's start-up overlaps them. Nothing by default."""
+
+    def run(self, req: TrafficRun) -> TrafficResult:
+        raise NotImplementedError
+
+    def sampler(self, req: TrafficRun) -> PathSampler:
+        s = PathSampler(lambda: self.host.path_rx(req.receiver, req.upload), self.host.scenario.traffic.interval)
+        s.start()
+        return s
+
+    def timeout(self) -> float:
+        t = self.host.scenario.traffic
+        if t.duration is not None:
+            return t.duration + t.omit + 60
+        slowest = self.host.scenario.topology.min_rate
+        return 3 * (t.bytes + C.fixed_size_extra(self.host.scenario)) * 8 / (slowest * 1e6) + 60
+
+    def wait_client(self, proc, deadline: float, run_id: str, what: str) -> tuple[bytes, bytes]:
+        """Wait for a client, reading its output, and fail at once if the controller dies meanwhile."""
+        while True:
+            try:
+                return proc.communicate(timeout=0.5)
+            except subprocess.TimeoutExpired:
+                if time.monotonic() > deadline:
+                    raise RunFailure(f"run {run_id}: {what} did not finish in {self.timeout():.0f}s") from None
+                self.host.check_controller(f"during run {run_id}")
+
+    def watch_subflows(self, client_proc) -> list[dict]:
+        """Sample `ss` on the client while the tool runs; the sample with the most subflows is kept.
+
+        Timed runs: first sample after min(2 s, duration/2), when the joins are
+        done. Fixed-size transfers may last well under a second, so they are
+        sampled from 0.3 s on, more often.
+        """
+        samples: list[dict] = []
+        t = self.host.scenario.traffic
+        if t.duration is not None:
+            offsets = [min(2.0, t.duration / 2)] + [max(0.5, t.duration / 5)] * 2
+        else:
+            offsets = [0.3, 0.3, 0.4, 0.5, 1.0, 2.0]
+        for wait in offsets:
+            end = time.monotonic() + wait
+            while client_proc.poll() is None and time.monotonic() < end:
+                time.sleep(0.05)
+            if client_proc.poll() is not None:
+                break
+            raw = run(self.host.client, C.ss_argv(), check=False).out
+            samples.append({"raw": raw, "subflows": P.parse_ss_subflows(raw)})
+        return samples

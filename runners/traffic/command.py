@@ -1,0 +1,98 @@
+"""A user's own tool (traffic.command) in place of iperf3; the same counters are read around it.
+
+Its result is what the client prints as JSON (`result: json`), or the receiver's per-path counters
+(`result: counters`), which collect.record turns into the run's throughput.
+"""
+from __future__ import annotations
+
+import json
+import time
+
+from .. import commands as C
+from ..errors import RunFailure
+from ..nsexec import run
+from .base import BASE_PORT, TrafficResult, TrafficRun, TrafficTool
+
+
+class CommandTool(TrafficTool):
+    name = "command"
+
+    def run(self, req: TrafficRun) -> TrafficResult:
+        h = self.host
+        tool = h.scenario.traffic.command
+        values = C.command_values(h.scenario, h.plan, req.primary, BASE_PORT)
+
+        def argv(words):
+            filled = C.fill(words, values)
+            return ["mptcpize", "run", *filled] if (req.mptcp and tool.mptcpize) else filled
+        self._setup(req, values)
+        server = h.procs.start(h.server, argv(tool.server)) if tool.server else None
+        try:
+            self._wait_server(req, server)
+            sampler = self.sampler(req)
+            t0 = time.monotonic()
+            client = h.procs.start(h.client, argv(tool.client))
+            ss_samples = self.watch_subflows(client)
+            try:
+                c_out, c_err = self.wait_client(client, time.monotonic() + self.timeout(), req.run_id,
+                                                "the client command")
+            finally:
+                seconds = time.monotonic() - t0
+                samples = sampler.stop(h.log)
+        finally:
+            h.procs.stop_all()
+        self._save(req, server, c_out, c_err, ss_samples)
+        if client.returncode != 0:
+            raise RunFailure(f"run {req.run_id}: the client command failed (exit {client.returncode}): "
+                             f"{c_err.decode(errors='replace').strip()[:300]}")
+        return TrafficResult(self._report(req, c_out.decode(errors="replace"), seconds), samples, ss_samples)
+
+    def _setup(self, req: TrafficRun, values: dict) -> None:
+        h = self.host
+        tool = h.scenario.traffic.command
+        for node, cmds in ((h.client, tool.setup_client), (h.server, tool.setup_server)):
+            for words in cmds:
+                res = run(node, C.fill(words, values), check=False, timeout=120)
+                h.store.save_raw(req.run_id, f"setup-{node.name}.txt", f"$ {' '.join(res.argv)}\n{res.out}{res.err}")
+                if res.rc != 0:
+                    raise RunFailure(f"run {req.run_id}: setup command `{' '.join(res.argv)}` failed "
+                                     f"(exit {res.rc}): {(res.err or res.out).strip()[:300]}")
+
+    def _wait_server(self, req: TrafficRun, server) -> None:
+        tool = self.host.scenario.traffic.command
+        if tool.ready_port:
+            self.host.wait_listening(tool.ready_port, udp=True)
+        elif server is not None:
+            time.sleep(1.0)
+        if server is not None and server.poll() is not None:
+            out, err = server.communicate()
+            raise RunFailure(f"run {req.run_id}: the server command exited at once ({server.returncode}): "
+                             f"{(err or out).decode(errors='replace').strip()[:300]}")
+
+    def _save(self, req: TrafficRun, server, c_out: bytes, c_err: bytes, ss_samples: list[dict]) -> None:
+        store = self.host.store
+        if server is not None:
+            s_out, s_err = server.communicate()
+            store.save_raw(req.run_id, "tool-server.txt", s_out.decode(errors="replace") + s_err.decode(errors="replace"))
+        store.save_raw(req.run_id, "tool-client.txt", c_out.decode(errors="replace") + c_err.decode(errors="replace"))
+        store.save_raw(req.run_id, "ss-subflows.txt", "\n\n".join(s["raw"] for s in ss_samples))
+
+    def _report(self, req: TrafficRun, c_text: str, seconds: float) -> dict:
+        tool = self.host.scenario.traffic.command
+        report = {"version": " ".join(tool.client[:1]), "throughput_mbps": 0.0, "sender_throughput_mbps": None,
+                  "bytes_received": 0, "bytes_sent": None, "seconds": seconds, "retransmits": None,
+                  "connected": [], "congestion": None, "sender_mean_rtt_ms": None, "intervals": [],
+                  "from_counters": tool.result == "counters"}
+        if tool.result == "json":
+            try:
+                doc = json.loads(c_text)
+                report["seconds"] = float(doc.get("seconds", seconds))
+                if "throughput_mbps" in doc:
+                    report["throughput_mbps"] = float(doc["throughput_mbps"])
+                else:
+                    report["throughput_mbps"] = float(doc["bytes"]) * 8 / report["seconds"] / 1e6
+                report["bytes_received"] = int(doc.get("bytes", 0))
+            except (ValueError, KeyError, TypeError) as e:
+                raise RunFailure(f"run {req.run_id}: result: json, but the client printed no usable JSON ({e})") \
+                    from None
+        return report

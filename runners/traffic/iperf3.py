@@ -1,0 +1,128 @@
+"""iperf3: one server per client (one port each), all clients at once, under MPTCP (mptcpize, or
+iperf3's own --mptcp) or not. With several clients the report is the aggregate, with a per-client table."""
+from __future__ import annotations
+
+import subprocess
+import time
+
+from .. import commands as C
+from .. import parsers as P
+from ..errors import RunFailure
+from ..nsexec import run
+from .base import BASE_PORT, TrafficResult, TrafficRun, TrafficTool
+
+
+class Iperf3Tool(TrafficTool):
+    name = "iperf3"
+
+    def __init__(self, host):
+        super().__init__(host)
+        self.servers: dict = {}
+
+    def start_servers(self, mptcp: bool) -> None:
+        h = self.host
+        self.servers = {node.name: h.procs.start(h.server, C.iperf_server_argv(h.iperf, BASE_PORT + i, mptcp,
+                                                                                h.scenario))
+                        for i, node in enumerate(h.clients)}
+
+    def run(self, req: TrafficRun) -> TrafficResult:
+        h = self.host
+        try:
+            for i in range(len(h.clients)):
+                h.wait_listening(BASE_PORT + i)
+            sampler = self.sampler(req)
+            clients = self._start_clients(req)
+            self._after_connect(clients, req.run_id)
+            ss_samples = self.watch_subflows(clients[h.client.name])
+            try:
+                outs = self._wait_clients(clients, req.run_id)
+            finally:
+                samples = sampler.stop(h.log)
+            self._collect_servers(outs)
+        finally:
+            h.procs.stop_all()
+        h.store.save_raw(req.run_id, "ss-subflows.txt", "\n\n".join(s["raw"] for s in ss_samples))
+        reports = {name: self._report(req, name, *out) for name, out in outs.items()}
+        report = P.aggregate_clients(reports) if len(h.clients) > 1 else reports[h.client.name]
+        return TrafficResult(report, samples, ss_samples)
+
+    def _start_clients(self, req: TrafficRun) -> dict:
+        h = self.host
+        clients = {}
+        for i, node in enumerate(h.clients):
+            cp = h.plan.for_client(node.name).path(req.primary)
+            s_ip, c_ip = cp.server_ip, cp.client_ip
+            if C.needs_v6_socket(h.plan, req.primary, req.mptcp):
+                s_ip, c_ip = C.v4_mapped(s_ip), C.v4_mapped(c_ip)
+            clients[node.name] = h.procs.start(node, C.iperf_client_argv(h.iperf, h.scenario, s_ip, c_ip,
+                                                                         BASE_PORT + i, req.mptcp))
+        return clients
+
+    def _wait_clients(self, clients: dict, run_id: str) -> dict[str, list[bytes]]:
+        deadline = time.monotonic() + self.timeout()
+        return {name: [*self.wait_client(proc, deadline, run_id, f"iperf3 client on {name}"), b"", b""]
+                for name, proc in clients.items()}
+
+    def _collect_servers(self, outs: dict[str, list[bytes]]) -> None:
+        for name, server in self.servers.items():
+            try:
+                s_out, s_err = server.communicate(timeout=15)
+            except subprocess.TimeoutExpired:
+                server.kill()
+                s_out, s_err = server.communicate()
+            outs[name][2:] = [s_out, s_err]
+
+    def _report(self, req: TrafficRun, name: str, c_out: bytes, c_err: bytes, s_out: bytes, s_err: bytes) -> dict:
+        """Save one client's and its server's output; parse the client's JSON."""
+        h = self.host
+        tag = f"-{name}" if len(h.clients) > 1 else ""
+        c_text, s_text = c_out.decode(errors="replace"), s_out.decode(errors="replace")
+        h.store.save_raw(req.run_id, f"iperf3-client{tag}.json", c_text)
+        h.store.save_raw(req.run_id, f"iperf3-server{tag}.json", s_text)
+        if c_err.strip() or s_err.strip():
+            h.store.save_raw(req.run_id, f"iperf3-stderr{tag}.txt",
+                             f"# client\n{c_err.decode(errors='replace')}\n# server\n{s_err.decode(errors='replace')}")
+        try:
+            report = P.parse_iperf3(c_text)
+        except P.ParseError as e:
+            raise RunFailure(f"run {req.run_id}: {name}: {e} "
+                             f"(stderr: {c_err.decode(errors='replace').strip()[:300]})") from None
+        if h.scenario.traffic.bytes is not None:
+            self._completion(req.run_id, name, report, s_text if req.upload else c_text)
+        return report
+
+    def _completion(self, run_id: str, name: str, report: dict, receiver_text: str) -> None:
+        """A fixed-size transfer's time and throughput: until the receiver had all `traffic.bytes`.
+
+        The sender wrote more (C.fixed_size_extra), so the receiver's count passes
+        `bytes` before iperf3 ends. If it still did not, the report keeps iperf3's
+        own end and delivered_fraction shows what arrived.
+        """
+        amount = self.host.scenario.traffic.bytes
+        seconds, got = P.completion_time(receiver_text, amount)
+        if seconds is not None:
+            report.update(seconds=seconds, throughput_mbps=amount * 8 / seconds / 1e6, bytes_received=amount)
+        else:
+            report["bytes_received"] = min(report["bytes_received"], amount)
+            self.host.log(f"run {run_id}: {name}: the receiver got {got} of {amount} bytes before iperf3 ended "
+                          "(a send buffer larger than the extra bytes sent): timed to iperf3's own end")
+
+    def _after_connect(self, clients: dict, run_id: str) -> None:
+        """Once iperf3's data connection is up (control + data to the server port), send MP_PRIO etc."""
+        h = self.host
+        if not any(h.after_connect.get(n) for n in clients):
+            return
+        for i, (name, proc) in enumerate(clients.items()):
+            node = h.net.get(name)
+            deadline = time.monotonic() + 10
+            while time.monotonic() < deadline and proc.poll() is None:
+                out = run(node, ["ss", "-H", "-t", "-n", "state", "established", "dport", "=", f":{BASE_PORT + i}"],
+                          check=False).out
+                if len([ln for ln in out.splitlines() if ln.strip()]) >= 2:
+                    break
+                time.sleep(0.05)
+            done = []
+            for argv in h.after_connect.get(name, []):
+                res = run(node, argv, check=False)
+                done.append(f"$ {' '.join(argv)} -> {res.rc} {res.err.strip()}")
+            h.store.save_raw(run_id, f"after-connect-{name}.txt", "\n".join(done) + "\n")
