@@ -56,7 +56,7 @@ def sysctl_argv(key: str, value: str) -> Argv:
     return ["sysctl", "-q", "-w", f"{key}={value}"]
 
 
-def offload_argv(ifname: str) -> Argv:
+def segmentation_offloads_off_argv(ifname: str) -> Argv:
     """Segmentation offloads off, so netem's loss and limit act on real packets, not 64 KB bursts."""
     return ["ethtool", "-K", ifname, "tso", "off", "gso", "off", "gro", "off"]
 
@@ -271,6 +271,6 @@ def ss_argv() -> Argv:
     return ["ss", "-t", "-i", "-n", "-M", "-O", "state", "established"]
 
 
-def offload_off_argv(ifname: str) -> Argv:
+def tx_offloads_off_argv(ifname: str) -> Argv:
     """For ports of an OVS userspace datapath: it neither fills in TX checksums nor segments TSO/GSO."""
     return ["ethtool", "-K", ifname, "tx", "off", "tso", "off", "gso", "off"]

@@ -11,7 +11,9 @@ import secrets
 import signal
 import subprocess
 import threading
+from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
+from typing import Callable
 
 
 class CommandError(RuntimeError):
@@ -151,3 +153,13 @@ class ProcessRegistry:
                 except ProcessLookupError:
                     pass
                 p.wait(timeout=5)
+
+
+def at_once(fn: Callable, items) -> list:
+    """fn on every item in threads of its own (one per namespace: each waits on its own process);
+    results in order, and the first exception raised here."""
+    items = list(items)
+    if not items:
+        return []
+    with ThreadPoolExecutor(max_workers=len(items)) as pool:
+        return list(pool.map(fn, items))

@@ -83,7 +83,7 @@ class TrafficTool:
         raise NotImplementedError
 
     def sampler(self, req: TrafficRun) -> PathSampler:
-        s = PathSampler(lambda: self.host.path_rx(req.receiver, req.upload), self.host.scenario.traffic.interval)
+        s = PathSampler(lambda: self.host.counters.path_rx(req.receiver, req.upload), self.host.scenario.traffic.interval)
         s.start()
         return s
 

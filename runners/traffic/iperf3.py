@@ -113,7 +113,7 @@ class Iperf3Tool(TrafficTool):
         if not any(h.after_connect.get(n) for n in clients):
             return
         for i, (name, proc) in enumerate(clients.items()):
-            node = h.net.get(name)
+            node = h.network.get(name)
             deadline = time.monotonic() + 10
             while time.monotonic() < deadline and proc.poll() is None:
                 out = run(node, ["ss", "-H", "-t", "-n", "state", "established", "dport", "=", f":{BASE_PORT + i}"],

@@ -89,7 +89,7 @@ def test_switch_ports_dpids_and_userspace_offloads():
     assert s1.type == "ovs-user" and s1.dpid == "0000000000000001" and not s1.controller
     assert s1.ports == (("h1a", 1), ("h1b", 2), ("h1c", 3), ("h2a", 4), ("h2b", 5), ("h3a", 6), ("h3b", 7))
     assert ("s1", "s1-eth4") in p.offload_off and ("h2", "h2-eth0") in p.offload_off
-    assert C.offload_off_argv("s1-eth4") == ["ethtool", "-K", "s1-eth4", "tx", "off", "tso", "off", "gso", "off"]
+    assert C.tx_offloads_off_argv("s1-eth4") == ["ethtool", "-K", "s1-eth4", "tx", "off", "tso", "off", "gso", "off"]
     assert p.links[3] == ("h2a", "h2", "h2-eth0", "s1", "s1-eth4")
 
 

@@ -1,0 +1,120 @@
+"""Counter snapshots around a run, read from every namespace at once.
+
+TCP/MPTCP counters and interface counters come from /proc (no process
+start); qdisc statistics, nft counters and the MPTCP endpoints from one
+batched command per namespace. The raw text is kept beside the run.
+"""
+from __future__ import annotations
+
+import json
+import os
+
+from .. import commands as C
+from .. import parsers as P
+from .. import procfs
+from ..nsexec import at_once, run, run_batch
+
+
+class Counters:
+    """Reads the counters of the runner's network (`host`: plan, net, clients, client, server, store)."""
+
+    def __init__(self, host):
+        self.host = host
+
+    def snapshot(self, run_id: str, label: str) -> dict:
+        """Counters of every namespace at once: /proc for TCP/MPTCP and interface counters, one batched
+        command per namespace for qdiscs (and nft, endpoints). The raw text is kept beside the run."""
+        snap: dict = {"qdiscs": {}}
+        multi = len(self.host.clients) > 1
+        sides = [("client", n, f"client-{n.name}" if multi else "client") for n in self.host.clients]
+        sides.append(("server", self.host.server, "server"))
+        shaped = {i.node for i in self.host.plan.interfaces if i.shaping is not None}
+        reads = []
+        for side, node, tag in sides:
+            wanted = {"qdiscs": C.qdisc_stats_argv()}
+            if self.host.plan.byte_counters == "nft":
+                wanted["nft"] = C.nft_list_argv()
+            if label == "before":
+                wanted["endpoints"] = ["ip", "mptcp", "endpoint", "show"]
+            reads.append((side, node, tag, wanted))
+        for name in sorted(shaped - {n.name for _, n, _ in sides}):   # routers with shaped links
+            reads.append(("router", self.host.network.get(name), name, {"qdiscs": C.qdisc_stats_argv()}))
+        outputs = at_once(lambda r: run_batch(r[1], list(r[3].values())), reads)
+        qdisc_raw = {}
+        for (side, node, tag, wanted), results in zip(reads, outputs):
+            out = dict(zip(wanted, (r.out for r in results)))
+            qdisc_raw[node.name] = out["qdiscs"]
+            for dev, counts in P.parse_qdisc_stats_by_dev(out["qdiscs"]).items():
+                snap["qdiscs"][(node.name, dev)] = counts
+            if side == "router":
+                continue
+            self._host_counters(snap, run_id, label, side, node, tag)
+            if "nft" in out:
+                self.host.store.save_raw(run_id, f"nft-{tag}-{label}.json", out["nft"])
+                _add_into(snap, f"{side}_paths", P.parse_nft_counters(out["nft"]))
+            if "endpoints" in out:
+                snap.setdefault("endpoints", []).append(f"# {node.name}\n{out['endpoints']}")
+        if self.host.plan.switches:
+            # switch ports live in the root namespace, this process's own: one read covers every switch
+            links = procfs.net_dev_text(os.getpid())
+            self.host.store.save_raw(run_id, f"netdev-switches-{label}.txt", links)
+            snap["switch_links"] = procfs.parse_net_dev(links)
+        self.host.store.save_raw(run_id, f"qdiscs-{label}.json", json.dumps(qdisc_raw, indent=1))
+        if "endpoints" in snap:
+            self.host.store.save_raw(run_id, "mptcp-endpoints.txt", "\n".join(snap.pop("endpoints")))
+        return snap
+
+    def _host_counters(self, snap: dict, run_id: str, label: str, side: str, node, tag: str) -> None:
+        nstat = procfs.nstat_text(node.pid)
+        self.host.store.save_raw(run_id, f"nstat-{tag}-{label}.txt", nstat)
+        # several clients: their counters add up (all send, or all receive, at once)
+        _add_into(snap, f"{side}_nstat", P.parse_nstat(nstat))
+        if node is self.host.client or side == "server":
+            links = procfs.net_dev_text(node.pid)
+            self.host.store.save_raw(run_id, f"netdev-{side}-{label}.txt", links)
+            snap[f"{side}_links"] = procfs.parse_net_dev(links)
+
+    def path_rx(self, receiver, upload: bool) -> dict[str, int]:
+        """Bytes received so far on each path, by the receiver's interface counters or nft counters."""
+        if self.host.plan.byte_counters == "nft":
+            total: dict = {}
+            for node in ([receiver] if upload else self.host.clients):
+                _add_into(total, "c", P.parse_nft_counters(run(node, C.nft_list_argv(), timeout=10).out))
+            counters = total.get("c", {})
+            return {p.name: counters.get(p.name, {}).get("in_bytes", 0) for p in self.host.plan.paths}
+        stats = procfs.parse_net_dev(procfs.net_dev_text(receiver.pid))
+        return {p.name: stats[p.server_if if upload else p.client_if]["rx_bytes"] for p in self.host.plan.paths}
+
+    def link_bytes(self, before: dict, after: dict) -> dict:
+        """Bytes over every link of a switched topology, read at its (first) switch end.
+
+        Switch ports live in the root namespace, so one read covers them all:
+        `from_peer_bytes` went from the other end into the switch,
+        `to_peer_bytes` the other way.
+        """
+        sw_names = {w.name for w in self.host.plan.switches}
+        out = {}
+        for ln, a, a_if, b, b_if in self.host.plan.links:
+            sw, sw_if, peer = (a, a_if, b) if a in sw_names else (b, b_if, a)
+            try:
+                rx = after["switch_links"][sw_if]["rx_bytes"] - before["switch_links"][sw_if]["rx_bytes"]
+                tx = after["switch_links"][sw_if]["tx_bytes"] - before["switch_links"][sw_if]["tx_bytes"]
+            except KeyError:
+                continue
+            out[ln] = {"switch": sw, "peer": peer, "from_peer_bytes": rx, "to_peer_bytes": tx}
+        return out
+
+
+def _add_into(acc: dict, key: str, counters: dict) -> None:
+    """acc[key] += counters, for flat or one-level nested dicts of numbers."""
+    if key not in acc:
+        acc[key] = {k: (dict(v) if isinstance(v, dict) else v) for k, v in counters.items()}
+        return
+    mine = acc[key]
+    for k, v in counters.items():
+        if isinstance(v, dict):
+            inner = mine.setdefault(k, {})
+            for k2, v2 in v.items():
+                inner[k2] = inner.get(k2, 0) + v2
+        else:
+            mine[k] = mine.get(k, 0) + v

@@ -1,0 +1,41 @@
+"""Every path's RTT before a run, all paths at once, each ping bound to its own path's addresses."""
+from __future__ import annotations
+
+import subprocess
+
+from .. import commands as C
+from .. import parsers as P
+
+
+class Pinger:
+    """Pings from the runner's client (`host`: plan, client, procs, store)."""
+
+    def __init__(self, host):
+        self.host = host
+
+    def ping_paths(self, run_id: str) -> dict:
+        """RTT of every path, all paths at once (each ping is bound to its own path's addresses)."""
+        paths = self.host.plan.paths
+        # the first echo of each is unmeasured, so neighbour resolution does not inflate the RTT
+        texts = self._ping_all([C.ping_argv(p.client_ip, p.server_ip) for p in paths])
+        out = {}
+        for p, text in zip(paths, texts):
+            self.host.store.save_raw(run_id, f"ping-{p.name}.txt", text)
+            try:
+                out[p.name] = P.parse_ping_after_warmup(text)
+            except P.ParseError:
+                out[p.name] = {"loss_pct": 100.0, "rtt_avg_ms": None}
+        return out
+
+    def _ping_all(self, argvs: list[list[str]], timeout: float = 30) -> list[str]:
+        """Start every ping, then collect each one's output (stdout and stderr)."""
+        procs = [self.host.procs.start(self.host.client, argv) for argv in argvs]
+        outs = []
+        for p in procs:
+            try:
+                out, err = p.communicate(timeout=timeout)
+            except subprocess.TimeoutExpired:
+                p.kill()
+                out, err = p.communicate()
+            outs.append((out + err).decode(errors="replace"))
+        return outs

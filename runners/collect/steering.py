@@ -1,0 +1,58 @@
+"""Which flow went up which uplink in a steered switched topology: the controller's report and OVS's
+own flow counters, cleared before each run so a run's counters are its own."""
+from __future__ import annotations
+
+import json
+
+from controller.decisions import STEER_COOKIE
+
+from .. import parsers as P
+from ..controlplane import ofctl, ofctl_clear_argv, ofctl_dump_argv
+
+
+class Steering:
+    """The steered switches of the runner's network (`host`: plan, controller, store)."""
+
+    def __init__(self, host):
+        self.host = host
+
+    def steered_switches(self) -> list:
+        cfg = self.host.plan.controller or {}
+        return [w for w in self.host.plan.switches
+                if w.controller and cfg.get("switches", {}).get(w.config_key, {}).get("uplinks")]
+
+    def clear_flows(self) -> None:
+        """Each run starts without steered flows, so its flow counters are its own."""
+        for w in self.steered_switches():
+            ofctl(ofctl_clear_argv(w.name, STEER_COOKIE))
+        if self.host.controller is not None:
+            self.host.controller.new_report_lines()   # skip what earlier runs reported
+
+    def report(self, run_id: str) -> dict | None:
+        """Which flow went up which uplink: the controller's report, and OVS's own flow counters."""
+        switches = self.steered_switches()
+        if not switches or self.host.controller is None:
+            return None
+        cfg = self.host.plan.controller
+        decided = [e for e in self.host.controller.new_report_lines() if e.get("event") == "flow"]
+        self.host.store.save_raw(run_id, "controller-flows.jsonl", "".join(json.dumps(e) + "\n" for e in decided))
+        per_switch = {}
+        for w in switches:
+            sc = cfg["switches"][w.config_key]
+            names = dict(zip(sc["uplinks"], sc["uplink_names"]))
+            text = ofctl(ofctl_dump_argv(w.name, STEER_COOKIE))
+            self.host.store.save_raw(run_id, f"ofctl-flows-{w.name}.txt", text)
+            flows = P.parse_ofctl_flows(text)
+            uplinks = {n: {"bytes": 0, "packets": 0, "flows": 0} for n in sc["uplink_names"]}
+            listed = []
+            for f in flows:
+                for port in f["outputs"]:
+                    if port in names:
+                        u = uplinks[names[port]]
+                        u["bytes"] += f["n_bytes"]
+                        u["packets"] += f["n_packets"]
+                        u["flows"] += 1
+                        listed.append({"src": f["src"], "sport": f["tp_src"], "dst": f["dst"], "dport": f["tp_dst"],
+                                       "uplink": names[port], "bytes": f["n_bytes"], "packets": f["n_packets"]})
+            per_switch[w.name] = {"uplinks": uplinks, "flows": listed}
+        return {"by": cfg.get("by"), "switches": per_switch, "decisions": decided}

@@ -1,0 +1,95 @@
+"""The network of one topology plan: Open vSwitch and the controller when the plan has switches, the
+Mininet hosts and links, and each namespace's setup (addresses, routes, offloads, nft counters) as one
+batched command per namespace. `stop` takes it all down again."""
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Callable
+
+from controller.launch import user_app_path
+from topologies.net import build_network
+from topologies.plan import TopologyPlan
+
+from . import commands as C
+from .controlplane import Controller, OvsDaemons, check_bridges
+from .errors import RunFailure
+from .nsexec import at_once, run_batch
+
+
+class Network:
+    def __init__(self, controller_dir: Path, base_dir: Path, log: Callable[[str], None]):
+        self.controller_dir, self.base_dir, self.log = controller_dir, base_dir, log
+        self.ovs = OvsDaemons(log)
+        self.controller: Controller | None = None
+        self.mininet = None
+        self.client = self.server = None
+        self.clients: list = []
+
+    @property
+    def up(self) -> bool:
+        return self.mininet is not None
+
+    def get(self, name: str):
+        return self.mininet.get(name)
+
+    def build(self, plan: TopologyPlan) -> None:
+        if any(w.type != "bridge" for w in plan.switches):
+            self.ovs.ensure(userspace=any(w.type == "ovs-user" for w in plan.switches))
+        controlled = [w.name for w in plan.switches if w.controller]
+        if controlled:
+            # before Mininet: OVS backs off for a long time when the controller is not there yet
+            self.controller = Controller(self._controller_app(plan), plan.controller["port"], plan.controller,
+                                         self.controller_dir, log=self.log)
+            self.controller.start()
+        self.mininet = build_network(plan, plan.controller["port"] if plan.controller else None)
+        check_bridges([w.name for w in plan.switches if w.type != "bridge"])
+        self.client = self.mininet.get(plan.client)
+        self.clients = [self.mininet.get(c) for c in plan.all_clients]
+        self.server = self.mininet.get(plan.server)
+        at_once(lambda item: run_batch(self.mininet.get(item[0]), item[1]), setup_per_node(plan).items())
+        if self.controller is not None:
+            self.controller.wait_connected(controlled)
+
+    def check_controller(self, when: str) -> None:
+        if self.controller is not None:
+            self.controller.check_alive(when)
+
+    def stop(self) -> None:
+        if self.mininet is not None:
+            self.log("cleaning up: stopping Mininet")
+            try:
+                self.mininet.stop()
+            except Exception as e:  # still try the rest
+                self.log(f"warning: Mininet stop failed: {e}")
+            self.mininet = None
+        if self.controller is not None:
+            self.controller.stop()
+            self.controller = None
+        self.ovs.stop()
+
+    def _controller_app(self, plan: TopologyPlan) -> str:
+        app = plan.controller["app"]
+        path = user_app_path(app, self.base_dir)
+        if path is None:
+            return app
+        if not path.is_file():
+            raise RunFailure(f"topology.controller.app: no such file {path}")
+        return str(path.resolve())
+
+
+def setup_per_node(plan: TopologyPlan) -> dict[str, list[list[str]]]:
+    """Every namespace's setup commands, in order: the plan's, offloads, then nft counters."""
+    per_node: dict[str, list] = {}
+    for node, argvs in plan.setup.items():
+        per_node.setdefault(node, []).extend(argvs)
+    for iface in plan.interfaces:
+        if iface.shaping is not None:
+            per_node.setdefault(iface.node, []).append(C.segmentation_offloads_off_argv(iface.name))
+    for node, ifname in plan.offload_off:
+        # the userspace datapath does not complete checksums or segment: TCP breaks without this
+        per_node.setdefault(node, []).append(C.tx_offloads_off_argv(ifname))
+    if plan.byte_counters == "nft":
+        for node in plan.hosts:
+            view = plan.for_client(node) if node in plan.all_clients else plan
+            per_node.setdefault(node, []).extend(C.nft_counter_argvs(view, node))
+    return per_node
