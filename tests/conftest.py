@@ -93,6 +93,7 @@ def parse_junit(path: Path) -> dict[str, tuple[str, str]]:
     return out
 
 
+@pytest.hookimpl(trylast=True)   # after -k and -m deselected: only the selected tests go to the VM
 def pytest_collection_modifyitems(session, config, items):
     integration = [it for it in items if it.get_closest_marker("integration")]
     if not integration or IN_VM:
