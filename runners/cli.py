@@ -18,7 +18,7 @@ from pathlib import Path
 from .analysis.summary import summary
 from .paths import REPO
 
-EXIT_OK, EXIT_FAIL, EXIT_INPUT = 0, 1, 2
+from .session import EXIT_FAIL, EXIT_INPUT, EXIT_OK
 
 EPILOG = """\
 backends:
@@ -215,80 +215,37 @@ def check_plans(exp) -> None:
 
 
 def _run_native(args, exp, run_dir: Path, report) -> int:
-    import random
-
-    from .jobs import plan_jobs, run_key
-    from .backends.native import NativeRunner, RunFailure, Terminated
-    from .nsexec import CommandError
+    from .backends.native import NativeRunner
     from .progress import make_progress
-    from .results import ResultStore
-    from scenarios.spec.sweep import shard_points
+    from .session import open_run_set, run_to_the_end
 
-    scenario = exp.scenario
-    store = ResultStore(run_dir)
-    resumed = (run_dir / "results.json").exists()
-    if resumed:
-        old = json.loads((run_dir / "results.json").read_text())
-        store.runs = list(old.get("runs", []))
-        store.metadata = dict(old.get("metadata", {}))
-    store.write_scenario(exp.text)
-    seed = scenario.runs.seed if scenario.runs.seed is not None else store.metadata.get("seed")
-    if seed is None:
-        seed = random.SystemRandom().randrange(2**31)
-    shard = _parse_shard(args.shard) if args.shard else store.metadata.get("shard") and tuple(store.metadata["shard"])
-    points = shard_points(exp.points, shard)
-    repeat = args.repeat or scenario.runs.repeat
-    started = time.time()
-    store.set_metadata(scenario=scenario.name, backend=os.environ.get("TESTBED_BACKEND", "native"),
+    run_set = open_run_set(exp, run_dir, args.repeat, _parse_shard(args.shard) if args.shard else None)
+    store, started = run_set.store, time.time()
+    store.set_metadata(scenario=exp.scenario.name, backend=os.environ.get("TESTBED_BACKEND", "native"),
                        started_utc=store.metadata.get("started_utc")
                        or time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime(started)),
-                       argv=sys.argv, seed=seed, shard=list(shard) if shard else None, repeat=repeat,
-                       points={p.id: {"label": p.label, "params": p.params} for p in points},
+                       argv=sys.argv, seed=run_set.seed, shard=list(run_set.shard) if run_set.shard else None,
+                       repeat=run_set.repeat, points={p.id: {"label": p.label, "params": p.params}
+                                                      for p in run_set.points},
                        **native_metadata(report.facts, host_finishes=args.no_report), probe=report.facts)
     prepared_mono = time.monotonic()
-    done = {run_key(r) for r in store.runs}
-    jobs = [j for j in plan_jobs(points, range(1, repeat + 1), seed, len(exp.points) > 1) if j.key not in done]
+    kept, jobs = run_set.pending_jobs()
     print(f"results: {run_dir}", flush=True)
-    if resumed:
-        print(f"resuming: {len(done)} finished run(s) kept, {len(jobs)} to go", flush=True)
-    progress = make_progress(len(done) + len(jobs), len(done))
-    code, status = EXIT_OK, "ok"
+    if run_set.resumed:
+        print(f"resuming: {kept} finished run(s) kept, {len(jobs)} to go", flush=True)
+    progress = make_progress(kept + len(jobs), kept)
     runner = NativeRunner(store, report, log=progress.log, on_run=progress.advance,
                           base_dir=Path(exp.file).resolve().parent)
-    try:
-        with runner:
-            runner.run_jobs(jobs)
-            if args.until_conclusive:
-                from .analysis.report import make_report
-                rnd = max([r["repeat"] for r in store.runs] + [repeat])
-                while rnd < args.max_repeat:
-                    pending = make_report(run_dir, plots=False).inconclusive_points()
-                    if not pending:
-                        break
-                    rnd += 1
-                    more = plan_jobs([p for p in points if p.id in pending], range(rnd, rnd + 1), seed,
-                                     len(exp.points) > 1)
-                    progress.log(f"until-conclusive: round {rnd} for {len(pending)} inconclusive point(s)")
-                    progress.extend(len(more))
-                    runner.run_jobs(more)
-    except KeyboardInterrupt:
-        code, status = 130, "interrupted"
-    except Terminated:
-        code, status = 143, "terminated"
-    except (RunFailure, CommandError) as e:
-        code, status = EXIT_FAIL, "failed"
-        _err(str(e))
-    finally:
-        progress.close()
-    phases = dict(runner.phases)
+    code, status = run_to_the_end(runner, run_set, jobs, args.max_repeat if args.until_conclusive else None,
+                                  progress, _err)
     if code in (130, 143):
         _err(f"{status}; {len(store.runs)} finished run(s) kept in {run_dir} "
              f"(continue with: run-scenario --resume {run_dir})")
     elif code == EXIT_FAIL:
         _err(f"{len(store.runs)} finished run(s) kept in {run_dir}")
     # interpreter start and imports, then loading, validating and probing: before the first build
-    phases["python_start"] = round(args.process_age, 3)
-    phases["prepare"] = round(prepared_mono - args.started_at, 3)   # load, validate, probe, metadata
+    phases = {**runner.phases, "python_start": round(args.process_age, 3),
+              "prepare": round(prepared_mono - args.started_at, 3)}   # load, validate, probe, metadata
     store.finish_metadata(status=status, finished_utc=time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()),
                           wall_seconds=round(time.time() - started, 2), phases=phases,
                           process_seconds=round(time.monotonic() - args.started_at + args.process_age, 3))

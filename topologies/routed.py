@@ -50,12 +50,25 @@ def link_subnets(topo: Routed) -> dict[str, dict[str, ipaddress._BaseNetwork]]:
 def plan_routed(scenario: Scenario) -> TopologyPlan:
     topo: Routed = scenario.topology
     subnets = link_subnets(topo)
-    nodes = topo.nodes
-    n_if = {n: 0 for n in nodes}
+    ifaces, links, at = _interfaces(topo, subnets)
+    setup = _addresses(topo, ifaces)
+    routes = _Routes(topo)
+    _shortest_path_routes(topo, subnets, at, routes)   # layer 1: every subnet, per family
+    paths = _path_routes(topo, at, routes)              # layer 2: host routes along every named path
+    _check_address_pairs(paths)
+    routes.write(setup)
+    _source_rules(topo, ifaces, setup)
+    return TopologyPlan(kind="routed", client=topo.client, server=topo.server, paths=tuple(paths),
+                        interfaces=tuple(ifaces), links=tuple(links), setup=setup,
+                        routers=tuple(topo.routers), byte_counters="nft")
+
+
+def _interfaces(topo: Routed, subnets: dict) -> tuple[list[Interface], list, dict[tuple[str, str], Interface]]:
+    """Every link's two interfaces, numbered per node, with an address in each family both ends have."""
+    n_if = {n: 0 for n in topo.nodes}
     ifaces: list[Interface] = []
     links = []
-    # (node, link) -> Interface
-    at: dict[tuple[str, str], Interface] = {}
+    at: dict[tuple[str, str], Interface] = {}   # (node, link) -> Interface
     for link in topo.links:
         fams = [f for f in FAMILIES if f in topo.node_family(link.between[0]) & topo.node_family(link.between[1])]
         sh = shaping_for(link)
@@ -63,18 +76,19 @@ def plan_routed(scenario: Scenario) -> TopologyPlan:
         for idx, node in enumerate(link.between):
             name = f"{node}-eth{n_if[node]}"
             n_if[node] += 1
-            addrs = []
-            for fam in fams:
-                net = subnets[link.name][fam]
-                addrs.append((fam, str(net[idx + 1]), net.prefixlen))
-            iface = Interface(node, name, link.name, tuple(addrs), sh)
+            addrs = tuple((fam, str(subnets[link.name][fam][idx + 1]), subnets[link.name][fam].prefixlen)
+                          for fam in fams)
+            iface = Interface(node, name, link.name, addrs, sh)
             ifaces.append(iface)
             at[(node, link.name)] = iface
             ends += [node, name]
         links.append((link.name, *ends))
+    return ifaces, links, at
 
-    setup: dict[str, list[Argv]] = {n: [] for n in nodes}
-    for n in nodes:
+
+def _addresses(topo: Routed, ifaces: list[Interface]) -> dict[str, list[Argv]]:
+    setup: dict[str, list[Argv]] = {n: [] for n in topo.nodes}
+    for n in topo.nodes:
         setup[n] += [["sysctl", "-q", "-w", "net.ipv6.conf.all.accept_dad=0"],
                      ["sysctl", "-q", "-w", "net.ipv6.conf.default.accept_dad=0"],
                      ["sysctl", "-q", "-w", "net.ipv6.conf.all.accept_ra=0"]]
@@ -89,33 +103,49 @@ def plan_routed(scenario: Scenario) -> TopologyPlan:
             extra = ["nodad"] if fam == "ipv6" else []
             setup[i.node].append(["ip", IPFLAG[fam], "addr", "add", f"{addr}/{plen}", "dev", i.name] + extra)
         setup[i.node].append(["ip", "link", "set", "dev", i.name, "up"])
+    return setup
 
-    routes: dict[tuple[str, str, str], tuple[str, str, str]] = {}   # (node, fam, dst) -> (gw, dev, why)
 
-    def add_route(node: str, fam: str, dst: str, gw: str, dev: str, why: str) -> None:
+class _Routes:
+    """(node, family, destination) -> (gateway, device, why); two paths may not leave a router for the
+    same destination by different links."""
+
+    def __init__(self, topo: Routed):
+        self.topo = topo
+        self.table: dict[tuple[str, str, str], tuple[str, str, str]] = {}
+
+    def add_default(self, node: str, fam: str, dst: str, gw: str, dev: str, why: str) -> None:
+        self.table.setdefault((node, fam, dst), (gw, dev, why))
+
+    def add_for_path(self, node: str, fam: str, dst: str, gw: str, dev: str, why: str) -> None:
         if dst.split("/")[0] == gw:
             return  # the neighbour itself: the connected route already reaches it
         key = (node, fam, dst)
-        if node in (topo.client, topo.server):
-            # end hosts route by source address (rules below); this main-table
+        if node in (self.topo.client, self.topo.server):
+            # end hosts route by source address (rules); this main-table
             # route only picks the source address when none is bound.
-            routes.setdefault(key, (gw, dev, why))
+            self.table.setdefault(key, (gw, dev, why))
             return
-        if key in routes and routes[key][:2] != (gw, dev):
-            raise PlanError(f"topology.paths: {why} and {routes[key][2]} both reach {dst} but leave {node!r} by "
-                            f"different links ({routes[key][1]} and {dev}); give them different server or client "
-                            "interfaces, or different families")
-        routes.setdefault(key, (gw, dev, why))
+        if key in self.table and self.table[key][:2] != (gw, dev):
+            raise PlanError(f"topology.paths: {why} and {self.table[key][2]} both reach {dst} but leave {node!r} "
+                            f"by different links ({self.table[key][1]} and {dev}); give them different server or "
+                            "client interfaces, or different families")
+        self.table.setdefault(key, (gw, dev, why))
 
-    # layer 1: shortest paths to every subnet, per family
+    def write(self, setup: dict[str, list[Argv]]) -> None:
+        for (node, fam, dst), (gw, dev, _) in sorted(self.table.items()):
+            setup[node].append(["ip", IPFLAG[fam], "route", "replace", dst, "via", gw, "dev", dev])
+
+
+def _shortest_path_routes(topo: Routed, subnets: dict, at: dict, routes: _Routes) -> None:
     for fam in FAMILIES:
-        adj: dict[str, list[tuple[str, str]]] = {n: [] for n in nodes}
+        adj: dict[str, list[tuple[str, str]]] = {n: [] for n in topo.nodes}
         for link in topo.links:
             a, b = link.between
             if (a, link.name) in at and at[(a, link.name)].addr(fam) and at[(b, link.name)].addr(fam):
                 adj[a].append((b, link.name))
                 adj[b].append((a, link.name))
-        for src in nodes:
+        for src in topo.nodes:
             first_hop = _bfs_first_hops(src, adj)
             for link in topo.links:
                 a, b = link.between
@@ -124,12 +154,13 @@ def plan_routed(scenario: Scenario) -> TopologyPlan:
                 reach = [first_hop[x] for x in (a, b) if x in first_hop]
                 if not reach:
                     continue
-                dist, nbr, via = min(reach)
-                gw = at[(nbr, via)].addr(fam)
-                dev = at[(src, via)].name
-                routes.setdefault((src, fam, str(subnets[link.name][fam])), (gw, dev, f"the route to link {link.name!r}"))
+                _, nbr, via = min(reach)
+                routes.add_default(src, fam, str(subnets[link.name][fam]), at[(nbr, via)].addr(fam),
+                                   at[(src, via)].name, f"the route to link {link.name!r}")
 
-    # layer 2: host routes along every named path, both ways
+
+def _path_routes(topo: Routed, at: dict, routes: _Routes) -> list[PathPlan]:
+    """Host routes along every named path, both ways; the paths' plans."""
     paths = []
     for idx, p in enumerate(topo.paths):
         fam = topo.path_family(p)
@@ -137,19 +168,22 @@ def plan_routed(scenario: Scenario) -> TopologyPlan:
         for ln in p.via:
             a, b = topo.link(ln).between
             hops.append(b if a == hops[-1] else a)
-        c_if = at[(topo.client, p.via[0])]
-        s_if = at[(topo.server, p.via[-1])]
+        c_if, s_if = at[(topo.client, p.via[0])], at[(topo.server, p.via[-1])]
         c_ip, s_ip = c_if.addr(fam), s_if.addr(fam)
         for k, ln in enumerate(p.via):
             here, nxt = hops[k], hops[k + 1]
-            add_route(here, fam, f"{s_ip}/{HOSTLEN[fam]}", at[(nxt, ln)].addr(fam), at[(here, ln)].name,
-                      f"path {p.name!r}")
-            add_route(nxt, fam, f"{c_ip}/{HOSTLEN[fam]}", at[(here, ln)].addr(fam), at[(nxt, ln)].name,
-                      f"path {p.name!r}")
+            routes.add_for_path(here, fam, f"{s_ip}/{HOSTLEN[fam]}", at[(nxt, ln)].addr(fam), at[(here, ln)].name,
+                                f"path {p.name!r}")
+            routes.add_for_path(nxt, fam, f"{c_ip}/{HOSTLEN[fam]}", at[(here, ln)].addr(fam), at[(nxt, ln)].name,
+                                f"path {p.name!r}")
         up = tuple((hops[k], at[(hops[k], ln)].name) for k, ln in enumerate(p.via))
         down = tuple((hops[k + 1], at[(hops[k + 1], ln)].name) for k, ln in reversed(list(enumerate(p.via))))
         paths.append(PathPlan(name=p.name, index=idx, family=fam, client_if=c_if.name, server_if=s_if.name,
                               client_ip=c_ip, server_ip=s_ip, table=100 + idx, egress_up=up, egress_down=down))
+    return paths
+
+
+def _check_address_pairs(paths: list[PathPlan]) -> None:
     seen_pairs: dict[tuple[str, str], str] = {}
     for pp in paths:
         pair = (pp.client_ip, pp.server_ip)
@@ -158,11 +192,10 @@ def plan_routed(scenario: Scenario) -> TopologyPlan:
                             f"({pp.client_ip} -> {pp.server_ip}); MPTCP needs a second address for a second subflow")
         seen_pairs[pair] = pp.name
 
-    for (node, fam, dst), (gw, dev, _) in sorted(routes.items()):
-        setup[node].append(["ip", IPFLAG[fam], "route", "replace", dst, "via", gw, "dev", dev])
 
-    # client and server: one routing table per interface, chosen by source
-    # address (both families), so each subflow and its replies keep to their path
+def _source_rules(topo: Routed, ifaces: list[Interface], setup: dict[str, list[Argv]]) -> None:
+    """Client and server: one routing table per interface, chosen by source address (both families),
+    so each subflow and its replies keep to their path."""
     for t, i in enumerate(i for i in ifaces if i.node in (topo.client, topo.server)):
         table = str(200 + t)
         peer = next(x for x in ifaces if x.link == i.link and x.node != i.node)
@@ -170,9 +203,6 @@ def plan_routed(scenario: Scenario) -> TopologyPlan:
             setup[i.node] += [["ip", IPFLAG[fam], "rule", "add", "from", addr, "table", table, "priority", table],
                               ["ip", IPFLAG[fam], "route", "add", "default", "via", peer.addr(fam), "dev", i.name,
                                "table", table]]
-    return TopologyPlan(kind="routed", client=topo.client, server=topo.server, paths=tuple(paths),
-                        interfaces=tuple(ifaces), links=tuple(links), setup=setup,
-                        routers=tuple(topo.routers), byte_counters="nft")
 
 
 def _bfs_first_hops(src: str, adj: dict[str, list[tuple[str, str]]]) -> dict[str, tuple[int, str, str]]:

@@ -368,23 +368,34 @@ class Switched(_PathsAndLinks, Strict):
         _unique([x.name for x in self.links], "links", "link")
         _unique([p.name for p in self.paths], "paths", "path")
         _unique([s.name for s in self.switches], "switches", "switch")
-        hosts = [self.server, *self.clients]
+        self._check_nodes()
+        self._check_links()
+        self._check_paths()
+        self._check_no_layer2_loops(self._steered_links())
+        return self
+
+    @property
+    def hosts(self) -> list[str]:
+        return [self.server, *self.clients]
+
+    def _check_nodes(self) -> None:
         for i, c in enumerate(self.clients):
             if c == self.server or self.clients.index(c) != i:
                 raise ValueError(f"clients[{i}]: {c!r} is the server or listed twice")
-        sw = {s.name: s for s in self.switches}
         for i, s in enumerate(self.switches):
-            if s.name in hosts:
+            if s.name in self.hosts:
                 raise ValueError(f"switches[{i}].name: {s.name!r} is also a host")
             if s.controller and s.type == "bridge":
                 raise ValueError(f"switches[{i}].controller: a Linux bridge speaks no OpenFlow; use type ovs or ovs-user")
         if any(s.controller for s in self.switches) and self.controller is None:
             raise ValueError("controller: switches have `controller: true` but no controller is given")
-        known = set(hosts) | set(sw)
+
+    def _check_links(self) -> None:
+        hosts, sw = self.hosts, self.switch_names
         for i, x in enumerate(self.links):
             a, b = x.between
             for n in (a, b):
-                if n not in known:
+                if n not in hosts and n not in sw:
                     raise ValueError(f"links[{i}].between: unknown node {n!r} (hosts: {', '.join(hosts)}; "
                                      f"switches: {', '.join(sw)})")
             if a == b:
@@ -398,6 +409,8 @@ class Switched(_PathsAndLinks, Strict):
                 raise ValueError(f"links: host {h!r} has no link")
             if n > 16:
                 raise ValueError(f"links: host {h!r} has {n} links (at most 16)")
+
+    def _check_paths(self) -> None:
         for i, p in enumerate(self.paths):
             for h in self.clients:
                 if p.client_if >= len(self.host_links(h)):
@@ -415,30 +428,38 @@ class Switched(_PathsAndLinks, Strict):
                 if given[a][1].overlaps(given[b][1]):
                     raise ValueError(f"paths[{given[b][0]}].ipv4: {given[b][1]} overlaps {given[a][1]} of path "
                                      f"{self.paths[given[a][0]].name!r}")
+
+    def _steered_links(self) -> set[str]:
+        """The links named as steered uplinks (controller.steer), checked against the switches."""
         steer = self.controller.steer if self.controller else None
+        if steer is None:
+            if self.controller is not None and self.controller.app == "steering":
+                raise ValueError("controller.steer: app: steering needs `steer:` (its uplinks)")
+            return set()
+        if self.controller.app == "learning":
+            raise ValueError("controller.steer: needs app: steering (or your own app), not learning")
+        sw = {s.name: s for s in self.switches}
+        names = {x.name: x for x in self.links}
         steered: set[str] = set()
-        if steer is not None:
-            if self.controller.app == "learning":
-                raise ValueError("controller.steer: needs app: steering (or your own app), not learning")
-            names = {x.name: x for x in self.links}
-            for s, ups in steer.uplinks.items():
-                if s not in sw:
-                    raise ValueError(f"controller.steer.uplinks.{s}: no switch named {s!r}")
-                if not sw[s].controller:
-                    raise ValueError(f"controller.steer.uplinks.{s}: switch {s!r} is not under the controller "
-                                     "(controller: true)")
-                for j, ln in enumerate(ups):
-                    if ln not in names:
-                        raise ValueError(f"controller.steer.uplinks.{s}[{j}]: no link named {ln!r}")
-                    if s not in names[ln].between:
-                        raise ValueError(f"controller.steer.uplinks.{s}[{j}]: link {ln!r} does not touch {s!r}")
-                if len(set(ups)) != len(ups):
-                    raise ValueError(f"controller.steer.uplinks.{s}: lists a link twice")
-                steered |= set(ups)
-        elif self.controller is not None and self.controller.app == "steering":
-            raise ValueError("controller.steer: app: steering needs `steer:` (its uplinks)")
-        # Layer-2 loops: a broadcast would circle forever. Only steered uplinks may close a loop.
-        parent = {n: n for n in known}
+        for s, ups in steer.uplinks.items():
+            if s not in sw:
+                raise ValueError(f"controller.steer.uplinks.{s}: no switch named {s!r}")
+            if not sw[s].controller:
+                raise ValueError(f"controller.steer.uplinks.{s}: switch {s!r} is not under the controller "
+                                 "(controller: true)")
+            for j, ln in enumerate(ups):
+                if ln not in names:
+                    raise ValueError(f"controller.steer.uplinks.{s}[{j}]: no link named {ln!r}")
+                if s not in names[ln].between:
+                    raise ValueError(f"controller.steer.uplinks.{s}[{j}]: link {ln!r} does not touch {s!r}")
+            if len(set(ups)) != len(ups):
+                raise ValueError(f"controller.steer.uplinks.{s}: lists a link twice")
+            steered |= set(ups)
+        return steered
+
+    def _check_no_layer2_loops(self, steered: set[str]) -> None:
+        """A broadcast would circle a layer-2 loop forever. Only steered uplinks may close a loop."""
+        parent = {n: n for n in [*self.hosts, *self.switch_names]}
 
         def find(n: str) -> str:
             while parent[n] != n:
@@ -446,14 +467,13 @@ class Switched(_PathsAndLinks, Strict):
                 n = parent[n]
             return n
         for i, x in enumerate(self.links):
-            if x.name in steered or x.between[0] in hosts or x.between[1] in hosts:
+            if x.name in steered or x.between[0] in self.hosts or x.between[1] in self.hosts:
                 continue
             a, b = (find(n) for n in x.between)
             if a == b:
                 raise ValueError(f"links[{i}]: link {x.name!r} closes a layer-2 loop; remove it, or make it a "
                                  "steered uplink (controller.steer.uplinks)")
             parent[a] = b
-        return self
 
 
 # A new topology kind: a model class here (with its `kind` Literal), one module in topologies/, and its

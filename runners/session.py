@@ -1,0 +1,98 @@
+"""A run set: one result directory, the runs still to do in it, and how it ended.
+
+Resume (a directory with results.json keeps its finished runs), the seed
+(the scenario's, the resumed set's, or a fresh one, recorded), shards,
+--until-conclusive rounds, and the exit code and status each ending maps to.
+"""
+from __future__ import annotations
+
+import json
+import random
+from dataclasses import dataclass
+from pathlib import Path
+
+from scenarios.spec.sweep import shard_points
+
+from .errors import RunFailure, Terminated
+from .jobs import Job, plan_jobs, run_key
+from .nsexec import CommandError
+from .results import ResultStore
+
+EXIT_OK, EXIT_FAIL, EXIT_INPUT = 0, 1, 2
+EXIT_INTERRUPTED, EXIT_TERMINATED = 130, 143
+
+
+@dataclass
+class RunSet:
+    exp: object                  # the loaded experiment (scenarios.spec.loader)
+    store: ResultStore
+    resumed: bool
+    seed: int
+    shard: tuple[int, int] | None
+    points: list
+    repeat: int
+
+    @property
+    def multi_point(self) -> bool:
+        return len(self.exp.points) > 1
+
+    def pending_jobs(self) -> tuple[int, list[Job]]:
+        """(finished runs kept, jobs still to run)."""
+        done = {run_key(r) for r in self.store.runs}
+        jobs = plan_jobs(self.points, range(1, self.repeat + 1), self.seed, self.multi_point)
+        return len(done), [j for j in jobs if j.key not in done]
+
+
+def open_run_set(exp, run_dir: Path, repeat: int | None, shard: tuple[int, int] | None) -> RunSet:
+    scenario = exp.scenario
+    store = ResultStore(run_dir)
+    resumed = (run_dir / "results.json").exists()
+    if resumed:
+        old = json.loads((run_dir / "results.json").read_text())
+        store.runs = list(old.get("runs", []))
+        store.metadata = dict(old.get("metadata", {}))
+    store.write_scenario(exp.text)
+    seed = scenario.runs.seed if scenario.runs.seed is not None else store.metadata.get("seed")
+    if seed is None:
+        seed = random.SystemRandom().randrange(2**31)
+    if shard is None and store.metadata.get("shard"):
+        shard = tuple(store.metadata["shard"])
+    return RunSet(exp=exp, store=store, resumed=resumed, seed=seed, shard=shard,
+                  points=shard_points(exp.points, shard), repeat=repeat or scenario.runs.repeat)
+
+
+def more_rounds(runner, run_set: RunSet, max_repeat: int, progress) -> None:
+    """--until-conclusive: one more repetition of every inconclusive point, until none is or max_repeat."""
+    from .analysis.report import make_report
+
+    rnd = max([r["repeat"] for r in run_set.store.runs] + [run_set.repeat])
+    while rnd < max_repeat:
+        pending = make_report(run_set.store.dir, plots=False).inconclusive_points()
+        if not pending:
+            return
+        rnd += 1
+        more = plan_jobs([p for p in run_set.points if p.id in pending], range(rnd, rnd + 1), run_set.seed,
+                         run_set.multi_point)
+        progress.log(f"until-conclusive: round {rnd} for {len(pending)} inconclusive point(s)")
+        progress.extend(len(more))
+        runner.run_jobs(more)
+
+
+def run_to_the_end(runner, run_set: RunSet, jobs: list[Job], max_repeat: int | None, progress,
+                   err) -> tuple[int, str]:
+    """Run the jobs (and further rounds); the exit code and status, with the network always cleaned up."""
+    try:
+        with runner:
+            runner.run_jobs(jobs)
+            if max_repeat is not None:
+                more_rounds(runner, run_set, max_repeat, progress)
+        return EXIT_OK, "ok"
+    except KeyboardInterrupt:
+        return EXIT_INTERRUPTED, "interrupted"
+    except Terminated:
+        return EXIT_TERMINATED, "terminated"
+    except (RunFailure, CommandError) as e:
+        err(str(e))
+        return EXIT_FAIL, "failed"
+    finally:
+        progress.close()
