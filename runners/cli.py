@@ -194,6 +194,7 @@ def check_plans(exp) -> None:
     from topologies.plan import PlanError
 
     from controller.launch import user_app_path
+    from .traffic import TOOLS
 
     problems = []
     base = Path(exp.file).resolve().parent
@@ -202,6 +203,11 @@ def check_plans(exp) -> None:
         app = user_app_path(ctl.app, base) if ctl is not None else None
         if app is not None and not app.is_file():
             msg = f"topology.controller.app: no such file {app}"
+            if msg not in problems:
+                problems.append(msg)
+        tool = pt.scenario.traffic.tool
+        if tool not in TOOLS:
+            msg = f"traffic.tool: no tool named {tool!r} (tools: {', '.join(sorted(TOOLS))})"
             if msg not in problems:
                 problems.append(msg)
         try:

@@ -32,7 +32,7 @@ from ..network import Network
 from ..nsexec import ProcessRegistry
 from ..results import ResultStore
 from ..shaping import Shaper
-from ..traffic import TOOLS, TrafficRun
+from ..traffic import TOOLS, TrafficReport, TrafficRun
 from .probe import ProbeReport
 
 
@@ -204,15 +204,15 @@ class NativeRunner:
                                     "overhead": round(clock.elapsed - seconds, 3), "steps": clock.steps()})
         return result
 
-    def _record(self, job: Job, started: float, report: dict, seen: record.Observations) -> dict:
+    def _record(self, job: Job, started: float, report: TrafficReport, seen: record.Observations) -> dict:
         sc = self.scenario
         setting = record.Setting(paths=self.plan.paths, byte_counters=self.plan.byte_counters,
-                                 n_clients=len(self.clients), counters_only=bool(report.get("from_counters")),
+                                 n_clients=len(self.clients),
                                  fixed_size_bytes=sc.traffic.bytes if sc.traffic.tool == "iperf3" else None)
         result = record.build(record.RunIdentity(job.run_id, job.mode, job.rep, job.primary, started), report, seen,
                               setting)
-        if report.get("clients"):
-            result["clients"] = report["clients"]
+        if report.clients:
+            result["clients"] = report.clients
         if self.plan.switches:
             result["links"] = self.counters.link_bytes(seen.before, seen.after)
             steering = self.steering.report(job.run_id)

@@ -5,9 +5,10 @@ Nothing here reads the kernel or the clock; the runner passes everything in.
 from __future__ import annotations
 
 import time
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 
 from .. import parsers as P
+from ..traffic.base import TrafficReport
 
 OFO_COUNTERS = ["TcpExtTCPOFOQueue", "MPTcpExtOFOQueue", "MPTcpExtOFOQueueTail"]
 OTHER_COUNTERS = ["TcpRetransSegs", "MPTcpExtMPCapableSYNRX", "MPTcpExtMPCapableACKRX",
@@ -43,11 +44,10 @@ class Setting:
     byte_counters: str           # iface | nft
     fixed_size_bytes: int | None  # traffic.bytes when iperf3 sends a fixed amount, else None
     n_clients: int
-    counters_only: bool = False  # the tool reports nothing itself: the receiver's counters are the result
 
 
-def build(who: RunIdentity, report: dict, seen: Observations, setting: Setting) -> dict:
-    """The run's record as results.json stores it. `report` is the traffic tool's TrafficReport dict."""
+def build(who: RunIdentity, report: TrafficReport, seen: Observations, setting: Setting) -> dict:
+    """The run's record as results.json stores it."""
     counters = counter_deltas(seen)
     paths = path_records(report, seen, setting)
     subflow_list = best_subflows(seen.ss_samples, report) if who.mode == "mptcp" else []
@@ -60,10 +60,10 @@ def build(who: RunIdentity, report: dict, seen: Observations, setting: Setting) 
         "metrics": metrics, "paths": paths,
         "subflow_list": subflow_list,
         "counters": {k: counters[k] for k in ("server", "client", "receiver_ofo")},
-        "intervals": report["intervals"],
+        "intervals": report.intervals,
         "path_series_mbps": series_from_samples(seen.path_samples, [p.name for p in setting.paths]),
-        "iperf_connected": report["connected"],
-        "iperf_version": report["version"],
+        "iperf_connected": report.connected,
+        "iperf_version": report.version,
     }
 
 
@@ -93,7 +93,7 @@ def path_bytes(seen: Observations, setting: Setting, path) -> tuple[int, int, in
             link(rx_side, rx_if, "rx_packets"), link(tx_side, tx_if, "tx_packets"))
 
 
-def path_records(report: dict, seen: Observations, setting: Setting) -> dict[str, dict]:
+def path_records(report: TrafficReport, seen: Observations, setting: Setting) -> dict[str, dict]:
     paths: dict[str, dict] = {}
     for p in setting.paths:
         rx, tx, rx_pk, tx_pk = path_bytes(seen, setting, p)
@@ -102,7 +102,7 @@ def path_records(report: dict, seen: Observations, setting: Setting) -> dict[str
                          # queues); interface counters never see those packets
                          "loss_pct": P.path_loss_pct(seen.before["qdiscs"], seen.after["qdiscs"],
                                                      p.egress_up if seen.server_receives else p.egress_down),
-                         "throughput_mbps": rx * 8 / report["seconds"] / 1e6 if report["seconds"] else None,
+                         "throughput_mbps": rx * 8 / report.seconds / 1e6 if report.seconds else None,
                          "rtt_avg_ms": seen.pings[p.name].get("rtt_avg_ms"),
                          "ping_loss_pct": seen.pings[p.name].get("loss_pct")}
     total_rx = sum(p["bytes_received"] for p in paths.values())
@@ -111,45 +111,46 @@ def path_records(report: dict, seen: Observations, setting: Setting) -> dict[str
         if setting.fixed_size_bytes is not None and p["share"] is not None:
             # the counters also saw the extra bytes sent after `bytes`, which `seconds` does not
             # cover: each path's part of the transfer's throughput instead
-            p["throughput_mbps"] = p["share"] * report["throughput_mbps"]
+            p["throughput_mbps"] = p["share"] * report.throughput_mbps
     return paths
 
 
-def run_metrics(report: dict, counters: dict, paths: dict, setting: Setting, subflows: int) -> dict:
-    if setting.counters_only:
+def run_metrics(report: TrafficReport, counters: dict, paths: dict, setting: Setting, subflows: int) -> dict:
+    if report.counters_only:
         # the tool reports nothing itself: what the receiver got on all paths, over the client's run time
         total = sum(p["bytes_received"] for p in paths.values())
-        mbps = total * 8 / report["seconds"] / 1e6 if report["seconds"] else 0.0
-        report = {**report, "bytes_received": total, "throughput_mbps": mbps, "throughput_per_client_mbps": mbps,
-                  "clients": None}
+        mbps = total * 8 / report.seconds / 1e6 if report.seconds else 0.0
+        report = replace(report, bytes_received=total, throughput_mbps=mbps, throughput_per_client_mbps=mbps,
+                         clients=None)
     metrics = {
-        "throughput_mbps": report["throughput_mbps"],
-        "sender_throughput_mbps": report["sender_throughput_mbps"],
-        "seconds": report["seconds"],
-        "bytes_received": report["bytes_received"],
-        "iperf_retransmits": report["retransmits"],
+        "throughput_mbps": report.throughput_mbps,
+        "sender_throughput_mbps": report.sender_throughput_mbps,
+        "seconds": report.seconds,
+        "bytes_received": report.bytes_received,
+        "iperf_retransmits": report.retransmits,
         "retrans_segs": counters["sender_retrans"]["TcpRetransSegs"],
         "ofo_tcp": counters["receiver_ofo"]["TcpExtTCPOFOQueue"],
         "ofo_mptcp": counters["receiver_ofo"]["MPTcpExtOFOQueue"],
         "ofo_mptcp_tail": counters["receiver_ofo"]["MPTcpExtOFOQueueTail"],
         "subflows": subflows,
         "mptcp_joins": counters["server"]["MPTcpExtMPJoinAckRx"],
-        "sender_mean_rtt_ms": report["sender_mean_rtt_ms"],
-        "throughput_per_client_mbps": report.get("throughput_per_client_mbps", report["throughput_mbps"]),
-        "throughput_min_client_mbps": min((c["throughput_mbps"] for c in (report.get("clients") or {}).values()),
-                                          default=report["throughput_mbps"]),
+        "sender_mean_rtt_ms": report.sender_mean_rtt_ms,
+        "throughput_per_client_mbps": (report.throughput_per_client_mbps if report.throughput_per_client_mbps
+                                       is not None else report.throughput_mbps),
+        "throughput_min_client_mbps": min((c["throughput_mbps"] for c in (report.clients or {}).values()),
+                                          default=report.throughput_mbps),
     }
     if setting.fixed_size_bytes is not None:
         # 1.0 when the receiver got every byte and the run was timed to that moment; less when iperf3
         # ended first (esnet/iperf#382) and the run is timed to iperf3's end
-        metrics["delivered_fraction"] = report["bytes_received"] / (setting.fixed_size_bytes
+        metrics["delivered_fraction"] = report.bytes_received / (setting.fixed_size_bytes
                                                                     * max(setting.n_clients, 1))
     return metrics
 
 
-def best_subflows(ss_samples: list[dict], report: dict) -> list[dict]:
+def best_subflows(ss_samples: list[dict], report: TrafficReport) -> list[dict]:
     """The sample with the most subflows of the data connection."""
-    data_port = report["connected"][0]["local_port"] if report["connected"] else None
+    data_port = report.connected[0]["local_port"] if report.connected else None
     best: list[dict] = []
     for s in ss_samples:
         conn = data_connection(s["subflows"], data_port)

@@ -6,7 +6,7 @@ TrafficResult (the report collect.record reads, per-path samples, ss samples).
 """
 from __future__ import annotations
 
-from .base import BASE_PORT, TrafficResult, TrafficRun, TrafficTool
+from .base import BASE_PORT, TrafficReport, TrafficResult, TrafficRun, TrafficTool
 from .command import CommandTool
 from .iperf3 import Iperf3Tool
 
@@ -15,4 +15,4 @@ TOOLS: dict[str, type[TrafficTool]] = {
     "command": CommandTool,
 }
 
-__all__ = ["BASE_PORT", "TOOLS", "TrafficResult", "TrafficRun", "TrafficTool"]
+__all__ = ["BASE_PORT", "TOOLS", "TrafficReport", "TrafficResult", "TrafficRun", "TrafficTool"]

@@ -5,7 +5,7 @@ from __future__ import annotations
 import subprocess
 import threading
 import time
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Callable
 
 from scenarios.spec.model import IPERF_PORTS
@@ -28,8 +28,36 @@ class TrafficRun:
 
 
 @dataclass
+class TrafficReport:
+    """What a tool says about its transfer; collect.record.build turns it into the run's metrics.
+
+    A tool that cannot measure its own goodput sets counters_only: the receiver's per-path counters
+    over `seconds` are then the run's throughput.
+    """
+    seconds: float
+    throughput_mbps: float = 0.0
+    bytes_received: int = 0
+    version: str | None = None
+    sender_throughput_mbps: float | None = None
+    bytes_sent: int | None = None
+    retransmits: int | None = None
+    sender_mean_rtt_ms: float | None = None
+    congestion: str | None = None
+    connected: list[dict] = field(default_factory=list)    # the data connection's 4-tuple(s)
+    intervals: list[dict] = field(default_factory=list)    # {"start", "end", "mbps", "retransmits", "omitted"}
+    counters_only: bool = False
+    clients: dict | None = None                             # several clients: each one's own numbers
+    throughput_per_client_mbps: float | None = None
+
+    @classmethod
+    def from_iperf3(cls, parsed: dict) -> "TrafficReport":
+        """From parsers.parse_iperf3 (or aggregate_clients) output."""
+        return cls(**{f: parsed[f] for f in cls.__dataclass_fields__ if f in parsed})
+
+
+@dataclass
 class TrafficResult:
-    report: dict                 # parsers.parse_iperf3's shape: what collect.record.build reads
+    report: TrafficReport
     path_samples: list[dict]     # cumulative received bytes per path, sampled during the transfer
     ss_samples: list[dict]       # the client's `ss -tiM` samples
 

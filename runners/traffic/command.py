@@ -11,7 +11,7 @@ import time
 from .. import commands as C
 from ..errors import RunFailure
 from ..nsexec import run
-from .base import BASE_PORT, TrafficResult, TrafficRun, TrafficTool
+from .base import BASE_PORT, TrafficReport, TrafficResult, TrafficRun, TrafficTool
 
 
 class CommandTool(TrafficTool):
@@ -77,21 +77,19 @@ class CommandTool(TrafficTool):
         store.save_raw(req.run_id, "tool-client.txt", c_out.decode(errors="replace") + c_err.decode(errors="replace"))
         store.save_raw(req.run_id, "ss-subflows.txt", "\n\n".join(s["raw"] for s in ss_samples))
 
-    def _report(self, req: TrafficRun, c_text: str, seconds: float) -> dict:
+    def _report(self, req: TrafficRun, c_text: str, seconds: float) -> TrafficReport:
         tool = self.host.scenario.traffic.command
-        report = {"version": " ".join(tool.client[:1]), "throughput_mbps": 0.0, "sender_throughput_mbps": None,
-                  "bytes_received": 0, "bytes_sent": None, "seconds": seconds, "retransmits": None,
-                  "connected": [], "congestion": None, "sender_mean_rtt_ms": None, "intervals": [],
-                  "from_counters": tool.result == "counters"}
+        report = TrafficReport(seconds=seconds, version=" ".join(tool.client[:1]),
+                               counters_only=tool.result == "counters")
         if tool.result == "json":
             try:
                 doc = json.loads(c_text)
-                report["seconds"] = float(doc.get("seconds", seconds))
+                report.seconds = float(doc.get("seconds", seconds))
                 if "throughput_mbps" in doc:
-                    report["throughput_mbps"] = float(doc["throughput_mbps"])
+                    report.throughput_mbps = float(doc["throughput_mbps"])
                 else:
-                    report["throughput_mbps"] = float(doc["bytes"]) * 8 / report["seconds"] / 1e6
-                report["bytes_received"] = int(doc.get("bytes", 0))
+                    report.throughput_mbps = float(doc["bytes"]) * 8 / report.seconds / 1e6
+                report.bytes_received = int(doc.get("bytes", 0))
             except (ValueError, KeyError, TypeError) as e:
                 raise RunFailure(f"run {req.run_id}: result: json, but the client printed no usable JSON ({e})") \
                     from None

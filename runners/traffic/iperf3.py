@@ -9,7 +9,7 @@ from .. import commands as C
 from .. import parsers as P
 from ..errors import RunFailure
 from ..nsexec import run
-from .base import BASE_PORT, TrafficResult, TrafficRun, TrafficTool
+from .base import BASE_PORT, TrafficReport, TrafficResult, TrafficRun, TrafficTool
 
 
 class Iperf3Tool(TrafficTool):
@@ -44,7 +44,7 @@ class Iperf3Tool(TrafficTool):
         h.store.save_raw(req.run_id, "ss-subflows.txt", "\n\n".join(s["raw"] for s in ss_samples))
         reports = {name: self._report(req, name, *out) for name, out in outs.items()}
         report = P.aggregate_clients(reports) if len(h.clients) > 1 else reports[h.client.name]
-        return TrafficResult(report, samples, ss_samples)
+        return TrafficResult(TrafficReport.from_iperf3(report), samples, ss_samples)
 
     def _start_clients(self, req: TrafficRun) -> dict:
         h = self.host

@@ -563,7 +563,9 @@ class CommandTool(Strict):
 
 
 class Traffic(Strict):
-    tool: Literal["iperf3", "command"] = "iperf3"
+    # checked against the registered tools (runners/traffic, TOOLS) when the scenario is laid out
+    tool: Annotated[str, Field(pattern=IDENT)] = Field(
+        default="iperf3", description="iperf3 | command | another tool registered in runners/traffic (TOOLS)")
     command: Optional[CommandTool] = Field(default=None, description="with tool: command, what to run")
     duration: Optional[Annotated[float, AfterValidator(_positive)]] = Field(
         default=None, le=3600, description="seconds of traffic; exclusive with bytes")

@@ -10,6 +10,7 @@ import pytest
 from runners import parsers as P
 from runners import procfs
 from runners.collect.record import Observations, RunIdentity, Setting, build
+from runners.traffic import TrafficReport
 from scenarios.spec.loader import load_scenario
 from topologies.kinds import plan
 
@@ -43,7 +44,7 @@ def test_the_record_of_a_recorded_run_is_rebuilt_exactly(mode):
                         path_samples=[], ss_samples=ss_samples(raw), server_receives=True)   # upload
     started = calendar.timegm(time.strptime(expected["started_utc"], "%Y-%m-%dT%H:%M:%SZ"))
     who = RunIdentity(expected["id"], mode, expected["repeat"], expected["primary"], started)
-    report = P.parse_iperf3((raw / "iperf3-client.json").read_text())
+    report = TrafficReport.from_iperf3(P.parse_iperf3((raw / "iperf3-client.json").read_text()))
     record = build(who, report, seen, Setting(paths=topo.paths, byte_counters="iface", fixed_size_bytes=None,
                                               n_clients=1))
     for key in ("point", "point_label", "params", "kernel", "path_series_mbps"):

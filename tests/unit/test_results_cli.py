@@ -88,6 +88,8 @@ def cli(*args, cwd=REPO):
     ("name: t\ntopology: {kind: dual-homed, paths: [{name: A, bw: 1}]}\nmptcp: {primary: B}\n", "mptcp.primary"),
     ("name: t\ntopology: {kind: dual-homed, paths: [{name: A, bw: 1}\n", "YAML syntax error"),
     ("", "the file is empty"),
+    ("name: t\ntopology: {kind: dual-homed, paths: [{name: A, bw: 1}]}\ntraffic: {tool: nosuch, duration: 1}\n",
+     "traffic.tool: no tool named 'nosuch' (tools: command, iperf3)"),
 ])
 def test_cli_bad_input_exits_2_without_traceback(tmp_path, content, field):
     f = tmp_path / "bad.yaml"

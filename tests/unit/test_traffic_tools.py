@@ -1,0 +1,26 @@
+"""traffic.tool names a registered tool: the model takes any identifier, laying out refuses unknown ones."""
+import pytest
+
+from runners.cli import check_plans
+from runners.traffic import TOOLS, TrafficTool
+from scenarios.spec.loader import ScenarioError, load_experiment
+
+SCENARIO = "name: t\ntopology: {kind: dual-homed, paths: [{name: A, bw: 1}]}\ntraffic: {tool: dummy, duration: 1}\n"
+
+
+class DummyTool(TrafficTool):
+    name = "dummy"
+
+
+def test_a_registered_tool_is_accepted_and_an_unknown_one_refused(tmp_path, monkeypatch):
+    f = tmp_path / "t.yaml"
+    f.write_text(SCENARIO)
+    exp = load_experiment(f)
+    with pytest.raises(ScenarioError, match="traffic.tool: no tool named 'dummy'"):
+        check_plans(exp)
+    monkeypatch.setitem(TOOLS, "dummy", DummyTool)
+    check_plans(exp)
+
+
+def test_the_builtin_tools_are_registered_under_their_names():
+    assert {name: cls.name for name, cls in TOOLS.items()} == {"iperf3": "iperf3", "command": "command"}
