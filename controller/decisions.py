@@ -20,8 +20,6 @@ from dataclasses import dataclass, field
 
 STEER_COOKIE = 0x5354       # "ST": the runner dumps (and clears) steered flows by this cookie
 LEARN_COOKIE = 0x4C4E       # "LN"
-IDLE_TIMEOUT = 60
-BROADCAST = "ff:ff:ff:ff:ff:ff"
 
 
 @dataclass

@@ -150,9 +150,6 @@ class Controller:
             time.sleep(0.2)
         raise ControlPlaneError(f"the controller did not open port {self.port} within {timeout:g}s: {self.log_tail()}")
 
-    def alive(self) -> bool:
-        return self.proc is not None and self.proc.poll() is None
-
     def check_alive(self, when: str) -> None:
         if self.proc is not None and self.proc.poll() is not None:
             raise ControlPlaneError(f"the controller ({self.app}) exited with code {self.proc.returncode} {when}; "

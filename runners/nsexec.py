@@ -130,11 +130,6 @@ class ProcessRegistry:
             self._procs.append(p)
         return p
 
-    def forget(self, p: subprocess.Popen) -> None:
-        with self._lock:
-            if p in self._procs:
-                self._procs.remove(p)
-
     def stop_all(self, grace: float = 2.0) -> None:
         with self._lock:
             procs, self._procs = self._procs, []

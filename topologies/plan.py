@@ -8,7 +8,7 @@ Nothing here touches the kernel; the unit tests check the plans directly.
 from __future__ import annotations
 
 import math
-from dataclasses import dataclass, field, replace
+from dataclasses import dataclass, replace
 
 from scenarios.spec.model import Shaped
 from scenarios.spec.units import format_mbit, format_ms

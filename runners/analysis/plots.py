@@ -152,7 +152,7 @@ def against_parameter(out: Path, stats: list[dict], key: str, metric: str,
     return _save(fig, out, f"{metric}-vs-{_safe(key)}", formats)
 
 
-def write_plots(out: Path, doc: dict, stats: list[dict], exp, svg: bool = False) -> list[Path]:
+def write_plots(out: Path, doc: dict, stats: list[dict], svg: bool = False) -> list[Path]:
     formats = ("png", "svg") if svg else ("png",)
     written = []
     for metric in ("throughput_mbps", "ofo_mptcp"):

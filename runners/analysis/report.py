@@ -94,5 +94,5 @@ def make_report(run_dir: Path, baseline: Path | None = None, plots: bool = True,
                                                          doc.get("metadata", {}).get("started_utc", "")))
     if plots and doc["runs"]:
         from .plots import write_plots
-        write_plots(run_dir / "plots", doc, stats, exp, svg=svg)
+        write_plots(run_dir / "plots", doc, stats, svg=svg)
     return Report(run_dir, stats, verdicts)

@@ -32,7 +32,7 @@ class ScenarioError(Exception):
         return f"{self.file}: {len(self.problems)} problems:\n" + "\n".join(f"  - {p}" for p in self.problems)
 
 
-def _index_lines(node: yaml.Node, loc: tuple, lines: dict, dups: list, top_file: str) -> None:
+def _index_lines(node: yaml.Node, loc: tuple, lines: dict, dups: list) -> None:
     """Map every field's location tuple to its 1-based line; record duplicate keys."""
     lines[loc] = node.start_mark.line + 1
     if isinstance(node, yaml.MappingNode):
@@ -43,11 +43,11 @@ def _index_lines(node: yaml.Node, loc: tuple, lines: dict, dups: list, top_file:
             if key in seen:
                 dups.append(f"{_dotted(loc + (key,))} (line {line}): key given twice (first on line {seen[key]})")
             seen[key] = line
-            _index_lines(value_node, loc + (key,), lines, dups, top_file)
+            _index_lines(value_node, loc + (key,), lines, dups)
             lines[loc + (key,)] = line
     elif isinstance(node, yaml.SequenceNode):
         for i, item in enumerate(node.value):
-            _index_lines(item, loc + (i,), lines, dups, top_file)
+            _index_lines(item, loc + (i,), lines, dups)
 
 
 def _dotted(loc: tuple) -> str:
@@ -173,7 +173,7 @@ def parse_experiment(text: str, file: str | Path = "<string>") -> Experiment:
         raise ScenarioError(file, ["the file is empty; a scenario needs at least `name` and `topology`"])
     lines: dict = {}
     dups: list[str] = []
-    _index_lines(node, (), lines, dups, str(file))
+    _index_lines(node, (), lines, dups)
     if dups:
         raise ScenarioError(file, dups)
     data = yaml.safe_load(text)
