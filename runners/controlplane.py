@@ -8,13 +8,13 @@ from __future__ import annotations
 
 import json
 import os
-import signal
 import socket
 import subprocess
 import sys
 import time
 from pathlib import Path
 from .paths import REPO
+from .processes import run_command, stop_processes
 
 OVS_CTL = "/usr/share/openvswitch/scripts/ovs-ctl"
 
@@ -24,7 +24,7 @@ class ControlPlaneError(RuntimeError):
 
 
 def _run(argv: list[str], timeout: float = 30) -> subprocess.CompletedProcess:
-    return subprocess.run(argv, stdin=subprocess.DEVNULL, capture_output=True, text=True, timeout=timeout)
+    return run_command(argv, timeout)
 
 
 def ovs_running() -> bool:
@@ -194,21 +194,8 @@ class Controller:
         return " | ".join(lines[-n:]) or "(empty log)"
 
     def stop(self) -> None:
-        if self.proc is None:
-            return
-        if self.proc.poll() is None:
-            try:
-                os.killpg(self.proc.pid, signal.SIGTERM)
-            except ProcessLookupError:
-                pass
-            try:
-                self.proc.wait(timeout=5)
-            except subprocess.TimeoutExpired:
-                try:
-                    os.killpg(self.proc.pid, signal.SIGKILL)
-                except ProcessLookupError:
-                    pass
-                self.proc.wait(timeout=5)
+        if self.proc is not None:
+            stop_processes([self.proc], grace=5, group=True)
         self.proc = None
 
 

@@ -13,20 +13,14 @@ import json
 import os
 import re
 import signal
-import subprocess
 from pathlib import Path
+
+from .processes import run_quietly
 
 OUR_LINK = re.compile(r"^(?:h\d+|s\d+|r\d+|cli|srv|[A-Za-z][A-Za-z0-9_]*-eth\d+)(?:-eth\d+)?$")
 OUR_COMMANDS = ("iperf3", "mnexec")
 OVS_DAEMONS = ("ovs-vswitchd", "ovsdb-server")
 OVSDB_SOCKET = Path("/var/run/openvswitch/db.sock")
-
-
-def _quiet(argv: list[str], timeout: float = 20) -> subprocess.CompletedProcess | None:
-    try:
-        return subprocess.run(argv, capture_output=True, text=True, timeout=timeout)
-    except (OSError, subprocess.SubprocessError):
-        return None
 
 
 def _process_table() -> list[tuple[int, str, str, str]]:
@@ -64,7 +58,7 @@ def leftover_processes(ovs_was_running: bool = True) -> list[tuple[int, str]]:
 
 
 def leftover_links() -> list[str]:
-    r = _quiet(["ip", "-j", "link", "show"])
+    r = run_quietly(["ip", "-j", "link", "show"])
     try:
         links = json.loads(r.stdout) if r is not None and r.stdout else []
     except json.JSONDecodeError:
@@ -73,14 +67,14 @@ def leftover_links() -> list[str]:
 
 
 def leftover_netns() -> list[str]:
-    r = _quiet(["ip", "netns", "list"])
+    r = run_quietly(["ip", "netns", "list"])
     return [ln.split()[0] for ln in (r.stdout if r is not None else "").splitlines() if ln.strip()]
 
 
 def leftover_bridges() -> list[str]:
     if not OVSDB_SOCKET.exists():   # Open vSwitch is not running: no bridge can be left
         return []
-    r = _quiet(["ovs-vsctl", "--timeout=5", "list-br"], timeout=10)
+    r = run_quietly(["ovs-vsctl", "--timeout=5", "list-br"], timeout=10)
     return r.stdout.split() if r is not None and r.returncode == 0 else []
 
 
@@ -98,11 +92,11 @@ def remove_leftovers(ovs_was_running: bool = True) -> list[str]:
         except ProcessLookupError:
             pass
     for name in bridges:
-        _quiet(["ovs-vsctl", "--timeout=5", "--if-exists", "del-br", name])
+        run_quietly(["ovs-vsctl", "--timeout=5", "--if-exists", "del-br", name])
     for name in links:
-        _quiet(["ip", "link", "del", name])
+        run_quietly(["ip", "link", "del", name])
     for name in netns:
-        _quiet(["ip", "netns", "del", name])
+        run_quietly(["ip", "netns", "del", name])
     return _describe(processes, netns, links, bridges)
 
 

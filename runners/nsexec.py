@@ -6,14 +6,14 @@ long-running process is registered for cleanup.
 """
 from __future__ import annotations
 
-import os
 import secrets
-import signal
 import subprocess
 import threading
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 from typing import Callable
+
+from .processes import stop_processes
 
 
 class CommandError(RuntimeError):
@@ -133,21 +133,7 @@ class ProcessRegistry:
     def stop_all(self, grace: float = 2.0) -> None:
         with self._lock:
             procs, self._procs = self._procs, []
-        for p in procs:
-            if p.poll() is None:
-                try:
-                    p.send_signal(signal.SIGTERM)
-                except ProcessLookupError:
-                    pass
-        for p in procs:
-            try:
-                p.wait(timeout=grace)
-            except subprocess.TimeoutExpired:
-                try:
-                    os.kill(p.pid, signal.SIGKILL)
-                except ProcessLookupError:
-                    pass
-                p.wait(timeout=5)
+        stop_processes(procs, grace)
 
 
 def at_once(fn: Callable, items) -> list:

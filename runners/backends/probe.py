@@ -16,6 +16,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from scenarios.spec.model import Scenario
+from ..processes import run_command
 from ..tools import missing_python_modules, missing_tools
 
 PROC = Path("/proc/sys")
@@ -35,7 +36,7 @@ class ProbeReport:
 
 
 def _run(argv: list[str], timeout: float = 20) -> subprocess.CompletedProcess:
-    return subprocess.run(argv, stdin=subprocess.DEVNULL, capture_output=True, text=True, timeout=timeout)
+    return run_command(argv, timeout)
 
 
 @functools.lru_cache(maxsize=None)

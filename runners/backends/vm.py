@@ -20,6 +20,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from ..paths import REPO
+from ..processes import stop_processes
 from ..tools import missing_tools
 
 
@@ -289,15 +290,7 @@ def _boot(argv: list[str], env: dict, log, timeout: float | None) -> int:
         signal.signal(signal.SIGTERM, old_term)
         if proc.poll() is None:
             log("stopping the micro-VM")
-            try:
-                os.killpg(proc.pid, signal.SIGTERM)
-                proc.wait(timeout=10)
-            except (ProcessLookupError, subprocess.TimeoutExpired):
-                try:
-                    os.killpg(proc.pid, signal.SIGKILL)
-                except ProcessLookupError:
-                    pass
-                proc.wait()
+            stop_processes([proc], grace=10, group=True)
         pump.join(timeout=5)
 
 

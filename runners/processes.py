@@ -1,0 +1,46 @@
+"""Starting and stopping this machine's processes: one way to run a command with a timeout, one way to
+stop a process (or its whole group) that may ignore the first signal."""
+from __future__ import annotations
+
+import os
+import signal
+import subprocess
+
+
+def run_command(argv: list[str], timeout: float = 20) -> subprocess.CompletedProcess:
+    """Run to the end with captured text output and no stdin; raises subprocess.TimeoutExpired."""
+    return subprocess.run(argv, stdin=subprocess.DEVNULL, capture_output=True, text=True, timeout=timeout)
+
+
+def run_quietly(argv: list[str], timeout: float = 20) -> subprocess.CompletedProcess | None:
+    """run_command, or None when the program is missing, fails to start or times out."""
+    try:
+        return run_command(argv, timeout)
+    except (OSError, subprocess.SubprocessError):
+        return None
+
+
+def _signal(proc: subprocess.Popen, sig: int, group: bool) -> None:
+    try:
+        if group:
+            os.killpg(proc.pid, sig)
+        else:
+            proc.send_signal(sig)
+    except ProcessLookupError:
+        pass
+
+
+def stop_processes(procs: list[subprocess.Popen], grace: float = 2.0, group: bool = False) -> None:
+    """SIGTERM to all, then SIGKILL to whoever has not exited after `grace` s; reaps them all.
+
+    group: signal each one's process group (started with start_new_session), so its children go too.
+    """
+    for p in procs:
+        if p.poll() is None:
+            _signal(p, signal.SIGTERM, group)
+    for p in procs:
+        try:
+            p.wait(timeout=grace)
+        except subprocess.TimeoutExpired:
+            _signal(p, signal.SIGKILL, group)
+            p.wait(timeout=10)

@@ -1,0 +1,41 @@
+"""Stopping processes: a SIGTERM first, a SIGKILL for one that ignores it, the whole group when asked."""
+import subprocess
+import time
+
+from runners.processes import run_quietly, stop_processes
+
+
+def test_a_process_that_ignores_sigterm_is_killed_after_the_grace_time():
+    stubborn = subprocess.Popen(["sh", "-c", "trap '' TERM; sleep 30"])
+    polite = subprocess.Popen(["sleep", "30"])
+    time.sleep(0.2)
+    t0 = time.monotonic()
+    stop_processes([stubborn, polite], grace=0.5)
+    assert stubborn.returncode == -9 and polite.returncode == -15
+    assert time.monotonic() - t0 < 5
+
+
+def test_a_group_goes_with_its_leader(tmp_path):
+    pidfile = tmp_path / "child"
+    leader = subprocess.Popen(["sh", "-c", f"sleep 30 & echo $! > {pidfile}; wait"], start_new_session=True)
+    for _ in range(50):
+        if pidfile.exists() and pidfile.read_text().strip():
+            break
+        time.sleep(0.05)
+    child = int(pidfile.read_text())
+    stop_processes([leader], grace=1, group=True)
+    time.sleep(0.1)
+    assert not _alive(child)
+
+
+def _alive(pid: int) -> bool:
+    try:
+        state = open(f"/proc/{pid}/stat").read().split(")")[-1].split()[0]
+    except FileNotFoundError:
+        return False
+    return state != "Z"
+
+
+def test_a_missing_program_is_none_not_an_exception():
+    assert run_quietly(["/nonexistent/program"]) is None
+    assert run_quietly(["true"]).returncode == 0
