@@ -15,6 +15,7 @@ from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 from pathlib import Path
 
+from scenarios.spec.kernel import satisfies
 from scenarios.spec.model import Scenario
 from ..processes import run_command
 from ..tools import missing_python_modules, missing_tools
@@ -142,7 +143,6 @@ def _probe(scenario: Scenario, netem: tuple[bool, str] | None, iperf3: dict) -> 
         rep.missing += missing_python_modules("controller")
     req = scenario.requires.kernel
     if req:
-        from .vm import satisfies
         if not satisfies(os.uname().release, req):
             rep.missing.append(f"requires.kernel {req}: this kernel is {os.uname().release}")
     if not (PROC / "net/mptcp/enabled").exists():

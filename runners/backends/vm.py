@@ -19,6 +19,8 @@ import threading
 from dataclasses import dataclass
 from pathlib import Path
 
+from scenarios.spec.kernel import satisfies
+
 from ..paths import REPO
 from ..processes import stop_processes
 from ..tools import missing_tools
@@ -57,29 +59,6 @@ def _version_key(path: Path) -> list:
 
 def find_kernels() -> list[Path]:
     return sorted((p for p in Path("/boot").glob("vmlinuz-*") if p.is_file()), key=_version_key)
-
-
-def release_version(release: str) -> tuple[int, ...]:
-    """'6.12.95+deb12-amd64' -> (6, 12, 95); '6.1.0-56-amd64' -> (6, 1, 0)."""
-    m = re.match(r"(\d+)(?:\.(\d+))?(?:\.(\d+))?", release)
-    if not m:
-        return ()
-    return tuple(int(x) for x in m.groups() if x is not None)
-
-
-def satisfies(release: str, requirement: str | None) -> bool:
-    """Does a kernel release meet a constraint such as '>=6.12'? (missing parts compare as 0)"""
-    if not requirement:
-        return True
-    m = re.match(r"^(>=|<=|==|>|<)\s*(\d+(?:\.\d+){0,2})$", requirement.strip())
-    if not m:
-        raise ValueError(f"bad kernel requirement {requirement!r}")
-    op, want = m.group(1), tuple(int(x) for x in m.group(2).split("."))
-    have = release_version(release)
-    n = max(len(want), 1)
-    have = (have + (0, 0, 0))[:n]
-    want = (want + (0, 0, 0))[:n]
-    return {">=": have >= want, "<=": have <= want, "==": have == want, ">": have > want, "<": have < want}[op]
 
 
 def is_backport(kernel: Path) -> bool:

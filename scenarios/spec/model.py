@@ -16,6 +16,7 @@ from pydantic import (AfterValidator, BaseModel, BeforeValidator, ConfigDict, Fi
 
 from . import units
 from .expect import parse_check
+from .kernel import KERNEL_REQ
 
 FORMAT_VERSION = 1
 
@@ -695,7 +696,6 @@ class Sockets(Strict):
     receive: Optional[BufferTriple] = Field(default=None, description="net.ipv4.tcp_rmem: [min, initial, max]")
 
 
-KERNEL_REQ = r"^(>=|<=|==|>|<)\s*\d+(\.\d+){0,2}$"
 
 
 class Requires(Strict):

@@ -5,6 +5,7 @@ from pathlib import Path
 import pytest
 
 from runners.backends import vm
+from scenarios.spec.kernel import release_version, satisfies
 
 
 def test_vng_argv_quotes_guest_command(tmp_path, monkeypatch):
@@ -54,9 +55,9 @@ def test_kernel_versions_sort_numerically():
 
 def test_kernel_requirements(monkeypatch, tmp_path):
     from runners.backends import vm
-    assert vm.satisfies("6.12.95+deb12-amd64", ">=6.12") and not vm.satisfies("6.1.0-56-amd64", ">=6.12")
-    assert vm.satisfies("6.1.0-56-amd64", "<6.12") and vm.satisfies("6.1.0-56-amd64", "==6.1")
-    assert vm.release_version("6.12.95+deb12-amd64") == (6, 12, 95)
+    assert satisfies("6.12.95+deb12-amd64", ">=6.12") and not satisfies("6.1.0-56-amd64", ">=6.12")
+    assert satisfies("6.1.0-56-amd64", "<6.12") and satisfies("6.1.0-56-amd64", "==6.1")
+    assert release_version("6.12.95+deb12-amd64") == (6, 12, 95)
     kernels = [tmp_path / "vmlinuz-6.1.0-56-amd64", tmp_path / "vmlinuz-6.12.95+deb12-amd64"]
     for k in kernels:
         k.write_text("")
