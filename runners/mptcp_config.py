@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from scenarios.spec.model import Scenario
 
-from . import commands as C
+from . import commands
 from .errors import RunFailure
 from .nsexec import at_once, run_batch
 
@@ -30,13 +30,13 @@ class MptcpConfig:
     def _node_sysctls(self, node, sc: Scenario) -> None:
         if node.name not in self.buffer_defaults:
             # the namespace's own values (copied from the root one), restored for points without `sockets`
-            reads = run_batch(node, [["sysctl", "-n", key] for key in C.BUFFER_SYSCTLS])
+            reads = run_batch(node, [["sysctl", "-n", key] for key in commands.BUFFER_SYSCTLS])
             self.buffer_defaults[node.name] = {
-                key: " ".join(r.out.split()) for key, r in zip(C.BUFFER_SYSCTLS, reads)}
-        wanted = C.sysctls(sc, bool(self.host.probe.facts.get("mptcp_scheduler_sysctl")),
+                key: " ".join(r.out.split()) for key, r in zip(commands.BUFFER_SYSCTLS, reads)}
+        wanted = commands.sysctls(sc, bool(self.host.probe.facts.get("mptcp_scheduler_sysctl")),
                            self.buffer_defaults[node.name])
         if self.sysctl_state.get(node.name) != wanted:
-            run_batch(node, [C.sysctl_argv(key, value) for key, value in wanted])
+            run_batch(node, [commands.sysctl_argv(key, value) for key, value in wanted])
             self.sysctl_state[node.name] = wanted
 
     def set_endpoints(self, node, argvs: list, dirty: bool = False) -> None:
@@ -66,7 +66,7 @@ class MptcpConfig:
         returns, per client, the commands to send once the data connection is up (MP_PRIO)."""
         after_connect, todo = {}, []
         for i, node in enumerate(self.host.clients):
-            cmds = C.mptcp_argvs(scenario, plan.for_client(node.name), primary)
+            cmds = commands.mptcp_argvs(scenario, plan.for_client(node.name), primary)
             after_connect[node.name] = cmds.after_connect
             todo.append((node, cmds.client, bool(cmds.after_connect)))
             if i == 0:

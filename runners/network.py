@@ -10,7 +10,7 @@ from controller.launch import user_app_path
 from topologies.net import build_network
 from topologies.plan import TopologyPlan
 
-from . import commands as C
+from . import commands
 from .controlplane import Controller, OvsDaemons, check_bridges
 from .errors import RunFailure
 from .nsexec import at_once, run_batch
@@ -84,12 +84,12 @@ def setup_per_node(plan: TopologyPlan) -> dict[str, list[list[str]]]:
         per_node.setdefault(node, []).extend(argvs)
     for iface in plan.interfaces:
         if iface.shaping is not None:
-            per_node.setdefault(iface.node, []).append(C.segmentation_offloads_off_argv(iface.name))
+            per_node.setdefault(iface.node, []).append(commands.segmentation_offloads_off_argv(iface.name))
     for node, ifname in plan.offload_off:
         # the userspace datapath does not complete checksums or segment: TCP breaks without this
-        per_node.setdefault(node, []).append(C.tx_offloads_off_argv(ifname))
+        per_node.setdefault(node, []).append(commands.tx_offloads_off_argv(ifname))
     if plan.byte_counters == "nft":
         for node in plan.hosts:
             view = plan.for_client(node) if node in plan.all_clients else plan
-            per_node.setdefault(node, []).extend(C.nft_counter_argvs(view, node))
+            per_node.setdefault(node, []).extend(commands.nft_counter_argvs(view, node))
     return per_node

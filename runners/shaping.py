@@ -5,8 +5,8 @@ the network and reshapes it).
 """
 from __future__ import annotations
 
-from . import commands as C
-from . import parsers as P
+from . import commands
+from . import parsers
 from .errors import RunFailure
 from .nsexec import at_once, run_batch
 
@@ -36,7 +36,7 @@ class Shaper:
     def _shape_node(self, node_name: str, ifaces: list) -> dict:
         report = {}
         node = self.host.network.get(node_name)
-        installed = run_batch(node, [C.netem_argv(i.name, i.shaping) for i in ifaces], check=False)
+        installed = run_batch(node, [commands.netem_argv(i.name, i.shaping) for i in ifaces], check=False)
         for iface, res in zip(ifaces, installed):
             if res.rc != 0:
                 raise RunFailure(f"link {iface.link}: tc refused the netem qdisc on {iface.name}: "
@@ -48,10 +48,10 @@ class Shaper:
 
     def _verify(self, iface, shown: str) -> dict:
         shaping = iface.shaping
-        got = P.parse_netem(shown)
+        got = parsers.parse_netem(shown)
         want = {"limit": shaping.limit_pkts, "rate_mbit": shaping.rate_mbit,
                 "delay_ms": shaping.delay_ms, "loss_pct": shaping.loss_pct}
-        bad = P.shaping_mismatches(want, got)
+        bad = parsers.shaping_mismatches(want, got)
         if bad:
             raise RunFailure(f"link {iface.link}: shaping on {iface.name} did not take: {'; '.join(bad)}")
         self.applied[iface.name] = shaping

@@ -9,8 +9,8 @@ from __future__ import annotations
 import json
 import os
 
-from .. import commands as C
-from .. import parsers as P
+from .. import commands
+from .. import parsers
 from .. import procfs
 from ..nsexec import at_once, run, run_batch
 
@@ -31,27 +31,27 @@ class Counters:
         shaped = {i.node for i in self.host.plan.interfaces if i.shaping is not None}
         reads = []
         for side, node, tag in sides:
-            wanted = {"qdiscs": C.qdisc_stats_argv()}
+            wanted = {"qdiscs": commands.qdisc_stats_argv()}
             if self.host.plan.byte_counters == "nft":
-                wanted["nft"] = C.nft_list_argv()
+                wanted["nft"] = commands.nft_list_argv()
             if label == "before":
                 wanted["endpoints"] = ["ip", "mptcp", "endpoint", "show"]
             reads.append((side, node, tag, wanted))
         for name in sorted(shaped - {n.name for _, n, _ in sides}):   # routers with shaped links
-            reads.append(("router", self.host.network.get(name), name, {"qdiscs": C.qdisc_stats_argv()}))
+            reads.append(("router", self.host.network.get(name), name, {"qdiscs": commands.qdisc_stats_argv()}))
         outputs = at_once(lambda r: run_batch(r[1], list(r[3].values())), reads)
         qdisc_raw = {}
         for (side, node, tag, wanted), results in zip(reads, outputs):
             out = dict(zip(wanted, (r.out for r in results)))
             qdisc_raw[node.name] = out["qdiscs"]
-            for dev, counts in P.parse_qdisc_stats_by_dev(out["qdiscs"]).items():
+            for dev, counts in parsers.parse_qdisc_stats_by_dev(out["qdiscs"]).items():
                 snap["qdiscs"][(node.name, dev)] = counts
             if side == "router":
                 continue
             self._host_counters(snap, run_id, label, side, node, tag)
             if "nft" in out:
                 self.host.store.save_raw(run_id, f"nft-{tag}-{label}.json", out["nft"])
-                _add_into(snap, f"{side}_paths", P.parse_nft_counters(out["nft"]))
+                _add_into(snap, f"{side}_paths", parsers.parse_nft_counters(out["nft"]))
             if "endpoints" in out:
                 snap.setdefault("endpoints", []).append(f"# {node.name}\n{out['endpoints']}")
         if self.host.plan.switches:
@@ -68,7 +68,7 @@ class Counters:
         nstat = procfs.nstat_text(node.pid)
         self.host.store.save_raw(run_id, f"nstat-{tag}-{label}.txt", nstat)
         # several clients: their counters add up (all send, or all receive, at once)
-        _add_into(snap, f"{side}_nstat", P.parse_nstat(nstat))
+        _add_into(snap, f"{side}_nstat", parsers.parse_nstat(nstat))
         if node is self.host.client or side == "server":
             links = procfs.net_dev_text(node.pid)
             self.host.store.save_raw(run_id, f"netdev-{side}-{label}.txt", links)
@@ -79,7 +79,7 @@ class Counters:
         if self.host.plan.byte_counters == "nft":
             total: dict = {}
             for node in ([receiver] if upload else self.host.clients):
-                _add_into(total, "c", P.parse_nft_counters(run(node, C.nft_list_argv(), timeout=10).out))
+                _add_into(total, "c", parsers.parse_nft_counters(run(node, commands.nft_list_argv(), timeout=10).out))
             counters = total.get("c", {})
             return {p.name: counters.get(p.name, {}).get("in_bytes", 0) for p in self.host.plan.paths}
         stats = procfs.parse_net_dev(procfs.net_dev_text(receiver.pid))

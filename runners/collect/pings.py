@@ -3,8 +3,8 @@ from __future__ import annotations
 
 import subprocess
 
-from .. import commands as C
-from .. import parsers as P
+from .. import commands
+from .. import parsers
 
 
 class Pinger:
@@ -17,13 +17,13 @@ class Pinger:
         """RTT of every path, all paths at once (each ping is bound to its own path's addresses)."""
         paths = self.host.plan.paths
         # the first echo of each is unmeasured, so neighbour resolution does not inflate the RTT
-        texts = self._ping_all([C.ping_argv(p.client_ip, p.server_ip) for p in paths])
+        texts = self._ping_all([commands.ping_argv(p.client_ip, p.server_ip) for p in paths])
         out = {}
         for p, text in zip(paths, texts):
             self.host.store.save_raw(run_id, f"ping-{p.name}.txt", text)
             try:
-                out[p.name] = P.parse_ping_after_warmup(text)
-            except P.ParseError:
+                out[p.name] = parsers.parse_ping_after_warmup(text)
+            except parsers.ParseError:
                 out[p.name] = {"loss_pct": 100.0, "rtt_avg_ms": None}
         return out
 

@@ -7,7 +7,7 @@ from __future__ import annotations
 import time
 from dataclasses import dataclass, replace
 
-from .. import parsers as P
+from .. import parsers
 from ..traffic.base import TrafficReport
 
 OFO_COUNTERS = ["TcpExtTCPOFOQueue", "MPTcpExtOFOQueue", "MPTcpExtOFOQueueTail"]
@@ -70,10 +70,10 @@ def build(who: RunIdentity, report: TrafficReport, seen: Observations, setting: 
 def counter_deltas(seen: Observations) -> dict:
     rx_side, tx_side = ("server", "client") if seen.server_receives else ("client", "server")
     b, a = seen.before, seen.after
-    return {"server": P.counter_delta(b["server_nstat"], a["server_nstat"], OTHER_COUNTERS),
-            "client": P.counter_delta(b["client_nstat"], a["client_nstat"], OTHER_COUNTERS),
-            "receiver_ofo": P.counter_delta(b[f"{rx_side}_nstat"], a[f"{rx_side}_nstat"], OFO_COUNTERS),
-            "sender_retrans": P.counter_delta(b[f"{tx_side}_nstat"], a[f"{tx_side}_nstat"], ["TcpRetransSegs"])}
+    return {"server": parsers.counter_delta(b["server_nstat"], a["server_nstat"], OTHER_COUNTERS),
+            "client": parsers.counter_delta(b["client_nstat"], a["client_nstat"], OTHER_COUNTERS),
+            "receiver_ofo": parsers.counter_delta(b[f"{rx_side}_nstat"], a[f"{rx_side}_nstat"], OFO_COUNTERS),
+            "sender_retrans": parsers.counter_delta(b[f"{tx_side}_nstat"], a[f"{tx_side}_nstat"], ["TcpRetransSegs"])}
 
 
 def path_bytes(seen: Observations, setting: Setting, path) -> tuple[int, int, int, int]:
@@ -83,7 +83,8 @@ def path_bytes(seen: Observations, setting: Setting, path) -> tuple[int, int, in
     if setting.byte_counters == "nft":
         def nft(side, key):
             return a[f"{side}_paths"].get(path.name, {}).get(key, 0) - b[f"{side}_paths"].get(path.name, {}).get(key, 0)
-        return nft(rx_side, "in_bytes"), nft(tx_side, "out_bytes"), nft(rx_side, "in_packets"), nft(tx_side, "out_packets")
+        return (nft(rx_side, "in_bytes"), nft(tx_side, "out_bytes"),
+                nft(rx_side, "in_packets"), nft(tx_side, "out_packets"))
     rx_if = path.server_if if seen.server_receives else path.client_if
     tx_if = path.client_if if seen.server_receives else path.server_if
 
@@ -100,7 +101,7 @@ def path_records(report: TrafficReport, seen: Observations, setting: Setting) ->
         paths[p.name] = {"bytes_received": rx, "bytes_sent": tx, "packets_received": rx_pk, "packets_sent": tx_pk,
                          # data direction: what the path's shaping qdiscs dropped (random loss and full
                          # queues); interface counters never see those packets
-                         "loss_pct": P.path_loss_pct(seen.before["qdiscs"], seen.after["qdiscs"],
+                         "loss_pct": parsers.path_loss_pct(seen.before["qdiscs"], seen.after["qdiscs"],
                                                      p.egress_up if seen.server_receives else p.egress_down),
                          "throughput_mbps": rx * 8 / report.seconds / 1e6 if report.seconds else None,
                          "rtt_avg_ms": seen.pings[p.name].get("rtt_avg_ms"),

@@ -6,7 +6,7 @@ import json
 
 from controller.decisions import STEER_COOKIE
 
-from .. import parsers as P
+from .. import parsers
 from ..controlplane import ofctl, ofctl_clear_argv, ofctl_dump_argv
 
 
@@ -42,7 +42,7 @@ class Steering:
             names = dict(zip(sc["uplinks"], sc["uplink_names"]))
             text = ofctl(ofctl_dump_argv(w.name, STEER_COOKIE))
             self.host.store.save_raw(run_id, f"ofctl-flows-{w.name}.txt", text)
-            flows = P.parse_ofctl_flows(text)
+            flows = parsers.parse_ofctl_flows(text)
             uplinks = {n: {"bytes": 0, "packets": 0, "flows": 0} for n in sc["uplink_names"]}
             listed = []
             for f in flows:

@@ -10,8 +10,8 @@ from typing import Callable
 
 from scenarios.spec.model import IPERF_PORTS
 
-from .. import commands as C
-from .. import parsers as P
+from .. import commands
+from .. import parsers
 from ..errors import RunFailure
 from ..nsexec import run
 
@@ -111,7 +111,8 @@ class TrafficTool:
         raise NotImplementedError
 
     def sampler(self, req: TrafficRun) -> PathSampler:
-        s = PathSampler(lambda: self.host.counters.path_rx(req.receiver, req.upload), self.host.scenario.traffic.interval)
+        s = PathSampler(lambda: self.host.counters.path_rx(req.receiver, req.upload),
+                        self.host.scenario.traffic.interval)
         s.start()
         return s
 
@@ -120,7 +121,7 @@ class TrafficTool:
         if t.duration is not None:
             return t.duration + t.omit + 60
         slowest = self.host.scenario.topology.min_rate
-        return 3 * (t.bytes + C.fixed_size_extra(self.host.scenario)) * 8 / (slowest * 1e6) + 60
+        return 3 * (t.bytes + commands.fixed_size_extra(self.host.scenario)) * 8 / (slowest * 1e6) + 60
 
     def wait_client(self, proc, deadline: float, run_id: str, what: str) -> tuple[bytes, bytes]:
         """Wait for a client, reading its output, and fail at once if the controller dies meanwhile."""
@@ -151,6 +152,6 @@ class TrafficTool:
                 time.sleep(0.05)
             if client_proc.poll() is not None:
                 break
-            raw = run(self.host.client, C.ss_argv(), check=False).out
-            samples.append({"raw": raw, "subflows": P.parse_ss_subflows(raw)})
+            raw = run(self.host.client, commands.ss_argv(), check=False).out
+            samples.append({"raw": raw, "subflows": parsers.parse_ss_subflows(raw)})
         return samples

@@ -8,7 +8,7 @@ from __future__ import annotations
 import json
 import time
 
-from .. import commands as C
+from .. import commands
 from ..errors import RunFailure
 from ..nsexec import run
 from .base import BASE_PORT, TrafficReport, TrafficResult, TrafficRun, TrafficTool
@@ -20,10 +20,10 @@ class CommandTool(TrafficTool):
     def run(self, req: TrafficRun) -> TrafficResult:
         h = self.host
         tool = h.scenario.traffic.command
-        values = C.command_values(h.scenario, h.plan, req.primary, BASE_PORT)
+        values = commands.command_values(h.scenario, h.plan, req.primary, BASE_PORT)
 
         def argv(words):
-            filled = C.fill(words, values)
+            filled = commands.fill(words, values)
             return ["mptcpize", "run", *filled] if (req.mptcp and tool.mptcpize) else filled
         self._setup(req, values)
         server = h.procs.start(h.server, argv(tool.server)) if tool.server else None
@@ -52,7 +52,7 @@ class CommandTool(TrafficTool):
         tool = h.scenario.traffic.command
         for node, cmds in ((h.client, tool.setup_client), (h.server, tool.setup_server)):
             for words in cmds:
-                res = run(node, C.fill(words, values), check=False, timeout=120)
+                res = run(node, commands.fill(words, values), check=False, timeout=120)
                 h.store.save_raw(req.run_id, f"setup-{node.name}.txt", f"$ {' '.join(res.argv)}\n{res.out}{res.err}")
                 if res.rc != 0:
                     raise RunFailure(f"run {req.run_id}: setup command `{' '.join(res.argv)}` failed "
@@ -73,7 +73,8 @@ class CommandTool(TrafficTool):
         store = self.host.store
         if server is not None:
             s_out, s_err = server.communicate()
-            store.save_raw(req.run_id, "tool-server.txt", s_out.decode(errors="replace") + s_err.decode(errors="replace"))
+            store.save_raw(req.run_id, "tool-server.txt",
+                           s_out.decode(errors="replace") + s_err.decode(errors="replace"))
         store.save_raw(req.run_id, "tool-client.txt", c_out.decode(errors="replace") + c_err.decode(errors="replace"))
         store.save_raw(req.run_id, "ss-subflows.txt", "\n\n".join(s["raw"] for s in ss_samples))
 

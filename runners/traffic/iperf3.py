@@ -5,8 +5,8 @@ from __future__ import annotations
 import subprocess
 import time
 
-from .. import commands as C
-from .. import parsers as P
+from .. import commands
+from .. import parsers
 from ..errors import RunFailure
 from ..nsexec import run
 from .base import BASE_PORT, TrafficReport, TrafficResult, TrafficRun, TrafficTool
@@ -21,7 +21,7 @@ class Iperf3Tool(TrafficTool):
 
     def start_servers(self, mptcp: bool) -> None:
         h = self.host
-        self.servers = {node.name: h.procs.start(h.server, C.iperf_server_argv(h.iperf, BASE_PORT + i, mptcp,
+        self.servers = {node.name: h.procs.start(h.server, commands.iperf_server_argv(h.iperf, BASE_PORT + i, mptcp,
                                                                                 h.scenario))
                         for i, node in enumerate(h.clients)}
 
@@ -43,7 +43,7 @@ class Iperf3Tool(TrafficTool):
             h.procs.stop_all()
         h.store.save_raw(req.run_id, "ss-subflows.txt", "\n\n".join(s["raw"] for s in ss_samples))
         reports = {name: self._report(req, name, *out) for name, out in outs.items()}
-        report = P.aggregate_clients(reports) if len(h.clients) > 1 else reports[h.client.name]
+        report = parsers.aggregate_clients(reports) if len(h.clients) > 1 else reports[h.client.name]
         return TrafficResult(TrafficReport.from_iperf3(report), samples, ss_samples)
 
     def _start_clients(self, req: TrafficRun) -> dict:
@@ -52,9 +52,9 @@ class Iperf3Tool(TrafficTool):
         for i, node in enumerate(h.clients):
             cp = h.plan.for_client(node.name).path(req.primary)
             s_ip, c_ip = cp.server_ip, cp.client_ip
-            if C.needs_v6_socket(h.plan, req.primary, req.mptcp):
-                s_ip, c_ip = C.v4_mapped(s_ip), C.v4_mapped(c_ip)
-            clients[node.name] = h.procs.start(node, C.iperf_client_argv(h.iperf, h.scenario, s_ip, c_ip,
+            if commands.needs_v6_socket(h.plan, req.primary, req.mptcp):
+                s_ip, c_ip = commands.v4_mapped(s_ip), commands.v4_mapped(c_ip)
+            clients[node.name] = h.procs.start(node, commands.iperf_client_argv(h.iperf, h.scenario, s_ip, c_ip,
                                                                          BASE_PORT + i, req.mptcp))
         return clients
 
@@ -83,8 +83,8 @@ class Iperf3Tool(TrafficTool):
             h.store.save_raw(req.run_id, f"iperf3-stderr{tag}.txt",
                              f"# client\n{c_err.decode(errors='replace')}\n# server\n{s_err.decode(errors='replace')}")
         try:
-            report = P.parse_iperf3(c_text)
-        except P.ParseError as e:
+            report = parsers.parse_iperf3(c_text)
+        except parsers.ParseError as e:
             raise RunFailure(f"run {req.run_id}: {name}: {e} "
                              f"(stderr: {c_err.decode(errors='replace').strip()[:300]})") from None
         if h.scenario.traffic.bytes is not None:
@@ -94,12 +94,12 @@ class Iperf3Tool(TrafficTool):
     def _completion(self, run_id: str, name: str, report: dict, receiver_text: str) -> None:
         """A fixed-size transfer's time and throughput: until the receiver had all `traffic.bytes`.
 
-        The sender wrote more (C.fixed_size_extra), so the receiver's count passes
+        The sender wrote more (commands.fixed_size_extra), so the receiver's count passes
         `bytes` before iperf3 ends. If it still did not, the report keeps iperf3's
         own end and delivered_fraction shows what arrived.
         """
         amount = self.host.scenario.traffic.bytes
-        seconds, got = P.completion_time(receiver_text, amount)
+        seconds, got = parsers.completion_time(receiver_text, amount)
         if seconds is not None:
             report.update(seconds=seconds, throughput_mbps=amount * 8 / seconds / 1e6, bytes_received=amount)
         else:

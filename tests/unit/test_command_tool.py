@@ -5,7 +5,7 @@ from pathlib import Path
 
 import pytest
 
-from runners import commands as C
+from runners import commands
 from scenarios.spec.loader import ScenarioError, parse_scenario
 from topologies.kinds import plan
 
@@ -27,11 +27,11 @@ traffic:
 
 def test_placeholders_fill_word_by_word():
     s = parse_scenario(BASE)
-    values = C.command_values(s, plan(s), "A", 5201)
-    assert C.fill(s.traffic.command.client, values) == ["mpt-client", "10.0.1.2", "--via=10.0.2.2", "-t", "5"]
-    assert C.fill(s.traffic.command.server, values) == ["mpt-server", "--listen", "10.0.1.2", "--port", "5201"]
+    values = commands.command_values(s, plan(s), "A", 5201)
+    assert commands.fill(s.traffic.command.client, values) == ["mpt-client", "10.0.1.2", "--via=10.0.2.2", "-t", "5"]
+    assert commands.fill(s.traffic.command.server, values) == ["mpt-server", "--listen", "10.0.1.2", "--port", "5201"]
     # a value with spaces stays one word: no shell is involved
-    assert C.fill(["x{client_ip}y"], {"client_ip": "a b"}) == ["xa by"]
+    assert commands.fill(["x{client_ip}y"], {"client_ip": "a b"}) == ["xa by"]
 
 
 @pytest.mark.parametrize("old,new,msg", [

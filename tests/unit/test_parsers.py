@@ -3,7 +3,7 @@ from pathlib import Path
 
 import pytest
 
-from runners import parsers as P
+from runners import parsers
 from runners import procfs
 
 FIX = Path(__file__).resolve().parents[1] / "fixtures"
@@ -14,7 +14,7 @@ def fx(name: str) -> str:
 
 
 def test_iperf3_mptcp_client_report():
-    r = P.parse_iperf3(fx("iperf3-mptcp-client.json"))
+    r = parsers.parse_iperf3(fx("iperf3-mptcp-client.json"))
     assert r["version"].startswith("iperf 3.")
     assert 17 < r["throughput_mbps"] < 20          # two 10 Mbit/s paths
     assert r["bytes_received"] > 20_000_000 and r["seconds"] > 9.9
@@ -23,7 +23,7 @@ def test_iperf3_mptcp_client_report():
 
 
 def test_iperf3_tcp_client_report():
-    r = P.parse_iperf3(fx("iperf3-tcp-client.json"))
+    r = parsers.parse_iperf3(fx("iperf3-tcp-client.json"))
     assert 9 < r["throughput_mbps"] < 10
     assert r["retransmits"] == 0 and r["sender_mean_rtt_ms"] > 30
 
@@ -31,13 +31,13 @@ def test_iperf3_tcp_client_report():
 def test_fixed_size_completion_from_the_receivers_intervals():
     # E3 case 7, MPTCP, 6 MB asked, 7.05 MB written (6 MB + 1 MiB extra): the server received, every 0.1 s
     text = fx("iperf3-mptcp-server-6MB.json")
-    seconds, got = P.completion_time(text, 6_000_000)
+    seconds, got = parsers.completion_time(text, 6_000_000)
     assert 8.70 < seconds < 8.80 and got >= 6_000_000      # inside the interval that crossed 6 MB
-    early, _ = P.completion_time(text, 3_000_000)
+    early, _ = parsers.completion_time(text, 3_000_000)
     assert 0 < early < seconds
-    assert P.completion_time(text, 7_000_000) == (None, 6_860_016)   # iperf3 ended first: all it got
-    with pytest.raises(P.ParseError, match="receiver's iperf3 did not print JSON"):
-        P.completion_time("iperf3: error", 1)
+    assert parsers.completion_time(text, 7_000_000) == (None, 6_860_016)   # iperf3 ended first: all it got
+    with pytest.raises(parsers.ParseError, match="receiver's iperf3 did not print JSON"):
+        parsers.completion_time("iperf3: error", 1)
 
 
 @pytest.mark.parametrize("text,match", [
@@ -46,21 +46,21 @@ def test_fixed_size_completion_from_the_receivers_intervals():
     ('{"start": {}, "end": {}}', "no end.sum_received"),
 ])
 def test_iperf3_errors(text, match):
-    with pytest.raises(P.ParseError, match=match):
-        P.parse_iperf3(text)
+    with pytest.raises(parsers.ParseError, match=match):
+        parsers.parse_iperf3(text)
 
 
 def test_nstat_absolute_counters_and_delta():
-    after = P.parse_nstat(fx("nstat-receiver-after.txt"))
-    before = P.parse_nstat(fx("nstat-receiver-before.txt"))
-    d = P.counter_delta(before, after, ["MPTcpExtOFOQueue", "TcpExtTCPOFOQueue", "MPTcpExtMPJoinAckRx", "Nope"])
+    after = parsers.parse_nstat(fx("nstat-receiver-after.txt"))
+    before = parsers.parse_nstat(fx("nstat-receiver-before.txt"))
+    d = parsers.counter_delta(before, after, ["MPTcpExtOFOQueue", "TcpExtTCPOFOQueue", "MPTcpExtMPJoinAckRx", "Nope"])
     assert d["MPTcpExtOFOQueue"] > 0 and d["MPTcpExtMPJoinAckRx"] >= 1 and d["Nope"] == 0
     assert all(isinstance(v, int) for v in after.values())
 
 
 def test_nstat_garbage_is_an_error():
-    with pytest.raises(P.ParseError):
-        P.parse_nstat("#kernel\nTcpExtFoo notanumber 0.0\n")
+    with pytest.raises(parsers.ParseError):
+        parsers.parse_nstat("#kernel\nTcpExtFoo notanumber 0.0\n")
 
 
 def test_interface_counters_from_proc_net_dev():
@@ -71,7 +71,7 @@ def test_interface_counters_from_proc_net_dev():
 
 def test_nstat_counters_from_proc_tables():
     lines = procfs.counters_lines(fx("proc-net-snmp.txt")) + procfs.counters_lines(fx("proc-net-netstat.txt"))
-    counters = P.parse_nstat("\n".join(lines))
+    counters = parsers.parse_nstat("\n".join(lines))
     # the names nstat prints: table prefix + field
     for name in ("TcpRetransSegs", "TcpExtTCPOFOQueue", "MPTcpExtOFOQueue", "MPTcpExtMPJoinAckRx", "IpInReceives"):
         assert name in counters, name
@@ -82,22 +82,22 @@ def test_qdisc_counters_of_every_device():
     text = ('[{"kind":"netem","handle":"8001:","root":true,"dev":"h1-eth0","bytes":100,"packets":7,"drops":2},'
             '{"kind":"noqueue","handle":"0:","root":true,"dev":"lo","packets":0,"drops":0},'
             '{"kind":"pfifo","handle":"1:","parent":"8001:1","dev":"h1-eth0","packets":5,"drops":9}]')
-    by_dev = P.parse_qdisc_stats_by_dev(text)
+    by_dev = parsers.parse_qdisc_stats_by_dev(text)
     assert by_dev["h1-eth0"] == {"packets": 7, "drops": 2} and by_dev["lo"]["packets"] == 0
 
 
 def test_netem_readback_and_mismatch():
-    got = P.parse_netem(fx("tc-netem.json"))
+    got = parsers.parse_netem(fx("tc-netem.json"))
     want = {"limit": got["limit"], "rate_mbit": got["rate_mbit"], "delay_ms": got["delay_ms"], "loss_pct": got["loss_pct"]}
-    assert P.shaping_mismatches(want, got) == []
+    assert parsers.shaping_mismatches(want, got) == []
     assert got["rate_mbit"] == pytest.approx(10.0) and got["delay_ms"] == pytest.approx(250.0)
-    assert P.shaping_mismatches({**want, "delay_ms": 15.0}, got) == ["delay_ms 250 != 15"]
-    assert P.shaping_mismatches(want, None) == ["no netem qdisc is installed"]
-    assert P.parse_netem('[{"kind":"noqueue","handle":"0:","root":true,"refcnt":2,"options":{}}]') is None
+    assert parsers.shaping_mismatches({**want, "delay_ms": 15.0}, got) == ["delay_ms 250 != 15"]
+    assert parsers.shaping_mismatches(want, None) == ["no netem qdisc is installed"]
+    assert parsers.parse_netem('[{"kind":"noqueue","handle":"0:","root":true,"refcnt":2,"options":{}}]') is None
 
 
 def test_ss_subflows_grouped_by_token():
-    subs = P.parse_ss_subflows(fx("ss-subflows.txt"))
+    subs = parsers.parse_ss_subflows(fx("ss-subflows.txt"))
     assert {s["local"] for s in subs} >= {"10.0.1.1", "10.0.2.1"}
     assert all(s["family"] == "ipv4" and s["token"] for s in subs)
     data = [s for s in subs if s["remote_port"] == 5201]
@@ -105,7 +105,7 @@ def test_ss_subflows_grouped_by_token():
 
 
 def test_ss_dual_stack_subflows_report_their_family():
-    subs = P.parse_ss_subflows(fx("ss-subflows-dualstack.txt"))
+    subs = parsers.parse_ss_subflows(fx("ss-subflows-dualstack.txt"))
     fams = {s["family"] for s in subs}
     assert fams == {"ipv4", "ipv6"}, subs
     v4 = next(s for s in subs if s["family"] == "ipv4")
@@ -113,7 +113,7 @@ def test_ss_dual_stack_subflows_report_their_family():
 
 
 def test_loss_from_qdisc_drops_along_a_path():
-    q = P.parse_qdisc_stats_by_dev('[{"kind":"netem","handle":"8001:","root":true,"refcnt":3,"dev":"h1-eth0",'
+    q = parsers.parse_qdisc_stats_by_dev('[{"kind":"netem","handle":"8001:","root":true,"refcnt":3,"dev":"h1-eth0",'
                                    '"options":{"limit":100},"bytes":1500000,"packets":950,"drops":50,'
                                    '"overlimits":0,"requeues":0,"backlog":0,"qlen":0}]')
     assert q == {"h1-eth0": {"packets": 950, "drops": 50}}
@@ -121,12 +121,12 @@ def test_loss_from_qdisc_drops_along_a_path():
     before = {("h1", "a"): zero, ("r1", "b"): zero}
     after = {("h1", "a"): {"packets": 950, "drops": 50}, ("r1", "b"): {"packets": 900, "drops": 50}}
     # 5 % then 50/950 = 5.26 %: 1 - 0.95 * 0.947 = 10 %
-    assert P.path_loss_pct(before, after, [("h1", "a"), ("r1", "b")]) == pytest.approx(10.0)
-    assert P.path_loss_pct(before, {("h1", "a"): {"packets": 9, "drops": 1}}, [("h1", "a")]) is None
+    assert parsers.path_loss_pct(before, after, [("h1", "a"), ("r1", "b")]) == pytest.approx(10.0)
+    assert parsers.path_loss_pct(before, {("h1", "a"): {"packets": 9, "drops": 1}}, [("h1", "a")]) is None
 
 
 def test_ping_leaves_out_the_warm_up_echo():
-    r = P.parse_ping_after_warmup(fx("ping-replies.txt"))
+    r = parsers.parse_ping_after_warmup(fx("ping-replies.txt"))
     # echo 1 (95.2 ms, neighbour resolution) is not measured; echo 4 was lost
     assert r["sent"] == 5 and r["received"] == 4 and r["loss_pct"] == 20.0
     assert r["rtt_min_ms"] == 30.9 and r["rtt_max_ms"] == 31.05
@@ -136,7 +136,7 @@ def test_ping_leaves_out_the_warm_up_echo():
 def test_ping_with_no_reply_after_the_warm_up_has_no_rtt():
     text = ("64 bytes from 10.0.1.2: icmp_seq=1 ttl=64 time=5.0 ms\n"
             "3 packets transmitted, 1 received, 66.6667% packet loss, time 400ms\n")
-    r = P.parse_ping_after_warmup(text)
+    r = parsers.parse_ping_after_warmup(text)
     assert r["loss_pct"] == 100.0 and r["rtt_avg_ms"] is None
 
 

@@ -2,7 +2,7 @@
 import pytest
 
 from scenarios.spec.loader import parse_scenario
-from runners import commands as C
+from runners import commands
 from topologies.kinds import plan
 from topologies.plan import netem_limit
 
@@ -41,11 +41,11 @@ def test_netem_limit_adds_the_delay_line():
 
 def test_netem_argv_per_path():
     p = plan(sc())
-    assert C.netem_argv("h1-eth0", p.paths[0].shaping) == [
+    assert commands.netem_argv("h1-eth0", p.paths[0].shaping) == [
         "tc", "qdisc", "replace", "dev", "h1-eth0", "root", "netem",
         "rate", "10000kbit", "delay", "250ms", "loss", "0.5%", "limit", "309"]
     # no delay or loss keyword when they are zero
-    assert C.netem_argv("h1-eth2", p.paths[2].shaping)[6:] == ["netem", "rate", "700kbit", "limit", "100"]
+    assert commands.netem_argv("h1-eth2", p.paths[2].shaping)[6:] == ["netem", "rate", "700kbit", "limit", "100"]
     # every interface of the plan carries the shaping of its path, both ends
     assert [i.shaping for i in p.interfaces if i.link == "A"] == [p.paths[0].shaping] * 2
 
@@ -60,7 +60,7 @@ def test_client_gets_source_routing_server_does_not():
 
 def test_signal_endpoints_on_the_server_for_non_primary_paths():
     s = sc("mptcp: {primary: B}\n")
-    cmds = C.mptcp_argvs(s, plan(s), "B")
+    cmds = commands.mptcp_argvs(s, plan(s), "B")
     assert ["ip", "mptcp", "limits", "set", "subflows", "2", "add_addr_accepted", "2"] in cmds.client
     eps = [a for a in cmds.server if a[:4] == ["ip", "mptcp", "endpoint", "add"]]
     assert eps == [["ip", "mptcp", "endpoint", "add", "10.0.1.2", "dev", "h2-eth0", "signal"],
@@ -70,7 +70,7 @@ def test_signal_endpoints_on_the_server_for_non_primary_paths():
 
 def test_subflow_endpoints_and_backup_flags():
     s = sc("mptcp: {endpoints: subflow, backup: [C], limits: {subflows: 4}}\n")
-    cmds = C.mptcp_argvs(s, plan(s), "A")
+    cmds = commands.mptcp_argvs(s, plan(s), "A")
     # no server announcements in subflow mode, so no ADD_ADDR to accept
     assert ["ip", "mptcp", "limits", "set", "subflows", "4", "add_addr_accepted", "0"] in cmds.client
     assert ["ip", "mptcp", "endpoint", "add", "10.0.2.1", "dev", "h1-eth1", "subflow"] in cmds.client
@@ -80,12 +80,12 @@ def test_subflow_endpoints_and_backup_flags():
 
 def test_iperf_commands_mptcpize_and_native():
     s = sc("traffic: {duration: 7, direction: download, interval: 0.5}\n")
-    old = C.Iperf(native_mptcp=False)
-    new = C.Iperf(native_mptcp=True)
-    assert C.iperf_server_argv(old, 5201, True) == ["mptcpize", "run", "iperf3", "-s", "-1", "-J", "-p", "5201"]
-    assert C.iperf_server_argv(new, 5201, True) == ["iperf3", "--mptcp", "-s", "-1", "-J", "-p", "5201"]
-    assert C.iperf_server_argv(old, 5201, False) == ["iperf3", "-s", "-1", "-J", "-p", "5201"]
-    argv = C.iperf_client_argv(old, s, "10.0.1.2", "10.0.1.1", 5201, True)
+    old = commands.Iperf(native_mptcp=False)
+    new = commands.Iperf(native_mptcp=True)
+    assert commands.iperf_server_argv(old, 5201, True) == ["mptcpize", "run", "iperf3", "-s", "-1", "-J", "-p", "5201"]
+    assert commands.iperf_server_argv(new, 5201, True) == ["iperf3", "--mptcp", "-s", "-1", "-J", "-p", "5201"]
+    assert commands.iperf_server_argv(old, 5201, False) == ["iperf3", "-s", "-1", "-J", "-p", "5201"]
+    argv = commands.iperf_client_argv(old, s, "10.0.1.2", "10.0.1.1", 5201, True)
     assert argv[:2] == ["mptcpize", "run"]
     assert argv[2:9] == ["iperf3", "-c", "10.0.1.2", "-B", "10.0.1.1", "-p", "5201"]
     assert "-R" in argv and argv[argv.index("-t") + 1] == "7" and argv[argv.index("-i") + 1] == "0.5"
@@ -93,35 +93,35 @@ def test_iperf_commands_mptcpize_and_native():
 
 def test_iperf_fixed_size_transfer_sends_extra_and_the_receiver_reports_finely():
     s = sc("traffic: {bytes: 10MB}\n")
-    argv = C.iperf_client_argv(C.Iperf(), s, "10.0.1.2", "10.0.1.1", 5201, False)
+    argv = commands.iperf_client_argv(commands.Iperf(), s, "10.0.1.2", "10.0.1.1", 5201, False)
     # iperf3 ends at the last write: the extra covers what is still in the send buffer then
     assert argv[argv.index("-n") + 1] == str(10_000_000 + (1 << 20)) and "-t" not in argv
     assert argv[argv.index("-i") + 1] == "1"                        # the client only sends (upload)
-    assert C.iperf_server_argv(C.Iperf(), 5201, False, s)[-2:] == ["-i", "0.1"]
+    assert commands.iperf_server_argv(commands.Iperf(), 5201, False, s)[-2:] == ["-i", "0.1"]
     big = sc("traffic: {bytes: 10MB}\nsockets: {send: [4KiB, 4MiB, 8MiB]}\n")
-    assert C.fixed_size_extra(big) == 6 << 20                       # 1.5x a 4 MiB initial send buffer
+    assert commands.fixed_size_extra(big) == 6 << 20                       # 1.5x a 4 MiB initial send buffer
     down = sc("traffic: {bytes: 10MB, direction: download}\n")
-    argv = C.iperf_client_argv(C.Iperf(), down, "10.0.1.2", "10.0.1.1", 5201, False)
+    argv = commands.iperf_client_argv(commands.Iperf(), down, "10.0.1.2", "10.0.1.1", 5201, False)
     assert argv[argv.index("-i") + 1] == "0.1"                      # the client receives
-    assert "-i" not in C.iperf_server_argv(C.Iperf(), 5201, False, down)
+    assert "-i" not in commands.iperf_server_argv(commands.Iperf(), 5201, False, down)
     timed = sc("traffic: {duration: 5}\n")
-    assert "-i" not in C.iperf_server_argv(C.Iperf(), 5201, False, timed)
+    assert "-i" not in commands.iperf_server_argv(commands.Iperf(), 5201, False, timed)
 
 
 def test_sysctls_stay_in_namespaces_and_scheduler_only_when_asked():
-    keys = dict(C.sysctls(sc(), scheduler_available=False))
+    keys = dict(commands.sysctls(sc(), scheduler_available=False))
     assert keys["net.mptcp.enabled"] == "1" and keys["net.ipv4.tcp_congestion_control"] == "cubic"
     assert "net.mptcp.scheduler" not in keys
-    assert dict(C.sysctls(sc(), scheduler_available=True))["net.mptcp.scheduler"] == "default"
+    assert dict(commands.sysctls(sc(), scheduler_available=True))["net.mptcp.scheduler"] == "default"
 
 
 def test_socket_buffers_become_namespace_sysctls_and_defaults_come_back():
     s = sc("sockets: {send: [4KiB, 4MiB, 16MiB]}\n")
-    keys = dict(C.sysctls(s, False, {"net.ipv4.tcp_wmem": "4096 16384 4194304",
+    keys = dict(commands.sysctls(s, False, {"net.ipv4.tcp_wmem": "4096 16384 4194304",
                                      "net.ipv4.tcp_rmem": "4096 131072 6291456"}))
     assert keys["net.ipv4.tcp_wmem"] == "4096 4194304 16777216"
     assert keys["net.ipv4.tcp_rmem"] == "4096 131072 6291456"      # unset: the namespace's own value again
-    assert "net.ipv4.tcp_wmem" not in dict(C.sysctls(sc(), False))
+    assert "net.ipv4.tcp_wmem" not in dict(commands.sysctls(sc(), False))
 
 
 @pytest.mark.parametrize("value, msg", [

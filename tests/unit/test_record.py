@@ -7,7 +7,7 @@ from pathlib import Path
 
 import pytest
 
-from runners import parsers as P
+from runners import parsers
 from runners import procfs
 from runners.collect.record import Observations, RunIdentity, Setting, build
 from runners.traffic import TrafficReport
@@ -21,17 +21,17 @@ REPO = Path(__file__).resolve().parents[2]
 def snapshot(raw: Path, label: str) -> dict:
     snap = {"qdiscs": {}}
     for node, text in json.loads((raw / f"qdiscs-{label}.json").read_text()).items():
-        for dev, counts in P.parse_qdisc_stats_by_dev(text).items():
+        for dev, counts in parsers.parse_qdisc_stats_by_dev(text).items():
             snap["qdiscs"][(node, dev)] = counts
     for side in ("client", "server"):
-        snap[f"{side}_nstat"] = P.parse_nstat((raw / f"nstat-{side}-{label}.txt").read_text())
+        snap[f"{side}_nstat"] = parsers.parse_nstat((raw / f"nstat-{side}-{label}.txt").read_text())
         snap[f"{side}_links"] = procfs.parse_net_dev((raw / f"netdev-{side}-{label}.txt").read_text())
     return snap
 
 
 def ss_samples(raw: Path) -> list[dict]:
     text = (raw / "ss-subflows.txt").read_text()
-    return [{"subflows": P.parse_ss_subflows("Netid" + part)} for part in text.split("Netid")[1:]]
+    return [{"subflows": parsers.parse_ss_subflows("Netid" + part)} for part in text.split("Netid")[1:]]
 
 
 @pytest.mark.parametrize("mode", ["mptcp", "tcp"])
@@ -39,12 +39,12 @@ def test_the_record_of_a_recorded_run_is_rebuilt_exactly(mode):
     raw = FIX / mode
     expected = json.loads((raw / "expected.json").read_text())
     topo = plan(load_scenario(REPO / "scenarios" / "two-paths.yaml"))
-    pings = {p.name: P.parse_ping_after_warmup((raw / f"ping-{p.name}.txt").read_text()) for p in topo.paths}
+    pings = {p.name: parsers.parse_ping_after_warmup((raw / f"ping-{p.name}.txt").read_text()) for p in topo.paths}
     seen = Observations(before=snapshot(raw, "before"), after=snapshot(raw, "after"), pings=pings,
                         path_samples=[], ss_samples=ss_samples(raw), server_receives=True)   # upload
     started = calendar.timegm(time.strptime(expected["started_utc"], "%Y-%m-%dT%H:%M:%SZ"))
     who = RunIdentity(expected["id"], mode, expected["repeat"], expected["primary"], started)
-    report = TrafficReport.from_iperf3(P.parse_iperf3((raw / "iperf3-client.json").read_text()))
+    report = TrafficReport.from_iperf3(parsers.parse_iperf3((raw / "iperf3-client.json").read_text()))
     record = build(who, report, seen, Setting(paths=topo.paths, byte_counters="iface", fixed_size_bytes=None,
                                               n_clients=1))
     for key in ("point", "point_label", "params", "kernel", "path_series_mbps"):
