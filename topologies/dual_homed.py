@@ -3,7 +3,7 @@ from __future__ import annotations
 
 from scenarios.spec.model import Scenario
 
-from .plan import CLIENT, SERVER, Argv, Interface, PathPlan, TopologyPlan, shaping_for
+from .plan import CLIENT, SERVER, Argv, Interface, LinkPlan, PathPlan, TopologyPlan, shaping_for
 
 
 def plan_dual_homed(scenario: Scenario) -> TopologyPlan:
@@ -23,7 +23,7 @@ def plan_dual_homed(scenario: Scenario) -> TopologyPlan:
                       table=100 + i, shaping=sh, egress_up=((CLIENT, f"{CLIENT}-eth{i}"),),
                       egress_down=((SERVER, f"{SERVER}-eth{i}"),))
         paths.append(pp)
-        links.append((p.name, CLIENT, pp.client_if, SERVER, pp.server_if))
+        links.append(LinkPlan(p.name, CLIENT, pp.client_if, SERVER, pp.server_if))
         for node, ifname, ip in ((CLIENT, pp.client_if, pp.client_ip), (SERVER, pp.server_if, pp.server_ip)):
             ifaces.append(Interface(node, ifname, p.name, (("ipv4", ip, 24),), sh))
             setup[node] += [["ip", "addr", "flush", "dev", ifname],

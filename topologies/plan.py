@@ -8,6 +8,7 @@ Nothing here touches the kernel; the unit tests check the plans directly.
 from __future__ import annotations
 
 import math
+from typing import NamedTuple
 from dataclasses import dataclass, replace
 
 from scenarios.spec.model import Shaped
@@ -73,6 +74,15 @@ class PathPlan:
     egress_down: tuple[tuple[str, str], ...] = ()
 
 
+class LinkPlan(NamedTuple):
+    """One link: its name and its two ends, each a node and that node's interface."""
+    name: str
+    a: str
+    a_if: str
+    b: str
+    b_if: str
+
+
 @dataclass(frozen=True)
 class SwitchPlan:
     """One switch: its Mininet/OVS settings and the OpenFlow port of each link."""
@@ -99,7 +109,7 @@ class TopologyPlan:
     server: str
     paths: tuple[PathPlan, ...]
     interfaces: tuple[Interface, ...]
-    links: tuple[tuple[str, str, str, str, str], ...]     # (link, node a, if a, node b, if b)
+    links: tuple[LinkPlan, ...]
     setup: dict[str, list[Argv]]                           # per node, in order
     routers: tuple[str, ...] = ()
     byte_counters: str = "iface"                           # per-path bytes: interface counters or nft

@@ -24,7 +24,7 @@ from collections import deque
 
 from scenarios.spec.model import Routed, Scenario
 
-from .plan import Argv, Interface, PathPlan, PlanError, TopologyPlan, shaping_for
+from .plan import Argv, Interface, LinkPlan, PathPlan, PlanError, TopologyPlan, shaping_for
 
 FAMILIES = ("ipv4", "ipv6")
 IPFLAG = {"ipv4": "-4", "ipv6": "-6"}
@@ -82,7 +82,7 @@ def _interfaces(topo: Routed, subnets: dict) -> tuple[list[Interface], list, dic
             ifaces.append(iface)
             at[(node, link.name)] = iface
             ends += [node, name]
-        links.append((link.name, *ends))
+        links.append(LinkPlan(link.name, *ends))
     return ifaces, links, at
 
 

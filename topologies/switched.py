@@ -20,7 +20,7 @@ import ipaddress
 
 from scenarios.spec.model import Scenario, Switched
 
-from .plan import Argv, Interface, PathPlan, PlanError, SwitchPlan, TopologyPlan, shaping_for
+from .plan import Argv, Interface, LinkPlan, PathPlan, PlanError, SwitchPlan, TopologyPlan, shaping_for
 
 HOST_SYSCTLS = [("net.ipv4.conf.all.arp_ignore", "1"), ("net.ipv4.conf.all.arp_announce", "2"),
                 ("net.ipv4.conf.default.arp_ignore", "1"), ("net.ipv4.conf.default.arp_announce", "2"),
@@ -56,7 +56,7 @@ def plan_switched(scenario: Scenario) -> TopologyPlan:
                 n_host_if[n] += 1
             end_if[(n, x.name)] = name
             ends += [n, name]
-        links.append((x.name, *ends))
+        links.append(LinkPlan(x.name, *ends))
 
     # addresses per host interface, from the paths
     addrs: dict[str, list[tuple[str, str, int]]] = {}
