@@ -73,16 +73,23 @@ class Strict(BaseModel):
     model_config = ConfigDict(extra="forbid", frozen=True)
 
 
+# The four shaping fields, shared by every model that shapes a link (Shaped, SwitchedLink).
+LinkRate = Annotated[Rate, AfterValidator(_rate_range)]
+LinkDelay = Annotated[Duration, AfterValidator(_delay_range)]
+LossPercent = Annotated[float, Field(ge=0, le=100)]
+QueuePackets = Annotated[StrictInt, Field(ge=1, le=1_000_000)]
+DELAY_HELP = "one-way delay, applied in each direction (RTT = 2 x delay)"
+LOSS_HELP = "random loss in %, per direction"
+QUEUE_HELP = "bottleneck buffer in packets, beyond the packets in flight on the delay line"
+
+
 class Shaped(Strict):
     """bw, delay, loss and queue of one bottleneck, shaped by netem in both directions."""
 
-    bw: Annotated[Rate, AfterValidator(_rate_range)] = Field(
-        description="bottleneck rate, Mbit/s (or '700kbit', '1Gbit')")
-    delay: Annotated[Duration, AfterValidator(_delay_range)] = Field(
-        default=0.0, description="one-way delay, applied in each direction (RTT = 2 x delay)")
-    loss: float = Field(default=0.0, ge=0, le=100, description="random loss in %, per direction")
-    queue: StrictInt = Field(default=100, ge=1, le=1_000_000,
-                             description="bottleneck buffer in packets, beyond the packets in flight on the delay line")
+    bw: LinkRate = Field(description="bottleneck rate, Mbit/s (or '700kbit', '1Gbit')")
+    delay: LinkDelay = Field(default=0.0, description=DELAY_HELP)
+    loss: LossPercent = Field(default=0.0, description=LOSS_HELP)
+    queue: QueuePackets = Field(default=100, description=QUEUE_HELP)
 
 
 class PathSpec(Shaped):
@@ -284,11 +291,10 @@ class SwitchedLink(Strict):
 
     name: Ident
     between: Annotated[list[NodeName], Field(min_length=2, max_length=2)]
-    bw: Optional[Annotated[Rate, AfterValidator(_rate_range)]] = Field(
-        default=None, description="rate, Mbit/s; without it the link is not shaped")
-    delay: Annotated[Duration, AfterValidator(_delay_range)] = Field(default=0.0, description="one-way delay")
-    loss: float = Field(default=0.0, ge=0, le=100, description="random loss in %, per direction")
-    queue: StrictInt = Field(default=100, ge=1, le=1_000_000, description="buffer in packets beyond the delay line")
+    bw: Optional[LinkRate] = Field(default=None, description="rate, Mbit/s; without it the link is not shaped")
+    delay: LinkDelay = Field(default=0.0, description=DELAY_HELP)
+    loss: LossPercent = Field(default=0.0, description=LOSS_HELP)
+    queue: QueuePackets = Field(default=100, description=QUEUE_HELP)
 
     @model_validator(mode="after")
     def _shaping_needs_rate(self) -> "SwitchedLink":
@@ -655,6 +661,11 @@ class ValueRange(Strict):
     unit: str = Field(default="", pattern=r"^[A-Za-z/%]{0,8}$")
 
     model_config = ConfigDict(extra="forbid", frozen=True, populate_by_name=True)
+
+    def values(self) -> list:
+        """The values the range stands for: numbers, or strings with the unit (e.g. '256KiB')."""
+        vals = [self.from_ + i * self.step for i in range(self.count)]
+        return [f"{x:g}{self.unit}" if self.unit else x for x in vals]
 
 
 Grid = dict[SweepKey, Union[Annotated[list[Any], Field(min_length=1)], ValueRange]]

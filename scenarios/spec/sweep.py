@@ -13,7 +13,7 @@ import itertools
 from dataclasses import dataclass, field
 from typing import Any
 
-from .model import Scenario
+from .model import Scenario, ValueRange
 
 ENGINE_KEYS = ("sweep", "variants", "expect")
 
@@ -65,10 +65,7 @@ def set_dotted(doc: dict, key: str, value: Any) -> None:
 def expand_values(v: Any) -> list:
     """A grid entry: a list of values, or a range {from, step, count, unit} such as E2's 40 file sizes."""
     if isinstance(v, dict):
-        start, step, count = v["from"], v["step"], int(v["count"])
-        unit = v.get("unit", "")
-        vals = [start + i * step for i in range(count)]
-        return [f"{x:g}{unit}" if unit else x for x in vals]
+        return ValueRange.model_validate(v).values()
     return list(v)
 
 
