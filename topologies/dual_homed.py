@@ -3,7 +3,8 @@ from __future__ import annotations
 
 from scenarios.spec.model import Scenario
 
-from .plan import CLIENT, SERVER, Argv, Interface, LinkPlan, PathPlan, TopologyPlan, shaping_for
+from .plan import (CLIENT, SERVER, Argv, Interface, LinkPlan, PathPlan, TopologyPlan, interface_setup_argvs,
+                   shaping_for)
 
 
 def plan_dual_homed(scenario: Scenario) -> TopologyPlan:
@@ -25,10 +26,9 @@ def plan_dual_homed(scenario: Scenario) -> TopologyPlan:
         paths.append(pp)
         links.append(LinkPlan(p.name, CLIENT, pp.client_if, SERVER, pp.server_if))
         for node, ifname, ip in ((CLIENT, pp.client_if, pp.client_ip), (SERVER, pp.server_if, pp.server_ip)):
-            ifaces.append(Interface(node, ifname, p.name, (("ipv4", ip, 24),), sh))
-            setup[node] += [["ip", "addr", "flush", "dev", ifname],
-                            ["ip", "addr", "add", f"{ip}/24", "dev", ifname],
-                            ["ip", "link", "set", "dev", ifname, "up"]]
+            iface = Interface(node, ifname, p.name, (("ipv4", ip, 24),), sh)
+            ifaces.append(iface)
+            setup[node] += interface_setup_argvs(iface, flush_family=None)
         setup[CLIENT] += [["ip", "rule", "add", "from", pp.client_ip, "table", str(pp.table), "priority", str(pp.table)],
                           ["ip", "route", "add", "default", "dev", pp.client_if, "table", str(pp.table)]]
     return TopologyPlan(kind="dual-homed", client=CLIENT, server=SERVER, paths=tuple(paths),

@@ -157,6 +157,25 @@ class TopologyPlan:
         }
 
 
+IP_FAMILY_FLAG = {"ipv4": "-4", "ipv6": "-6"}
+
+
+def interface_setup_argvs(iface: Interface, flush_family: str | None = "ipv4") -> list[Argv]:
+    """Flush the interface's addresses (of one family, or all), add its own, bring it up.
+
+    Routers and switched hosts flush IPv4 only: a router needs the interface's IPv6
+    link-local address to send neighbour solicitations for packets it forwards.
+    IPv6 addresses skip duplicate detection (nodad): the links are private.
+    """
+    flush = [IP_FAMILY_FLAG[flush_family]] if flush_family else []
+    argvs = [["ip", *flush, "addr", "flush", "dev", iface.name]]
+    for fam, addr, plen in iface.addrs:
+        argvs.append(["ip", IP_FAMILY_FLAG[fam], "addr", "add", f"{addr}/{plen}", "dev", iface.name]
+                     + (["nodad"] if fam == "ipv6" else []))
+    argvs.append(["ip", "link", "set", "dev", iface.name, "up"])
+    return argvs
+
+
 def netem_limit(spec: Shaped) -> int:
     """Packets netem must hold: the configured queue plus the delay line.
 

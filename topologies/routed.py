@@ -20,14 +20,16 @@ they can hold real route conflicts.
 from __future__ import annotations
 
 import ipaddress
-from collections import deque
 
+from scenarios.spec.graph import adjacency, first_hops, first_overlap
 from scenarios.spec.model import Routed, Scenario
 
-from .plan import Argv, Interface, LinkPlan, PathPlan, PlanError, TopologyPlan, shaping_for
+from .plan import (IP_FAMILY_FLAG, Argv, Interface, LinkPlan, PathPlan, PlanError, TopologyPlan,
+                   interface_setup_argvs,
+                   shaping_for)
 
 FAMILIES = ("ipv4", "ipv6")
-IPFLAG = {"ipv4": "-4", "ipv6": "-6"}
+IPFLAG = IP_FAMILY_FLAG
 HOSTLEN = {"ipv4": 32, "ipv6": 128}
 
 
@@ -38,12 +40,11 @@ def link_subnets(topo: Routed) -> dict[str, dict[str, ipaddress._BaseNetwork]]:
             "ipv4": link.ipv4 or ipaddress.ip_network(f"10.1.{k}.0/24"),
             "ipv6": link.ipv6 or ipaddress.ip_network(f"fd00:1:{k:x}::/64"),
         }
-    auto = [(link.name, fam, net) for link in topo.links for fam, net in out[link.name].items()]
-    for i, (la, fa, na) in enumerate(auto):
-        for lb, fb, nb in auto[i + 1:]:
-            if fa == fb and na.overlaps(nb):
-                raise PlanError(f"topology.links: subnet {na} of link {la!r} overlaps {nb} of link {lb!r}; "
-                                f"override one with `{fa}:`")
+    clash = first_overlap([((link.name, fam), net) for link in topo.links for fam, net in out[link.name].items()])
+    if clash:
+        ((la, fam), na), ((lb, _), nb) = clash
+        raise PlanError(f"topology.links: subnet {na} of link {la!r} overlaps {nb} of link {lb!r}; "
+                        f"override one with `{fam}:`")
     return out
 
 
@@ -96,13 +97,7 @@ def _addresses(topo: Routed, ifaces: list[Interface]) -> dict[str, list[Argv]]:
             setup[n] += [["sysctl", "-q", "-w", "net.ipv4.ip_forward=1"],
                          ["sysctl", "-q", "-w", "net.ipv6.conf.all.forwarding=1"]]
     for i in ifaces:
-        # IPv4 only: a router needs the interface's IPv6 link-local address to
-        # send neighbour solicitations for packets it forwards.
-        setup[i.node] += [["ip", "-4", "addr", "flush", "dev", i.name]]
-        for fam, addr, plen in i.addrs:
-            extra = ["nodad"] if fam == "ipv6" else []
-            setup[i.node].append(["ip", IPFLAG[fam], "addr", "add", f"{addr}/{plen}", "dev", i.name] + extra)
-        setup[i.node].append(["ip", "link", "set", "dev", i.name, "up"])
+        setup[i.node] += interface_setup_argvs(i)
     return setup
 
 
@@ -139,14 +134,10 @@ class _Routes:
 
 def _shortest_path_routes(topo: Routed, subnets: dict, at: dict, routes: _Routes) -> None:
     for fam in FAMILIES:
-        adj: dict[str, list[tuple[str, str]]] = {n: [] for n in topo.nodes}
-        for link in topo.links:
-            a, b = link.between
-            if (a, link.name) in at and at[(a, link.name)].addr(fam) and at[(b, link.name)].addr(fam):
-                adj[a].append((b, link.name))
-                adj[b].append((a, link.name))
+        adj = adjacency((link.name, *link.between) for link in topo.links
+                        if at[(link.between[0], link.name)].addr(fam) and at[(link.between[1], link.name)].addr(fam))
         for src in topo.nodes:
-            first_hop = _bfs_first_hops(src, adj)
+            first_hop = first_hops(adj, src)
             for link in topo.links:
                 a, b = link.between
                 if src in (a, b) or not at[(a, link.name)].addr(fam):
@@ -203,23 +194,3 @@ def _source_rules(topo: Routed, ifaces: list[Interface], setup: dict[str, list[A
             setup[i.node] += [["ip", IPFLAG[fam], "rule", "add", "from", addr, "table", table, "priority", table],
                               ["ip", IPFLAG[fam], "route", "add", "default", "via", peer.addr(fam), "dev", i.name,
                                "table", table]]
-
-
-def _bfs_first_hops(src: str, adj: dict[str, list[tuple[str, str]]]) -> dict[str, tuple[int, str, str]]:
-    """node -> (distance, first neighbour, first link) on a shortest path from src."""
-    out: dict[str, tuple[int, str, str]] = {}
-    q = deque()
-    for nbr, ln in adj[src]:
-        if nbr not in out:
-            out[nbr] = (1, nbr, ln)
-            q.append(nbr)
-    out.setdefault(src, (0, src, ""))
-    while q:
-        n = q.popleft()
-        d, first, ln0 = out[n]
-        for nbr, _ in adj[n]:
-            if nbr not in out:
-                out[nbr] = (d + 1, first, ln0)
-                q.append(nbr)
-    out.pop(src, None)
-    return out

@@ -18,9 +18,11 @@ from __future__ import annotations
 
 import ipaddress
 
+from scenarios.spec.graph import adjacency, reachable
 from scenarios.spec.model import Scenario, Switched
 
-from .plan import Argv, Interface, LinkPlan, PathPlan, PlanError, SwitchPlan, TopologyPlan, shaping_for
+from .plan import (Argv, Interface, LinkPlan, PathPlan, PlanError, SwitchPlan, TopologyPlan, interface_setup_argvs,
+                   shaping_for)
 
 HOST_SYSCTLS = [("net.ipv4.conf.all.arp_ignore", "1"), ("net.ipv4.conf.all.arp_announce", "2"),
                 ("net.ipv4.conf.default.arp_ignore", "1"), ("net.ipv4.conf.default.arp_announce", "2"),
@@ -91,10 +93,7 @@ def plan_switched(scenario: Scenario) -> TopologyPlan:
     for i in ifaces:
         if i.node not in setup:
             continue
-        setup[i.node].append(["ip", "-4", "addr", "flush", "dev", i.name])
-        for _, addr, plen in i.addrs:
-            setup[i.node].append(["ip", "-4", "addr", "add", f"{addr}/{plen}", "dev", i.name])
-        setup[i.node].append(["ip", "link", "set", "dev", i.name, "up"])
+        setup[i.node] += interface_setup_argvs(i)
 
     switches = tuple(SwitchPlan(name=s.name, type=s.type, controller=s.controller,
                                 dpid=f"{sw_index[s.name] + 1:016x}", ports=tuple(sw_ports[s.name]))
@@ -155,22 +154,8 @@ def controller_config(topo: Switched, switches: tuple[SwitchPlan, ...]) -> dict 
 
 
 def _side(topo: Switched, switch: str, steered: set[str]) -> str:
-    adj: dict[str, set[str]] = {}
-    for x in topo.links:
-        if x.name in steered:
-            continue
-        a, b = x.between
-        adj.setdefault(a, set()).add(b)
-        adj.setdefault(b, set()).add(a)
-    seen, todo = {switch}, [switch]
-    hosts = {topo.server, *topo.clients}
-    while todo:
-        n = todo.pop()
-        for m in adj.get(n, ()):
-            if m not in seen:
-                seen.add(m)
-                if m not in hosts:
-                    todo.append(m)
+    adj = adjacency((x.name, *x.between) for x in topo.links if x.name not in steered)
+    seen = reachable(adj, switch, through=set(topo.switch_names))   # hosts are reached, not passed
     clients = seen & set(topo.clients)
     if clients and topo.server in seen:
         raise PlanError(f"topology.controller.steer.uplinks.{switch}: the switch reaches both the server and a "

@@ -16,6 +16,7 @@ from pydantic import (AfterValidator, BaseModel, BeforeValidator, ConfigDict, Fi
 
 from . import units
 from .expect import parse_check
+from .graph import adjacency, first_cycle_edge, first_overlap, reachable
 from .kernel import KERNEL_REQ
 
 FORMAT_VERSION = 1
@@ -226,26 +227,12 @@ class Routed(_PathsAndLinks, Strict):
                 raise ValueError(f"links[{i}].ipv4: {link.ipv4} is too small for two hosts (use /30 or larger)")
             if link.ipv6 is not None and link.ipv6.prefixlen > 126:
                 raise ValueError(f"links[{i}].ipv6: {link.ipv6} is too small for two hosts (use /126 or larger)")
-        given = [(i, n) for i, x in enumerate(self.links) for n in (x.ipv4, x.ipv6) if n is not None]
-        for a in range(len(given)):
-            for b in range(a + 1, len(given)):
-                (i, na), (j, nb) = given[a], given[b]
-                if na.version == nb.version and na.overlaps(nb):
-                    raise ValueError(f"links[{j}].ipv{nb.version}: {nb} overlaps {na} of link "
-                                     f"{self.links[i].name!r}")
+        clash = first_overlap([(i, n) for i, x in enumerate(self.links) for n in (x.ipv4, x.ipv6) if n is not None])
+        if clash:
+            (i, na), (j, nb) = clash
+            raise ValueError(f"links[{j}].ipv{nb.version}: {nb} overlaps {na} of link {self.links[i].name!r}")
         # client and server must be connected at all
-        adj: dict[str, set[str]] = {}
-        for x in self.links:
-            a, b = x.between
-            adj.setdefault(a, set()).add(b)
-            adj.setdefault(b, set()).add(a)
-        seen, todo = {self.client}, [self.client]
-        while todo:
-            for n in adj.get(todo.pop(), ()):
-                if n not in seen:
-                    seen.add(n)
-                    todo.append(n)
-        if self.server not in seen:
+        if self.server not in reachable(adjacency((x.name, *x.between) for x in self.links), self.client):
             raise ValueError(f"links: the server {self.server!r} cannot be reached from the client {self.client!r}")
         names = {x.name: x for x in self.links}
         for i, p in enumerate(self.paths):
@@ -429,12 +416,10 @@ class Switched(_PathsAndLinks, Strict):
             for i, p in enumerate(self.paths):
                 if p.ipv4 is not None and p.ipv4.num_addresses < len(self.clients) + 16:
                     raise ValueError(f"paths[{i}].ipv4: {p.ipv4} is too small for {len(self.clients)} clients")
-        given = [(i, p.ipv4) for i, p in enumerate(self.paths) if p.ipv4 is not None]
-        for a in range(len(given)):
-            for b in range(a + 1, len(given)):
-                if given[a][1].overlaps(given[b][1]):
-                    raise ValueError(f"paths[{given[b][0]}].ipv4: {given[b][1]} overlaps {given[a][1]} of path "
-                                     f"{self.paths[given[a][0]].name!r}")
+        clash = first_overlap([(i, p.ipv4) for i, p in enumerate(self.paths) if p.ipv4 is not None])
+        if clash:
+            (i, na), (j, nb) = clash
+            raise ValueError(f"paths[{j}].ipv4: {nb} overlaps {na} of path {self.paths[i].name!r}")
 
     def _steered_links(self) -> set[str]:
         """The links named as steered uplinks (controller.steer), checked against the switches."""
@@ -466,21 +451,13 @@ class Switched(_PathsAndLinks, Strict):
 
     def _check_no_layer2_loops(self, steered: set[str]) -> None:
         """A broadcast would circle a layer-2 loop forever. Only steered uplinks may close a loop."""
-        parent = {n: n for n in [*self.hosts, *self.switch_names]}
-
-        def find(n: str) -> str:
-            while parent[n] != n:
-                parent[n] = parent[parent[n]]
-                n = parent[n]
-            return n
-        for i, x in enumerate(self.links):
-            if x.name in steered or x.between[0] in self.hosts or x.between[1] in self.hosts:
-                continue
-            a, b = (find(n) for n in x.between)
-            if a == b:
-                raise ValueError(f"links[{i}]: link {x.name!r} closes a layer-2 loop; remove it, or make it a "
-                                 "steered uplink (controller.steer.uplinks)")
-            parent[a] = b
+        between_switches = [(x.name, *x.between) for x in self.links if x.name not in steered
+                            and x.between[0] not in self.hosts and x.between[1] not in self.hosts]
+        name = first_cycle_edge(self.switch_names, between_switches)
+        if name is not None:
+            i = next(k for k, x in enumerate(self.links) if x.name == name)
+            raise ValueError(f"links[{i}]: link {name!r} closes a layer-2 loop; remove it, or make it a "
+                             "steered uplink (controller.steer.uplinks)")
 
 
 # A new topology kind: a model class here (with its `kind` Literal), one module in topologies/, and its
