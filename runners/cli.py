@@ -220,7 +220,7 @@ def check_plans(exp) -> None:
         raise ScenarioError(exp.file, problems)
 
 
-def _run_native(args, exp, run_dir: Path, report) -> int:
+def _run_native(args, exp, run_dir: Path, probe_report) -> int:
     from .backends.native import NativeRunner
     from .progress import make_progress
     from .session import open_run_set, run_to_the_end
@@ -233,14 +233,14 @@ def _run_native(args, exp, run_dir: Path, report) -> int:
                        argv=sys.argv, seed=run_set.seed, shard=list(run_set.shard) if run_set.shard else None,
                        repeat=run_set.repeat, points={p.id: {"label": p.label, "params": p.params}
                                                       for p in run_set.points},
-                       **native_metadata(report.facts, host_finishes=args.no_report), probe=report.facts)
+                       **native_metadata(probe_report.facts, host_finishes=args.no_report), probe=probe_report.facts)
     prepared_mono = time.monotonic()
     kept, jobs = run_set.pending_jobs()
     print(f"results: {run_dir}", flush=True)
     if run_set.resumed:
         print(f"resuming: {kept} finished run(s) kept, {len(jobs)} to go", flush=True)
     progress = make_progress(kept + len(jobs), kept)
-    runner = NativeRunner(store, report, log=progress.log, on_run=progress.advance,
+    runner = NativeRunner(store, probe_report, log=progress.log, on_run=progress.advance,
                           base_dir=Path(exp.file).resolve().parent)
     code, status = run_to_the_end(runner, run_set, jobs, args.max_repeat if args.until_conclusive else None,
                                   progress, _err)

@@ -18,7 +18,6 @@ from typing import Callable
 from scenarios.spec.sweep import Point
 from topologies.kinds import plan as make_plan
 
-from .. import commands
 from .. import procfs
 from ..collect import record
 from ..collect.counters import Counters
@@ -94,7 +93,6 @@ class NativeRunner:
         self.signature: tuple | None = None
         self.counters, self.steering, self.pinger = Counters(self), Steering(self), Pinger(self)
         self.shaper, self.mptcp = Shaper(self), MptcpConfig(self)
-        self.iperf = commands.Iperf(native_mptcp=bool(probe.facts.get("iperf3_native_mptcp")))
         self.after_connect: dict[str, list] = {}     # per client: commands once connected (MP_PRIO)
         self.traffic_ended: float | None = None
         self._sigterm = None

@@ -18,10 +18,12 @@ class Iperf3Tool(TrafficTool):
     def __init__(self, host):
         super().__init__(host)
         self.servers: dict = {}
+        # iperf3 3.12 has no --mptcp: mptcpize wraps it instead
+        self.iperf = commands.Iperf(native_mptcp=bool(host.probe.facts.get("iperf3_native_mptcp")))
 
     def start_servers(self, mptcp: bool) -> None:
         h = self.host
-        self.servers = {node.name: h.procs.start(h.server, commands.iperf_server_argv(h.iperf, BASE_PORT + i, mptcp,
+        self.servers = {node.name: h.procs.start(h.server, commands.iperf_server_argv(self.iperf, BASE_PORT + i, mptcp,
                                                                                 h.scenario))
                         for i, node in enumerate(h.clients)}
 
@@ -54,7 +56,7 @@ class Iperf3Tool(TrafficTool):
             s_ip, c_ip = cp.server_ip, cp.client_ip
             if commands.needs_v6_socket(h.plan, req.primary, req.mptcp):
                 s_ip, c_ip = commands.v4_mapped(s_ip), commands.v4_mapped(c_ip)
-            clients[node.name] = h.procs.start(node, commands.iperf_client_argv(h.iperf, h.scenario, s_ip, c_ip,
+            clients[node.name] = h.procs.start(node, commands.iperf_client_argv(self.iperf, h.scenario, s_ip, c_ip,
                                                                          BASE_PORT + i, req.mptcp))
         return clients
 
