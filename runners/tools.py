@@ -18,7 +18,7 @@ class Tool:
     program: str          # a name looked up on PATH, or an absolute path
     package: str          # the Debian/Ubuntu package that installs it
     why: str              # what the testbed uses it for (shown when it is missing)
-    needed_for: str       # "native", "mptcp", "routed", "switched", "ovs" or "vm"
+    needed_for: str       # "native", "mptcp", "nft-counters", "ovs" or "vm"
 
     def found(self) -> str | None:
         if os.path.isabs(self.program):
@@ -43,9 +43,8 @@ TOOLS: tuple[Tool, ...] = (
     Tool("iperf3", "iperf3", "the traffic generator", "native"),
     # MPTCP runs with an iperf3 without --mptcp (Debian 12's 3.12)
     Tool("mptcpize", "mptcpize", "runs iperf3 over MPTCP when it has no --mptcp", "mptcp"),
-    # routed and switched topologies count bytes per path with nftables
-    Tool("nft", "nftables", "per-path byte counters", "routed"),
-    Tool("nft", "nftables", "per-path byte counters", "switched"),
+    # plans whose byte_counters is "nft" (routed, switched) count bytes per path with nftables
+    Tool("nft", "nftables", "per-path byte counters", "nft-counters"),
     # Open vSwitch (switch types ovs and ovs-user; plain bridges need none of it)
     Tool("ovs-vsctl", "openvswitch-switch", "Open vSwitch bridges", "ovs"),
     Tool("ovs-ofctl", "openvswitch-switch", "OpenFlow rules and flow counters", "ovs"),

@@ -110,6 +110,16 @@ def openvswitch_module() -> bool:
     return Path("/sys/module/openvswitch").exists()
 
 
+def _counts_with_nft(scenario: Scenario) -> bool:
+    """The plan says how per-path bytes are counted (a plan that cannot be laid out is reported elsewhere)."""
+    from topologies.kinds import plan
+    from topologies.plan import PlanError
+    try:
+        return plan(scenario).byte_counters == "nft"
+    except PlanError:
+        return False
+
+
 def probe(scenario: Scenario) -> ProbeReport:
     # the two probes that start processes run side by side: each start is 0.1-0.2 s in a TCG guest
     can_netem = os.geteuid() == 0 and shutil.which("tc") and shutil.which("ip")
@@ -124,8 +134,7 @@ def _probe(scenario: Scenario, netem: tuple[bool, str] | None, iperf3: dict) -> 
     rep.facts["kernel"] = os.uname().release
     if os.geteuid() != 0:
         rep.missing.append("root: run-scenario's native backend must run as root (sudo)")
-    kind = scenario.topology.kind
-    rep.missing += missing_tools("native", kind)
+    rep.missing += missing_tools("native", *(["nft-counters"] if _counts_with_nft(scenario) else []))
     rep.missing += missing_python_modules("native")
     switches = getattr(scenario.topology, "switches", [])
     kinds = {w.type for w in switches}

@@ -26,7 +26,7 @@ def test_setup_sh_installs_every_package_the_backends_need():
 
 def test_every_backend_need_is_covered():
     needs = {t.needed_for for t in tools.TOOLS}
-    assert {"native", "mptcp", "routed", "switched", "ovs", "vm"} <= needs
+    assert {"native", "mptcp", "nft-counters", "ovs", "vm"} <= needs
     vm = {t.program for t in tools.tools_for("vm")}
     assert {"qemu-system-x86_64", "busybox", "depmod"} <= vm
 
