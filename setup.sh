@@ -101,7 +101,7 @@ if [ ! -x "$venv/bin/python" ] || ! "$venv/bin/python" -c 'import mininet, yaml'
 fi
 "$venv/bin/pip" install -q --disable-pip-version-check -r "$here/requirements.txt"
 "$venv/bin/pip" install -q --disable-pip-version-check --no-deps -e "$here"
-# Byte-compile the checkout, and build matplotlib's font cache once where runners/plots.py finds it:
+# Byte-compile the checkout, and build matplotlib's font cache once where runners/analysis/plots.py finds it:
 # the micro-VM sees both read-only and would otherwise redo them on every boot (~20 s under TCG).
 "$venv/bin/python" -m compileall -q "$here/runners" "$here/scenarios" "$here/topologies" "$here/controller" \
   "$here/bench" "$here/tests" >/dev/null

@@ -35,7 +35,7 @@ METRICS = {
     # MPTCP throughput / sum of the per-path TCP throughputs (E3's formula)
     "efficiency": "fraction",
     # fixed-size transfers (traffic.bytes): bytes the receiver got / bytes asked for; 1.0 unless
-    # iperf3 ended before the receiver had them all (esnet/iperf#382; see runners.backends.native._completion)
+    # iperf3 ended before the receiver had them all (esnet/iperf#382; see runners.traffic.iperf3.Iperf3Tool._completion)
     "delivered_fraction": "fraction",
 }
 # Metrics for which a lower value is better (for baseline regressions).
