@@ -47,9 +47,7 @@ def parse_iperf3(text: str) -> dict[str, Any]:
                       for c in start.get("connected") or []],
         "congestion": end.get("sender_tcp_congestion"),
     }
-    rtts = [s["sender"].get("mean_rtt") for s in end.get("streams") or []
-            if isinstance(s.get("sender"), dict) and s["sender"].get("mean_rtt") is not None]
-    out["sender_mean_rtt_ms"] = (sum(rtts) / len(rtts) / 1000.0) if rtts else None
+    out["sender_mean_rtt_ms"] = _sender_mean_rtt_ms(end)
     out["intervals"] = [
         {"start": iv["sum"]["start"], "end": iv["sum"]["end"],
          "mbps": iv["sum"]["bits_per_second"] / 1e6,
@@ -58,6 +56,24 @@ def parse_iperf3(text: str) -> dict[str, Any]:
         for iv in doc.get("intervals") or [] if "sum" in iv
     ]
     return out
+
+
+def _sender_mean_rtt_ms(end: dict) -> float | None:
+    """The sending side's mean smoothed RTT over its streams, in ms. A side that only received
+    (the client of a download: "sender": false) has no RTT of its own: None, not its 0."""
+    rtts = [s["sender"]["mean_rtt"] for s in end.get("streams") or []
+            if isinstance(s.get("sender"), dict) and s["sender"].get("sender", True)
+            and s["sender"].get("mean_rtt") is not None]
+    return (sum(rtts) / len(rtts) / 1000.0) if rtts else None
+
+
+def sender_mean_rtt_ms(text: str) -> float | None:
+    """From either side's iperf3 JSON: the sender's mean RTT (None if this side did not send, or no JSON)."""
+    try:
+        doc = json.loads(text)
+    except json.JSONDecodeError:
+        return None
+    return _sender_mean_rtt_ms(doc.get("end") or {}) if isinstance(doc, dict) else None
 
 
 def completion_time(receiver_text: str, amount: int) -> tuple[float | None, int]:

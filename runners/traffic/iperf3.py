@@ -91,6 +91,9 @@ class Iperf3Tool(TrafficTool):
                              f"(stderr: {c_err.decode(errors='replace').strip()[:300]})") from None
         if h.scenario.traffic.bytes is not None:
             self._completion(req.run_id, name, report, s_text if req.upload else c_text)
+        if not req.upload:
+            # a download's client only received: the sender's RTT is in the server's JSON
+            report["sender_mean_rtt_ms"] = parsers.sender_mean_rtt_ms(s_text)
         return report
 
     def _completion(self, run_id: str, name: str, report: dict, receiver_text: str) -> None:

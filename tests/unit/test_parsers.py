@@ -1,4 +1,5 @@
 """Parsers, on tool output recorded from real runs in the micro-VM (tests/fixtures)."""
+import json
 from pathlib import Path
 
 import pytest
@@ -153,3 +154,16 @@ def test_listening_socket_found_in_proc(tmp_path, monkeypatch):
     assert procfs.listening(42, 5201, udp=True)       # a tool's ready_port may be TCP or UDP
     (net / "udp").write_text(head + "   0: 00000000:1453 00000000:0000 07 00000000:00000000 00:00000000 00000000 0 0 3\n")
     assert procfs.listening(42, 5203, udp=True) and not procfs.listening(42, 5203)
+
+
+def test_the_sender_rtt_comes_from_the_side_that_sent():
+    """In a download the client only receives ("sender": false, mean_rtt 0): its 0 is not an RTT;
+    the server's JSON (the sender) holds the real one."""
+    sent = json.loads((FIX / "iperf3-tcp-client.json").read_text())
+    received = json.loads(json.dumps(sent))
+    for s in received["end"]["streams"]:
+        s["sender"].update(sender=False, mean_rtt=0)
+    assert parsers.parse_iperf3(json.dumps(received))["sender_mean_rtt_ms"] is None
+    assert parsers.sender_mean_rtt_ms(json.dumps(received)) is None
+    assert parsers.sender_mean_rtt_ms(json.dumps(sent)) == pytest.approx(188.886)
+    assert parsers.sender_mean_rtt_ms("not json") is None
