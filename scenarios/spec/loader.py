@@ -68,13 +68,17 @@ def _line_for(loc: tuple, lines: dict) -> int | None:
     return lines.get(())
 
 
+_VALIDATOR_NAMES = {"str", "int", "float", "bool", "list", "dict", "json-or-python"}
+
+
 def _clean_loc(loc: tuple) -> tuple:
     # pydantic adds the validator's type name for Annotated unions and function
     # validators, and the tag of a discriminated union (topology.routed.links);
     # only the user's keys and indexes matter here.
     out: list = []
     for p in loc:
-        if not isinstance(p, int) and str(p).startswith(("function-", "literal[")):
+        if not isinstance(p, int) and (str(p).startswith(("function-", "literal[", "constrained-"))
+                                       or "[" in str(p) or str(p) in _VALIDATOR_NAMES):
             continue
         if out and out[-1] == "topology" and p in TOPOLOGY_KINDS:
             continue
@@ -106,11 +110,35 @@ def _split_rel(msg: str) -> tuple[tuple, str]:
     return tuple(rel), m.group(2)
 
 
+# pydantic's error types in the project's words: what is allowed, never how pydantic checks it
+_TYPE_WORDS = {
+    "less_than_equal": "must be at most {le}", "less_than": "must be less than {lt}",
+    "greater_than_equal": "must be at least {ge}", "greater_than": "must be greater than {gt}",
+    "int_type": "must be a whole number", "int_parsing": "must be a whole number",
+    "int_from_float": "must be a whole number", "float_type": "must be a number",
+    "float_parsing": "must be a number", "finite_number": "must be a finite number",
+    "string_type": "must be text (put it in quotes)", "bool_type": "must be true or false",
+    "bool_parsing": "must be true or false", "list_type": "must be a list, e.g. [a, b]",
+    "dict_type": "must be a mapping of keys to values", "model_type": "must be a mapping of keys to values",
+    "model_attributes_type": "must be a mapping of keys to values",
+    "too_short": "must have at least {min_length} item(s)", "too_long": "must have at most {max_length} item(s)",
+    "string_too_long": "must be at most {max_length} characters",
+    "union_tag_invalid": "must be one of: {expected_tags}",
+}
+
+
 def _message(err: dict) -> str:
     msg = err["msg"]
     for prefix in ("Value error, ", "Assertion failed, "):
         if msg.startswith(prefix):
             msg = msg[len(prefix):]
+    words = _TYPE_WORDS.get(err["type"])
+    if words is not None:
+        msg = words.format(**{k: f"{v:g}" if isinstance(v, float) else v for k, v in (err.get("ctx") or {}).items()})
+        if err["type"] == "float_parsing" and isinstance(err.get("input"), str) and err["input"].endswith("%"):
+            msg += ", in percent without the % sign"
+    elif msg.startswith("Input should be "):
+        msg = "must be " + msg[len("Input should be "):]
     if err["type"] == "extra_forbidden":
         return "unknown key (check the spelling; see `run-scenario --schema`)"
     if err["type"] == "missing":
@@ -140,8 +168,25 @@ def _validation_problems(e: ValidationError, lines: dict) -> list[str]:
         else:
             line = _line_for(loc, lines)
             where = f" (line {line})" if line else ""
-        problems.append(f"{field}{where}: {msg}")
-    return problems
+        problems.append((f"{field}{where}", msg))
+    return _merge_alternatives(problems)
+
+
+def _merge_alternatives(problems: list[tuple[str, str]]) -> list[str]:
+    """A value that fits none of a union's forms gets one error per form, all on the same field:
+    one line saying what each form would have needed."""
+    merged: dict[str, list[str]] = {}
+    for where, msg in problems:
+        msgs = merged.setdefault(where, [])
+        if msg not in msgs:
+            msgs.append(msg)
+    out = []
+    for where, msgs in merged.items():
+        got = re.search(r" \(got .*\)$", msgs[0])
+        if got and len(msgs) > 1 and all(m.endswith(got.group(0)) for m in msgs):
+            msgs = [m[:-len(got.group(0))] for m in msgs[:-1]] + [msgs[-1]]
+        out.append(f"{where}: {'; or '.join(msgs)}")
+    return out
 
 
 def parse_scenario(text: str, file: str | Path = "<string>") -> Scenario:

@@ -596,6 +596,10 @@ class Runs(Strict):
             raise ValueError("compare: lists a mode twice")
         if len(set(self.primaries)) != len(self.primaries):
             raise ValueError("primaries: lists a path twice")
+        if self.tcp_on != "primary" and "tcp" not in self.compare:
+            # tcp_on names the TCP baselines of the efficiency metric: without tcp runs there are none
+            raise ValueError("tcp_on: needs tcp in runs.compare (the TCP runs on those paths are the "
+                             "efficiency's baselines); add tcp to compare, or drop tcp_on")
         return self
 
 

@@ -5,6 +5,7 @@ checked unit: a bare `delay: 15` is an error rather than a guess.
 """
 from __future__ import annotations
 
+import math
 import re
 
 _DURATION = re.compile(r"^\s*(\d+(?:\.\d+)?)\s*(us|ms|s)\s*$")
@@ -32,6 +33,8 @@ def parse_rate_mbit(value: object) -> float:
     if isinstance(value, bool):
         raise ValueError(f"must be a rate in Mbit/s (got {value!r})")
     if isinstance(value, (int, float)):
+        if not math.isfinite(value):
+            raise ValueError(f"must be a finite number in Mbit/s (got {value!r})")
         return float(value)
     if isinstance(value, str):
         m = _RATE.match(value)

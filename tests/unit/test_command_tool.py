@@ -49,7 +49,7 @@ def test_bad_command_tools(old, new, msg):
 def test_numbers_are_words_but_other_types_are_not():
     s = parse_scenario(BASE.replace('-t, "{duration}"', "-t, 10, -w, 2.5"))
     assert s.traffic.command.client[-4:] == ["-t", "10", "-w", "2.5"]
-    with pytest.raises(ScenarioError, match=r"traffic.command.client\[1\] \(line 10\): Input should be a valid string"):
+    with pytest.raises(ScenarioError, match=r"traffic.command.client\[1\] \(line 10\): must be text \(put it in quotes\) \(got True\)"):
         parse_scenario(BASE.replace('"{server_ip}", "--via', 'true, "--via'))
 
 
