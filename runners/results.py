@@ -20,6 +20,8 @@ from typing import Any
 
 from scenarios.spec.expect import METRICS
 
+from .derived import with_derived_by_point
+
 CSV_FIELDS = ["run_id", "mode", "repeat", "primary", "status", "metric", "path", "client", "value", "unit"]
 CLIENT_METRICS = {"throughput_mbps": "Mbit/s", "bytes_received": "B", "seconds": "s", "retransmits": "segments",
                   "sender_mean_rtt_ms": "ms"}
@@ -152,9 +154,12 @@ class ResultStore:
         self._flush()
 
     def _flush(self) -> None:
-        doc = {"format": 1, "metadata": self.metadata, **self.extra, "runs": self.runs}
+        # derived metrics (efficiency) are recomputed per point on every write: a TCP baseline may
+        # finish after the MPTCP run it belongs to
+        runs = with_derived_by_point(self.runs)
+        doc = {"format": 1, "metadata": self.metadata, **self.extra, "runs": runs}
         atomic_write(self.dir / "results.json", json.dumps(doc, indent=2, default=str) + "\n")
-        atomic_write(self.dir / "runs.csv", render_csv(self.runs))
+        atomic_write(self.dir / "runs.csv", render_csv(runs))
 
 
 def load_results(run_dir: Path) -> dict:

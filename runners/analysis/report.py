@@ -17,7 +17,7 @@ from scenarios.spec.loader import load_experiment
 
 from .junit import render_junit
 from ..results import atomic_write, load_results
-from .derive import case_of, group_runs
+from ..derived import case_of, group_runs
 from .stats import describe
 from .verdicts import FAIL, INCONCLUSIVE, PASS, Verdict, evaluate_points, regressions
 

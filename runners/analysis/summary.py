@@ -3,7 +3,7 @@ from __future__ import annotations
 
 import io
 
-from .derive import with_derived
+from ..derived import with_derived
 
 
 def summary(runs: list[dict]) -> str:

@@ -16,7 +16,8 @@ ALLOWED = {
     "scenarios": (),
     "topologies": ("scenarios",),
     "controller": (),
-    "runners.analysis": ("scenarios", "runners.results"),
+    "runners.analysis": ("scenarios", "runners.results", "runners.derived"),
+    "runners.derived": (),
 }
 
 

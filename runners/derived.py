@@ -1,5 +1,5 @@
-"""Metrics derived from several runs of one point, computed on copies: the runs read from
-results.json are never changed in place.
+"""Metrics derived from several runs of one point, computed on copies, never in place. The results
+store writes them into results.json and runs.csv; the analysis reads them from there.
 
 E3's efficiency: an MPTCP run's throughput over the sum of the mean TCP throughputs of the paths it
 recorded (`efficiency_paths`, from runs.tcp_on), where each of them has a successful TCP run alone
@@ -41,6 +41,15 @@ def with_derived(runs: list[dict]) -> list[dict]:
             r["metrics"]["efficiency"] = eff[r["id"]]
         out.append(r)
     return out
+
+
+def with_derived_by_point(runs: list[dict]) -> list[dict]:
+    """Copies of every run, in their order, with the metrics derived within each one's point."""
+    by_point: dict[str, list[dict]] = {}
+    for r in runs:
+        by_point.setdefault(r.get("point", "p001"), []).append(r)
+    derived = {id(orig): new for group in by_point.values() for orig, new in zip(group, with_derived(group))}
+    return [derived[id(r)] for r in runs]
 
 
 def group_runs(doc: dict) -> dict[str, tuple[str, list[dict]]]:
