@@ -48,13 +48,13 @@ def point_stats(doc: dict) -> list[dict]:
                 vals = [r["metrics"][metric] for r in sel if r["metrics"].get(metric) is not None]
                 if vals:
                     rows.append({"point": pid, "label": label, "params": params, "case": case, "metric": metric,
-                                 **describe(vals).to_dict()})
+                                 **describe(vals, floor=0.0).to_dict()})
     return rows
 
 
 def render_stats_csv(rows: list[dict]) -> str:
     fields = ["point", "label", "case", "metric", "n", "mean", "median", "q1", "q3", "min", "max", "stdev",
-              "ci_low", "ci_high"]
+              "ci_low", "ci_high", "ci_clipped"]
     buf = io.StringIO()
     w = csv.DictWriter(buf, fieldnames=fields, extrasaction="ignore", lineterminator="\n")
     w.writeheader()

@@ -17,20 +17,23 @@ _T975 = {1: 12.706, 2: 4.303, 3: 3.182, 4: 2.776, 5: 2.571, 6: 2.447, 7: 2.365, 
          26: 2.056, 27: 2.052, 28: 2.048, 29: 2.045, 30: 2.042, 40: 2.021, 60: 2.000, 120: 1.980}
 
 
+Z975 = 1.959963984540054
+
+
 def t975(df: float) -> float:
-    """Critical t for a 95 % two-sided interval; non-integer df (Welch) rounds down, which is conservative."""
+    """Critical t for a 95 % two-sided interval; non-integer df (Welch) rounds down, which is conservative.
+
+    Up to 30 degrees of freedom from the table; beyond, the Cornish-Fisher expansion of t around the
+    normal quantile (within 0.001 of the table at 40, 60 and 120, and tending to 1.95996, never below).
+    """
     if df < 1:
         return math.inf
     d = int(math.floor(df))
-    if d in _T975:
+    if d <= 30:
         return _T975[d]
-    if d > 120:
-        return 1.960
-    lower = max(k for k in _T975 if k < d)
-    upper = min(k for k in _T975 if k > d)
-    # linear in 1/df between table entries
-    w = (1 / d - 1 / upper) / (1 / lower - 1 / upper)
-    return _T975[upper] + w * (_T975[lower] - _T975[upper])
+    z = Z975
+    return (z + (z ** 3 + z) / (4 * d) + (5 * z ** 5 + 16 * z ** 3 + 3 * z) / (96 * d ** 2)
+            + (3 * z ** 7 + 19 * z ** 5 + 17 * z ** 3 - 15 * z) / (384 * d ** 3))
 
 
 @dataclass(frozen=True)
@@ -45,12 +48,15 @@ class Summary:
     stdev: float | None
     ci_low: float | None
     ci_high: float | None
+    ci_clipped: bool = False   # the t interval reached below what the metric can be, and was cut there
 
     def to_dict(self) -> dict:
         return asdict(self)
 
 
-def describe(values: list[float]) -> Summary:
+def describe(values: list[float], floor: float | None = None) -> Summary:
+    """n, mean, quartiles and the t-based 95 % interval of the mean; `floor`: the least value the
+    metric can take (0 for counts and rates), where the interval is cut, and says so."""
     if not values:
         raise ValueError("no values")
     xs = sorted(float(v) for v in values)
@@ -64,8 +70,9 @@ def describe(values: list[float]) -> Summary:
     else:
         q1 = q3 = xs[0]
         sd = lo = hi = None
+    clipped = floor is not None and lo is not None and lo < floor
     return Summary(n=n, mean=mean, median=statistics.median(xs), q1=q1, q3=q3, min=xs[0], max=xs[-1],
-                   stdev=sd, ci_low=lo, ci_high=hi)
+                   stdev=sd, ci_low=floor if clipped else lo, ci_high=hi, ci_clipped=clipped)
 
 
 def diff_ci(a: list[float], b: list[float], factor: float = 1.0) -> tuple[float, float | None, float | None]:

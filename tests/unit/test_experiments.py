@@ -110,9 +110,18 @@ def test_single_value_has_no_interval():
 
 
 def test_t_table_and_interpolation():
-    assert stats.t975(1) == 12.706 and stats.t975(30) == 2.042 and stats.t975(1000) == 1.96
+    assert stats.t975(1) == 12.706 and stats.t975(30) == 2.042
+    for df, table in ((40, 2.021), (60, 2.000), (120, 1.980), (1000, 1.9623)):   # beyond 120 it is not 1.96
+        assert abs(stats.t975(df) - table) < 0.001, df
+    assert stats.Z975 < stats.t975(10**6) < stats.t975(1000) < stats.t975(121)
     assert 2.021 < stats.t975(35) < 2.042
     assert stats.t975(9.7) == stats.t975(9)
+
+
+def test_an_interval_below_what_a_count_can_be_is_cut_at_zero_and_says_so():
+    s = stats.describe([0, 0, 9], floor=0.0)
+    assert s.ci_low == 0.0 and s.ci_clipped and s.ci_high > 9
+    assert not stats.describe([10, 11, 12], floor=0.0).ci_clipped
 
 
 def test_welch_interval_known_values():
