@@ -28,24 +28,42 @@ def summary(runs: list[dict]) -> str:
         console.print("several points: per-point means and intervals are in stats.csv and the verdicts")
         return console.export_text()
     runs = with_derived(runs)
-    tcp = {r["primary"]: [] for r in runs if r["mode"] == "tcp"}
-    for r in runs:
+    for line in comparison_lines(runs):
+        console.print(line)
+    return console.export_text()
+
+
+def _mean(xs: list[float]) -> float:
+    return sum(xs) / len(xs)
+
+
+def comparison_lines(runs: list[dict]) -> list[str]:
+    """Per primary path: MPTCP against the best single path's TCP and against the sum of the single
+    paths' TCP, each labelled with the paths it stands for. The TCP of the primary path alone would
+    flatter MPTCP whenever the primary is the slowest path."""
+    ok = [r for r in runs if r["status"] == "ok"]
+    tcp: dict[str, list[float]] = {}
+    for r in ok:
         if r["mode"] == "tcp":
-            tcp[r["primary"]].append(r["metrics"]["throughput_mbps"])
-    for primary in sorted({r["primary"] for r in runs if r["mode"] == "mptcp"} or tcp):
-        mp = [r["metrics"]["throughput_mbps"] for r in runs if r["mode"] == "mptcp" and r["primary"] == primary]
-        line = f"primary {primary}:"
-        if mp:
-            line += f" MPTCP {sum(mp) / len(mp):.2f} Mbit/s"
-        if tcp.get(primary):
-            t = sum(tcp[primary]) / len(tcp[primary])
-            line += f", TCP {t:.2f} Mbit/s" + (f" = {sum(mp) / len(mp) / t:.2f}x" if mp and t else "")
-        eff = [r["metrics"]["efficiency"] for r in runs if r["mode"] == "mptcp" and r["primary"] == primary
+            tcp.setdefault(r["primary"], []).append(r["metrics"]["throughput_mbps"])
+    tcp_means = {p: _mean(v) for p, v in sorted(tcp.items())}
+    lines = []
+    for primary in sorted({r["primary"] for r in ok if r["mode"] == "mptcp"}):
+        mp = _mean([r["metrics"]["throughput_mbps"] for r in ok if r["mode"] == "mptcp" and r["primary"] == primary])
+        line = f"primary {primary}: MPTCP {mp:.2f} Mbit/s"
+        if tcp_means:
+            best = max(tcp_means, key=tcp_means.get)
+            line += f"; best single path (TCP on {best}) {tcp_means[best]:.2f} Mbit/s"
+            line += f" = {mp / tcp_means[best]:.2f}x" if tcp_means[best] else ""
+        if len(tcp_means) > 1:
+            total = sum(tcp_means.values())
+            line += (f"; sum of single paths (TCP on {'+'.join(tcp_means)}) {total:.2f} Mbit/s"
+                     + (f" = {mp / total:.2f}" if total else ""))
+        eff = [r["metrics"]["efficiency"] for r in ok if r["mode"] == "mptcp" and r["primary"] == primary
                and "efficiency" in r["metrics"]]
         if eff:
-            line += f"; efficiency {sum(eff) / len(eff):.3f} (MPTCP / sum of per-path TCP)"
-        console.print(line)
-    others = sorted(set(tcp) - {r["primary"] for r in runs if r["mode"] == "mptcp"})
-    if others:
-        console.print("TCP alone: " + ", ".join(f"{p} {sum(tcp[p]) / len(tcp[p]):.2f} Mbit/s" for p in others))
-    return console.export_text()
+            line += f"; efficiency {_mean(eff):.3f} (MPTCP / sum of its paths' TCP)"
+        lines.append(line)
+    if not lines and tcp_means:
+        lines.append("TCP alone: " + ", ".join(f"{p} {m:.2f} Mbit/s" for p, m in tcp_means.items()))
+    return lines

@@ -9,7 +9,7 @@ from pathlib import Path
 
 import pytest
 
-from runners.analysis.summary import summary
+from runners.analysis.summary import comparison_lines, summary
 from runners.jobs import plan_jobs
 from runners.collect.record import series_from_samples
 from runners.results import ResultStore, atomic_write, new_run_dir, render_csv
@@ -74,7 +74,16 @@ def test_series_from_cumulative_samples():
 def test_summary_ratio():
     tcp = {**RUN, "id": "r001-tcp-A", "mode": "tcp", "metrics": {**RUN["metrics"], "throughput_mbps": 9.25}}
     text = summary([RUN, tcp])
-    assert "r001-mptcp-A" in text and "= 2.00x" in text
+    assert "r001-mptcp-A" in text and "best single path (TCP on A) 9.25 Mbit/s = 2.00x" in text
+
+
+def test_summary_compares_with_the_best_path_and_the_sum_not_the_primary():
+    """With TCP on every path, MPTCP on the slow primary A is compared with fast path B and with A+B."""
+    def run(rid, mode, primary, mbps):
+        return {**RUN, "id": rid, "mode": mode, "primary": primary, "metrics": {**RUN["metrics"], "throughput_mbps": mbps}}
+    lines = comparison_lines([run("m", "mptcp", "A", 11.0), run("ta", "tcp", "A", 2.0), run("tb", "tcp", "B", 10.0)])
+    assert lines == ["primary A: MPTCP 11.00 Mbit/s; best single path (TCP on B) 10.00 Mbit/s = 1.10x; "
+                     "sum of single paths (TCP on A+B) 12.00 Mbit/s = 0.92"]
 
 
 def cli(*args, cwd=REPO):
