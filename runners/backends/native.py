@@ -8,6 +8,7 @@ the results store. Cleanup happens in one `finally`, which SIGINT and SIGTERM re
 """
 from __future__ import annotations
 
+import json
 import os
 import signal
 import time
@@ -189,6 +190,7 @@ class NativeRunner:
         clock.mark("snapshot_before")
         traffic = tool.run(TrafficRun(job.run_id, job.primary, mptcp, receiver, upload))
         self.traffic_ended = clock.mark("traffic")
+        self.store.save_raw(job.run_id, "path-samples.json", json.dumps(traffic.path_samples) + "\n")
         after = self.counters.snapshot(job.run_id, "after")
         clock.mark("snapshot_after")
         seen = record.Observations(before=before, after=after, pings=pings, path_samples=traffic.path_samples,

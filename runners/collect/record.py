@@ -17,6 +17,9 @@ OTHER_COUNTERS = ["TcpRetransSegs", "MPTcpExtMPCapableSYNRX", "MPTcpExtMPCapable
                   "MPTcpExtInfiniteMapRx", "MPTcpExtDSSNotMatching"]
 
 
+PATH_THROUGHPUT_BASIS = "share of the connection's goodput, by the path's share of received wire bytes"
+
+
 @dataclass(frozen=True)
 class RunIdentity:
     id: str
@@ -52,6 +55,7 @@ def build(who: RunIdentity, report: TrafficReport, seen: Observations, setting: 
     paths = path_records(report, seen, setting)
     subflow_list = best_subflows(seen.ss_samples, report) if who.mode == "mptcp" else []
     metrics = run_metrics(report, counters, paths, setting, len(subflow_list) if who.mode == "mptcp" else 1)
+    path_goodput(paths, metrics["throughput_mbps"])
     fallback = who.mode == "mptcp" and counters["server"]["MPTcpExtMPCapableSYNRX"] == 0
     return {
         "id": who.id, "mode": who.mode, "repeat": who.repeat, "primary": who.primary,
@@ -61,7 +65,9 @@ def build(who: RunIdentity, report: TrafficReport, seen: Observations, setting: 
         "subflow_list": subflow_list,
         "counters": {k: counters[k] for k in ("server", "client", "receiver_ofo")},
         "intervals": report.intervals,
+        "path_throughput_basis": PATH_THROUGHPUT_BASIS,
         "path_series_mbps": series_from_samples(seen.path_samples, [p.name for p in setting.paths]),
+        "path_series_basis": "wire bytes received per interval, headers included",
         "iperf_connected": report.connected,
         "iperf_version": report.version,
     }
@@ -103,17 +109,20 @@ def path_records(report: TrafficReport, seen: Observations, setting: Setting) ->
                          # queues); interface counters never see those packets
                          "loss_pct": parsers.path_loss_pct(seen.before["qdiscs"], seen.after["qdiscs"],
                                                      p.egress_up if seen.server_receives else p.egress_down),
-                         "throughput_mbps": rx * 8 / report.seconds / 1e6 if report.seconds else None,
                          "rtt_avg_ms": seen.pings[p.name].get("rtt_avg_ms"),
                          "ping_loss_pct": seen.pings[p.name].get("loss_pct")}
     total_rx = sum(p["bytes_received"] for p in paths.values())
     for p in paths.values():
         p["share"] = p["bytes_received"] / total_rx if total_rx else None
-        if setting.fixed_size_bytes is not None and p["share"] is not None:
-            # the counters also saw the extra bytes sent after `bytes`, which `seconds` does not
-            # cover: each path's part of the transfer's throughput instead
-            p["throughput_mbps"] = p["share"] * report.throughput_mbps
     return paths
+
+
+def path_goodput(paths: dict[str, dict], goodput_mbps: float) -> None:
+    """Each path's throughput: its share of the received wire bytes times the connection's goodput
+    (PATH_THROUGHPUT_BASIS). Wire bytes over the tool's seconds overstated it: the counters' window
+    is longer than the transfer, and headers count."""
+    for p in paths.values():
+        p["throughput_mbps"] = p["share"] * goodput_mbps if p["share"] is not None else None
 
 
 def run_metrics(report: TrafficReport, counters: dict, paths: dict, setting: Setting, subflows: int) -> dict:

@@ -76,9 +76,14 @@ class PathSampler(threading.Thread):
         t0 = time.monotonic()
         while not self._halt.is_set():
             try:
+                before = time.monotonic()
                 counts = self.read()
-                # stamped when the read returned (a /proc read: microseconds), not before it
-                self.samples.append({"t": round(time.monotonic() - t0, 3), **counts})
+                after = time.monotonic()
+                # stamped at the middle of the read: a /proc read takes microseconds, an nft listing a
+                # process start (0.1-0.3 s under TCG); stamping before it put samples late and made
+                # rates exceed the link's. read_ms bounds the timing error of each sample.
+                self.samples.append({"t": round((before + after) / 2 - t0, 4),
+                                     "read_ms": round((after - before) * 1000, 2), **counts})
             except Exception as e:  # keep sampling; report at the end
                 self.error = str(e)
             self._halt.wait(self.interval)

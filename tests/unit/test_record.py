@@ -50,8 +50,17 @@ def test_the_record_of_a_recorded_run_is_rebuilt_exactly(mode):
     for key in ("point", "point_label", "params", "kernel", "path_series_mbps"):
         expected.pop(key)   # added by the runner; the series comes from samples not kept raw
     assert record.pop("path_series_mbps") == []
+    # since this run was recorded, a path's throughput is its share of the goodput (the recorded
+    # value, wire bytes over iperf3's seconds, was 10.17 on a 10 Mbit/s path), and says so
+    goodput = expected["metrics"]["throughput_mbps"]
+    for p in expected["paths"].values():
+        p["throughput_mbps"] = p["share"] * goodput
+    assert record.pop("path_throughput_basis").startswith("share of the connection's goodput")
+    assert record.pop("path_series_basis").startswith("wire bytes")
     assert json.loads(json.dumps(record)) == expected
     assert record["metrics"]["subflows"] == (2 if mode == "mptcp" else 1)
+    assert sum(p["throughput_mbps"] for p in record["paths"].values()) == pytest.approx(goodput)
+    assert all(p["throughput_mbps"] <= 10.0 for p in record["paths"].values())   # both paths: 10 Mbit/s
 
 
 def test_per_path_series_from_cumulative_samples():
