@@ -95,6 +95,7 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--variant", action="append", metavar="NAME",
                    help="run only this variant (repeatable); default: every variant not marked optional")
     p.add_argument("--svg", action="store_true", help="write every figure as SVG too (default: PNG only)")
+    p.add_argument("--junit", metavar="PATH", help="also write the JUnit XML here (it is always in the result set)")
     p.add_argument("--check", action="store_true", help="only validate the scenario file(s) and exit")
     p.add_argument("--schema", action="store_true", help="print the scenario JSON Schema and exit")
     p.add_argument("--run-dir", help=argparse.SUPPRESS)  # internal: exact result folder (VM guest side)
@@ -266,21 +267,26 @@ def _summary_and_report(run_dir: Path, args, code: int) -> int:
 
     t0 = time.monotonic()
     print(summary(load_results(run_dir)["runs"]), flush=True)
-    verdict_code = _report(run_dir, Path(args.baseline) if args.baseline else None, svg=args.svg)
+    verdict_code = _report(run_dir, Path(args.baseline) if args.baseline else None, svg=args.svg,
+                           junit=Path(args.junit) if args.junit else None)
     store = ResultStore(run_dir)
     store.metadata = json.loads((run_dir / "metadata.json").read_text())
     store.finish_metadata(phases={**store.metadata.get("phases", {}), "report": round(time.monotonic() - t0, 3)})
     return verdict_code if code == EXIT_OK else code
 
 
-def _report(run_dir: Path, baseline: Path | None, svg: bool = False) -> int:
+def _report(run_dir: Path, baseline: Path | None, svg: bool = False, junit: Path | None = None) -> int:
     """Stats, plots, verdicts and JUnit for a result set; 1 when a verdict failed."""
     from .analysis.report import make_report, verdict_table
+    from .results import atomic_write
 
     rep = make_report(run_dir, baseline, svg=svg)
     if rep.verdicts:
         print(verdict_table(rep.verdicts), flush=True)
-        print(f"junit: {run_dir / 'junit.xml'}", flush=True)
+    print(f"junit: {run_dir / 'junit.xml'}", flush=True)
+    if junit is not None:
+        atomic_write(junit, (run_dir / "junit.xml").read_text())
+        print(f"junit: {junit}", flush=True)
     print(f"plots: {run_dir / 'plots'}", flush=True)
     return EXIT_FAIL if rep.failed else EXIT_OK
 
@@ -436,6 +442,7 @@ def _cmd_report(argv: list[str]) -> int:
     p.add_argument("dir", help="a result set folder (results/<scenario>/<stamp>)")
     p.add_argument("--baseline", metavar="DIR", help="flag significant regressions against this result set")
     p.add_argument("--svg", action="store_true", help="write every figure as SVG too (default: PNG only)")
+    p.add_argument("--junit", metavar="PATH", help="also write the JUnit XML here (for a CI system)")
     a = p.parse_args(argv)
     d = Path(a.dir)
     if not (d / "results.json").exists():
@@ -443,7 +450,7 @@ def _cmd_report(argv: list[str]) -> int:
         return EXIT_INPUT
     from .results import load_results
     print(summary(load_results(d)["runs"]))
-    return _report(d, Path(a.baseline) if a.baseline else None, svg=a.svg)
+    return _report(d, Path(a.baseline) if a.baseline else None, svg=a.svg, junit=Path(a.junit) if a.junit else None)
 
 
 def _cmd_merge(argv: list[str]) -> int:

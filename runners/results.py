@@ -60,7 +60,23 @@ def new_run_dir(base: Path, scenario_name: str) -> Path:
         n += 1
         d = base / scenario_name / f"{stamp}-{n}"
     d.mkdir(parents=True)
+    _point_latest_at(d)
     return d
+
+
+def _point_latest_at(run_dir: Path) -> None:
+    """`<base>/<scenario>/latest` -> the newest result set (relative, replaced atomically)."""
+    link = run_dir.parent / "latest"
+    tmp = run_dir.parent / f".latest.{os.getpid()}"
+    try:
+        os.symlink(run_dir.name, tmp)
+        os.replace(tmp, link)
+    except OSError:
+        # a filesystem without symlinks: the result set itself is what matters
+        try:
+            os.unlink(tmp)
+        except OSError:
+            pass
 
 
 # metric name -> unit (shared with expectations); the order is the CSV's.

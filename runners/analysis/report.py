@@ -2,7 +2,7 @@
 
 `run-scenario report DIR` calls this; so does every run when it finishes.
 Writes into DIR: stats.json, stats.csv (one row per point, case and metric),
-verdicts.json, junit.xml (when the scenario has expectations or a baseline)
+verdicts.json, junit.xml (a case per run, and per expectation and point)
 and plots/*.png|svg.
 """
 from __future__ import annotations
@@ -89,9 +89,9 @@ def make_report(run_dir: Path, baseline: Path | None = None, plots: bool = True,
     atomic_write(run_dir / "stats.json", json.dumps(stats, indent=1, default=str) + "\n")
     atomic_write(run_dir / "stats.csv", render_stats_csv(stats))
     atomic_write(run_dir / "verdicts.json", json.dumps([v.to_dict() for v in verdicts], indent=1) + "\n")
-    if verdicts:
-        atomic_write(run_dir / "junit.xml", render_junit(exp.scenario.name, verdicts,
-                                                         doc.get("metadata", {}).get("started_utc", "")))
+    atomic_write(run_dir / "junit.xml", render_junit(exp.scenario.name, verdicts,
+                                                     doc.get("metadata", {}).get("started_utc", ""),
+                                                     runs=doc["runs"], metadata=doc.get("metadata", {})))
     if plots and doc["runs"]:
         from .plots import write_plots
         write_plots(run_dir / "plots", doc, stats, svg=svg)

@@ -17,8 +17,9 @@ pytestmark = pytest.mark.integration
 
 
 def results_of(out_dir: Path, name: str) -> dict:
-    sets = sorted((out_dir / name).iterdir())
+    sets = sorted(p for p in (out_dir / name).iterdir() if p.name != "latest")
     assert len(sets) == 1, sets
+    assert (out_dir / name / "latest").resolve() == sets[0].resolve()
     return json.loads((sets[0] / "results.json").read_text())
 
 

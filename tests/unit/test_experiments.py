@@ -195,6 +195,25 @@ def test_junit_validates_against_schema():
     assert "inconclusive" in xml
 
 
+def test_junit_has_a_case_per_run_with_its_time_and_an_error_for_a_fallback():
+    proto = json.loads((FIX / "run-mptcp.json").read_text())
+    ok = {**proto, "id": "r001-mptcp-A", "point": "p001", "point_label": "base"}
+    fell_back = {**ok, "id": "r002-mptcp-A", "status": "mptcp-fallback"}
+    meta = {"status": "failed", "phases": {"runs": [{"id": "r001-mptcp-A", "wall": 14.25}]}}
+    xml = render_junit("t", [], "2026-11-22T00:00:00Z", runs=[ok, fell_back], metadata=meta)
+    xmlschema.XMLSchema(str(FIX / "junit.xsd")).validate(xml)
+    assert 'tests="3"' in xml and 'errors="2"' in xml and 'time="14.250"' in xml
+    assert 'type="mptcp-fallback"' in xml and "the run set ended failed" in xml
+
+
+def test_new_result_sets_are_linked_as_latest(tmp_path):
+    from runners.results import new_run_dir
+    first = new_run_dir(tmp_path, "s")
+    second = new_run_dir(tmp_path, "s")
+    latest = tmp_path / "s" / "latest"
+    assert latest.is_symlink() and latest.resolve() == second.resolve() and first != second
+
+
 # ---------------------------------------------------------------- result sets: resume, merge, report, plots
 
 SWEEP = BASE + """\
