@@ -22,7 +22,8 @@ from scenarios.spec.expect import METRICS
 
 from .derived import with_derived_by_point
 
-CSV_FIELDS = ["run_id", "mode", "repeat", "primary", "status", "metric", "path", "client", "value", "unit"]
+CSV_FIELDS = ["run_id", "point", "label", "mode", "repeat", "primary", "status", "metric", "path", "client", "value",
+              "unit"]
 CLIENT_METRICS = {"throughput_mbps": "Mbit/s", "bytes_received": "B", "seconds": "s", "retransmits": "segments",
                   "sender_mean_rtt_ms": "ms"}
 
@@ -97,7 +98,8 @@ PATH_METRICS = {
 def tidy_rows(runs: list[dict]) -> list[dict]:
     rows = []
     for r in runs:
-        base = {"run_id": r["id"], "mode": r["mode"], "repeat": r["repeat"], "primary": r.get("primary", ""),
+        base = {"run_id": r["id"], "point": r.get("point", "p001"), "label": r.get("point_label", "base"),
+                **(r.get("params") or {}), "mode": r["mode"], "repeat": r["repeat"], "primary": r.get("primary", ""),
                 "status": r["status"]}
         for name, unit in RUN_METRICS.items():
             v = (r.get("metrics") or {}).get(name)
@@ -116,9 +118,21 @@ def tidy_rows(runs: list[dict]) -> list[dict]:
     return rows
 
 
+def param_columns(runs: list[dict]) -> list[str]:
+    """One column per swept key (and `variant`), in the order they first appear."""
+    cols: dict[str, None] = {}
+    for r in runs:
+        for k in r.get("params") or {}:
+            cols.setdefault(k, None)
+    return [k for k in cols if k not in CSV_FIELDS]
+
+
 def render_csv(runs: list[dict]) -> str:
+    """Tidy: one row per run, metric and path (or client), with the point, its label and its swept
+    values as columns, so pandas can group by any of them."""
     buf = io.StringIO()
-    w = csv.DictWriter(buf, fieldnames=CSV_FIELDS, lineterminator="\n")
+    fields = CSV_FIELDS[:3] + param_columns(runs) + CSV_FIELDS[3:]
+    w = csv.DictWriter(buf, fieldnames=fields, lineterminator="\n", extrasaction="ignore")
     w.writeheader()
     for row in tidy_rows(runs):
         w.writerow(row)

@@ -13,6 +13,7 @@ import json
 from dataclasses import dataclass
 from pathlib import Path
 
+from scenarios.spec.expect import METRICS
 from scenarios.spec.loader import load_experiment
 
 from .junit import render_junit
@@ -48,17 +49,19 @@ def point_stats(doc: dict) -> list[dict]:
                 vals = [r["metrics"][metric] for r in sel if r["metrics"].get(metric) is not None]
                 if vals:
                     rows.append({"point": pid, "label": label, "params": params, "case": case, "metric": metric,
-                                 **describe(vals, floor=0.0).to_dict()})
+                                 "unit": METRICS.get(metric, ""), **describe(vals, floor=0.0).to_dict()})
     return rows
 
 
 def render_stats_csv(rows: list[dict]) -> str:
-    fields = ["point", "label", "case", "metric", "n", "mean", "median", "q1", "q3", "min", "max", "stdev",
-              "ci_low", "ci_high", "ci_clipped"]
+    """One row per point, case and metric: the point's label and swept values as columns, the unit."""
+    params = list(dict.fromkeys(k for r in rows for k in r["params"]))
+    fields = ["point", "label", *params, "case", "metric", "unit", "n", "mean", "median", "q1", "q3", "min", "max",
+              "stdev", "ci_low", "ci_high", "ci_clipped"]
     buf = io.StringIO()
     w = csv.DictWriter(buf, fieldnames=fields, extrasaction="ignore", lineterminator="\n")
     w.writeheader()
-    w.writerows(rows)
+    w.writerows({**r["params"], **r} for r in rows)
     return buf.getvalue()
 
 

@@ -42,8 +42,16 @@ def test_store_rewrites_results_after_every_run(tmp_path):
 
 def test_tidy_csv_has_one_row_per_metric_and_path():
     rows = render_csv([RUN]).strip().splitlines()
-    assert rows[0] == "run_id,mode,repeat,primary,status,metric,path,client,value,unit"
+    assert rows[0] == "run_id,point,label,mode,repeat,primary,status,metric,path,client,value,unit"
     assert len(rows) == 1 + 5 + 4
+
+
+def test_tidy_csv_has_a_column_per_swept_key():
+    import csv
+    swept = {**RUN, "point": "p002", "point_label": "paths.A.delay=50ms", "params": {"paths.A.delay": "50ms"}}
+    rows = list(csv.DictReader(render_csv([swept]).splitlines()))
+    assert list(rows[0])[:4] == ["run_id", "point", "label", "paths.A.delay"]
+    assert {(r["point"], r["label"], r["paths.A.delay"]) for r in rows} == {("p002", "paths.A.delay=50ms", "50ms")}
 
 
 def test_new_run_dir_never_reuses(tmp_path):
