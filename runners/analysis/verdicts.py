@@ -84,8 +84,12 @@ def evaluate_points(scenario, points_runs: dict[str, tuple[str, list[dict]]]) ->
     return out
 
 
+# What --baseline compares (the README promises these): goodput, completion time, OFO and retransmissions
+BASELINE_METRICS = ("throughput_mbps", "seconds", "ofo_tcp", "ofo_mptcp", "retrans_segs")
+
+
 def regressions(points_runs: dict[str, tuple[str, list[dict]]], baseline: dict[str, tuple[str, list[dict]]],
-                metrics: tuple[str, ...] = ("throughput_mbps",)) -> list[Verdict]:
+                metrics: tuple[str, ...] = BASELINE_METRICS) -> list[Verdict]:
     """Against a saved result set: a significant change in the bad direction fails.
 
     Points are matched by their label (the parameters), so a baseline from an
@@ -98,7 +102,10 @@ def regressions(points_runs: dict[str, tuple[str, list[dict]]], baseline: dict[s
         if base is None:
             continue
         cases = sorted({(r["mode"], r["primary"]) for r in runs})
+        fixed_size = any("delivered_fraction" in r["metrics"] for r in runs)
         for metric in metrics:
+            if metric == "seconds" and not fixed_size:
+                continue   # a timed run's seconds is its configured duration, not a completion time
             for mode, primary in cases:
                 side = Side(mode, primary, metric)
                 now, then = select(runs, side), select(base, side)
@@ -109,7 +116,8 @@ def regressions(points_runs: dict[str, tuple[str, list[dict]]], baseline: dict[s
                 # a regression is proven when the whole interval lies on the bad side
                 bad = decide(worse_if, lo, hi) == PASS
                 outcome = FAIL if bad else INCONCLUSIVE if lo is None else PASS
-                detail = ("needs at least 2 runs on each side" if lo is None else
+                detail = (f"now - baseline {est:+.4g} (runs: now {len(now)}, baseline {len(then)}): no verdict, "
+                          "a 95 % interval needs at least 2 runs on each side" if lo is None else
                           f"now - baseline {est:+.4g}, 95% CI [{lo:+.4g}, {hi:+.4g}]"
                           + (" : significant regression" if bad else " : no significant regression"))
                 out.append(Verdict(pid, label, f"baseline {side}", f"{side} not worse than baseline", outcome,

@@ -182,6 +182,26 @@ def test_baseline_regression_is_flagged_only_when_significant():
     assert regressions(now, {"p009": ("other", [])}) == []
 
 
+def test_baseline_covers_completion_time_ofo_and_retransmissions():
+    def point(seconds, retrans, fixed=True):
+        rs = []
+        for i, (s, r) in enumerate(zip(seconds, retrans)):
+            m = {"throughput_mbps": 10.0, "seconds": s, "retrans_segs": r, "ofo_tcp": 0, "ofo_mptcp": 5}
+            if fixed:
+                m["delivered_fraction"] = 1.0
+            rs.append({"id": f"r{i}", "mode": "mptcp", "primary": "A", "status": "ok", "metrics": m})
+        return {"p001": ("base", rs)}
+    verdicts = {v.name: v for v in regressions(point([4.0, 4.1, 4.05], [900, 950, 920]),
+                                               point([2.0, 2.1, 2.05], [10, 12, 11]))}
+    assert verdicts["baseline mptcp@A.seconds"].outcome == FAIL
+    assert verdicts["baseline mptcp@A.retrans_segs"].outcome == FAIL
+    assert verdicts["baseline mptcp@A.throughput_mbps"].outcome == PASS
+    timed = {v.name for v in regressions(point([10.2], [1], fixed=False), point([10.1], [1], fixed=False))}
+    assert "baseline mptcp@A.seconds" not in timed          # a timed run's seconds is its duration
+    single = next(v for v in regressions(point([4.0], [9]), point([2.0], [9])) if v.name.endswith("seconds"))
+    assert single.outcome == INCONCLUSIVE and "now - baseline +2" in single.detail and "2 runs" in single.detail
+
+
 # ---------------------------------------------------------------- JUnit
 
 def test_junit_validates_against_schema():
