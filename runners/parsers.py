@@ -48,14 +48,25 @@ def parse_iperf3(text: str) -> dict[str, Any]:
         "congestion": end.get("sender_tcp_congestion"),
     }
     out["sender_mean_rtt_ms"] = _sender_mean_rtt_ms(end)
-    out["intervals"] = [
-        {"start": iv["sum"]["start"], "end": iv["sum"]["end"],
-         "mbps": iv["sum"]["bits_per_second"] / 1e6,
-         "retransmits": iv["sum"].get("retransmits"),
-         "omitted": bool(iv["sum"].get("omitted", False))}
-        for iv in doc.get("intervals") or [] if "sum" in iv
-    ]
+    out["intervals"] = _intervals(doc)
     return out
+
+
+def _intervals(doc: dict) -> list[dict]:
+    return [{"start": iv["sum"]["start"], "end": iv["sum"]["end"],
+             "mbps": iv["sum"]["bits_per_second"] / 1e6,
+             "retransmits": iv["sum"].get("retransmits"),
+             "omitted": bool(iv["sum"].get("omitted", False))}
+            for iv in doc.get("intervals") or [] if "sum" in iv]
+
+
+def intervals(text: str) -> list[dict] | None:
+    """The per-interval totals of one side's iperf3 JSON (None without usable JSON)."""
+    try:
+        doc = json.loads(text)
+    except json.JSONDecodeError:
+        return None
+    return _intervals(doc) if isinstance(doc, dict) else None
 
 
 def _sender_mean_rtt_ms(end: dict) -> float | None:

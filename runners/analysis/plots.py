@@ -40,7 +40,21 @@ from ..derived import case_of, group_runs  # noqa: E402
 
 LABELS = {"throughput_mbps": "throughput (Mbit/s)", "ofo_mptcp": "MPTCP out-of-order segments",
           "ofo_tcp": "TCP out-of-order segments", "seconds": "completion time (s)",
-          "retrans_segs": "retransmitted segments", "subflows": "subflows"}
+          "retrans_segs": "retransmitted segments", "subflows": "subflows", "efficiency": "efficiency"}
+# the last part of a swept key -> what it is, in the unit numeric() turns it into
+PARAM_WORDS = {"delay": "one-way delay (ms)", "bw": "rate (Mbit/s)", "loss": "loss (%)",
+               "queue": "queue (packets)", "bytes": "transfer size (bytes)", "duration": "duration (s)",
+               "send": "send buffer (bytes)", "receive": "receive buffer (bytes)"}
+OWNER_WORDS = {"paths": "path", "links": "link"}
+
+
+def param_label(key: str) -> str:
+    """'paths.A.delay' -> 'path A one-way delay (ms)'; 'traffic.bytes' -> 'transfer size (bytes)'."""
+    parts = key.split(".")
+    what = PARAM_WORDS.get(parts[-1], parts[-1])
+    if len(parts) == 3 and parts[0] in OWNER_WORDS:
+        return f"{OWNER_WORDS[parts[0]]} {parts[1]} {what}"
+    return what
 
 
 def _save(fig, out: Path, name: str, formats: tuple[str, ...]) -> list[Path]:
@@ -72,58 +86,93 @@ def _safe(name: str) -> str:
     return re.sub(r"[^A-Za-z0-9_.-]+", "_", name)
 
 
-def boxplots(out: Path, doc: dict, metric: str, formats: tuple[str, ...] = ("png",)) -> list[Path]:
-
+def boxplot_figure(doc: dict, metric: str):
+    """One box per point and case; with fewer than 3 runs the runs themselves, marked 'no interval'."""
     groups = group_runs(doc)
     cases = sorted({case_of(r) for r in doc["runs"]})
     fig, ax = plt.subplots(figsize=(max(6, 1.2 * len(groups) * len(cases)), 4.5))
     width = 0.8 / max(len(cases), 1)
     colors = plt.rcParams["axes.prop_cycle"].by_key()["color"]
     for ci, case in enumerate(cases):
-        data, pos = [], []
+        color = colors[ci % len(colors)]
+        counts = []
         for gi, (_, (_, runs)) in enumerate(groups.items()):
             vals = [r["metrics"][metric] for r in runs if case_of(r) == case and r["status"] == "ok"
                     and r["metrics"].get(metric) is not None]
-            if vals:
-                data.append(vals)
-                pos.append(gi + (ci - (len(cases) - 1) / 2) * width)
-        if data:
-            bp = ax.boxplot(data, positions=pos, widths=width * 0.9, patch_artist=True, manage_ticks=False)
-            for patch in bp["boxes"]:
-                patch.set_facecolor(colors[ci % len(colors)])
-                patch.set_alpha(0.6)
-            ax.plot([], [], color=colors[ci % len(colors)], lw=8, alpha=0.6, label=case)
+            if not vals:
+                continue
+            counts.append(len(vals))
+            x = gi + (ci - (len(cases) - 1) / 2) * width
+            if len(vals) >= 3:
+                bp = ax.boxplot([vals], positions=[x], widths=width * 0.9, patch_artist=True, manage_ticks=False,
+                                medianprops={"color": "black", "linewidth": 2})
+                for patch in bp["boxes"]:
+                    patch.set_facecolor(color)
+                    patch.set_alpha(0.6)
+            else:
+                ax.plot([x] * len(vals), vals, "o", color=color)
+                ax.annotate(f"n={len(vals)}, no interval", (x, max(vals)), textcoords="offset points",
+                            xytext=(0, 6), ha="center", fontsize=7)
+        n = f"n={min(counts)}" if min(counts) == max(counts) else f"n={min(counts)}-{max(counts)}"
+        ax.plot([], [], color=color, lw=8, alpha=0.6, label=f"{case} ({n} per point)")
     ax.set_xticks(range(len(groups)))
-    ax.set_xticklabels([f"{pid}\n{label}" for pid, (label, _) in groups.items()], fontsize=7, rotation=0)
+    ax.set_xlim(-0.6, len(groups) - 0.4)
+    ax.set_xticklabels([label for _, (label, _) in groups.items()], fontsize=7, rotation=0)
     ax.set_ylabel(LABELS.get(metric, metric))
+    ax.set_ylim(bottom=0)
     ax.legend(fontsize=8)
     ax.grid(axis="y", alpha=0.3)
-    ax.set_title(f"{metric} per point")
-    return _save(fig, out, f"box-{metric}", formats)
+    ax.set_title(f"{LABELS.get(metric, metric)} per point")
+    return fig
+
+
+def boxplots(out: Path, doc: dict, metric: str, formats: tuple[str, ...] = ("png",)) -> list[Path]:
+    return _save(boxplot_figure(doc, metric), out, f"box-{metric}", formats)
+
+
+def timeseries_figure(run: dict):
+    """Per-path rates and the connection's goodput over time, each value drawn over the interval it
+    was measured in (from its start), as the receiver counted it."""
+    fig, ax = plt.subplots(figsize=(7, 4))
+    series = run.get("path_series_mbps") or []
+    counted = run.get("path_series_basis", "receiver's counters")
+    if series:
+        paths = [k for k in series[0] if k not in ("t", "t0")]
+        starts = _interval_starts(series)
+        for p in paths:
+            xs = starts + [series[-1]["t"]]
+            ys = [s[p] for s in series] + [series[-1][p]]
+            ax.step(xs, ys, where="post", label=f"path {p} ({counted})")
+    iv = run.get("intervals") or []
+    if iv:
+        side = run.get("intervals_side", "client's")   # result sets before 2026-11-22 kept the client's
+        ax.step([i["start"] for i in iv] + [iv[-1]["end"]], [i["mbps"] for i in iv] + [iv[-1]["mbps"]],
+                where="post", color="k", lw=1.2, label=f"goodput, all paths ({side} iperf3 intervals)")
+    ax.set_xlabel("time since the transfer started (s)")
+    ax.set_ylabel("throughput (Mbit/s)")
+    ax.set_ylim(bottom=0)
+    ax.set_xlim(left=0)
+    ax.set_title(f"run {run['id']}, {run.get('point_label', 'base')}")
+    ax.legend(fontsize=7)
+    ax.grid(alpha=0.3)
+    return fig
+
+
+def _interval_starts(series: list[dict]) -> list[float]:
+    """Each value's interval start: recorded as t0, or (older result sets) the previous sample's time."""
+    if all("t0" in s for s in series):
+        return [s["t0"] for s in series]
+    first = series[0]["t"] - (series[1]["t"] - series[0]["t"] if len(series) > 1 else series[0]["t"])
+    return [max(0.0, first)] + [s["t"] for s in series[:-1]]
 
 
 def timeseries(out: Path, run: dict, formats: tuple[str, ...] = ("png",)) -> list[Path]:
-    fig, ax = plt.subplots(figsize=(7, 4))
-    series = run.get("path_series_mbps") or []
-    if series:
-        paths = [k for k in series[0] if k != "t"]
-        for p in paths:
-            ax.plot([s["t"] for s in series], [s[p] for s in series], label=f"path {p} (interface counters)")
-    iv = run.get("intervals") or []
-    if iv:
-        ax.step([i["end"] for i in iv], [i["mbps"] for i in iv], where="post", color="k", lw=1.2,
-                label="total (iperf3 intervals)")
-    ax.set_xlabel("time (s)")
-    ax.set_ylabel("throughput (Mbit/s)")
-    ax.set_title(f"{run['id']} {run.get('point_label', '')}")
-    ax.legend(fontsize=8)
-    ax.grid(alpha=0.3)
-    return _save(fig, out, f"timeseries-{_safe(run['id'])}", formats)
+    return _save(timeseries_figure(run), out, f"timeseries-{_safe(run['id'])}", formats)
 
 
-def against_parameter(out: Path, stats: list[dict], key: str, metric: str,
-                      formats: tuple[str, ...] = ("png",)) -> list[Path]:
-    """One line per case (and per combination of the other parameters), mean with 95 % CI bars."""
+def against_parameter_figure(stats: list[dict], key: str, metric: str):
+    """One line per case (and per combination of the other parameters), mean with 95 % CI bars;
+    None when the key's values are not numbers."""
     lines: dict[str, list[tuple[float, dict]]] = {}
     for row in stats:
         if row["metric"] != metric or key not in row["params"]:
@@ -135,7 +184,7 @@ def against_parameter(out: Path, stats: list[dict], key: str, metric: str,
         name = row["case"] + (f" ({others})" if others else "")
         lines.setdefault(name, []).append((x, row))
     if not lines:
-        return []
+        return None
     fig, ax = plt.subplots(figsize=(7, 4.5))
     for name, pts in sorted(lines.items()):
         pts.sort(key=lambda t: t[0])
@@ -143,13 +192,22 @@ def against_parameter(out: Path, stats: list[dict], key: str, metric: str,
         ys = [r["mean"] for _, r in pts]
         err = [[r["mean"] - r["ci_low"] if r["ci_low"] is not None else 0 for _, r in pts],
                [r["ci_high"] - r["mean"] if r["ci_high"] is not None else 0 for _, r in pts]]
-        ax.errorbar(xs, ys, yerr=err, marker="o", capsize=3, label=name)
-    ax.set_xlabel(key)
+        ns = sorted({r["n"] for _, r in pts})
+        n = f"n={ns[0]}" if len(ns) == 1 else f"n={ns[0]}-{ns[-1]}"
+        ax.errorbar(xs, ys, yerr=err, marker="o", capsize=3, label=f"{name} ({n})")
+    ax.set_xlabel(param_label(key))
     ax.set_ylabel(LABELS.get(metric, metric))
+    ax.set_ylim(bottom=0)
     ax.legend(fontsize=7)
     ax.grid(alpha=0.3)
-    ax.set_title(f"{metric} against {key} (mean, 95% CI)")
-    return _save(fig, out, f"{metric}-vs-{_safe(key)}", formats)
+    ax.set_title(f"{LABELS.get(metric, metric)} against {param_label(key)} (mean, 95% CI)")
+    return fig
+
+
+def against_parameter(out: Path, stats: list[dict], key: str, metric: str,
+                      formats: tuple[str, ...] = ("png",)) -> list[Path]:
+    fig = against_parameter_figure(stats, key, metric)
+    return [] if fig is None else _save(fig, out, f"{metric}-vs-{_safe(key)}", formats)
 
 
 def write_plots(out: Path, doc: dict, stats: list[dict], svg: bool = False) -> list[Path]:

@@ -17,6 +17,7 @@ OTHER_COUNTERS = ["TcpRetransSegs", "MPTcpExtMPCapableSYNRX", "MPTcpExtMPCapable
                   "MPTcpExtInfiniteMapRx", "MPTcpExtDSSNotMatching"]
 
 
+SERIES_BASIS = {"iface": "receiver's interface counters: wire bytes", "nft": "receiver's nft counters: IP bytes"}
 PATH_THROUGHPUT_BASIS = "share of the connection's goodput, by the path's share of received wire bytes"
 
 
@@ -65,9 +66,10 @@ def build(who: RunIdentity, report: TrafficReport, seen: Observations, setting: 
         "subflow_list": subflow_list,
         "counters": {k: counters[k] for k in ("server", "client", "receiver_ofo")},
         "intervals": report.intervals,
+        "intervals_side": report.intervals_side,
         "path_throughput_basis": PATH_THROUGHPUT_BASIS,
         "path_series_mbps": series_from_samples(seen.path_samples, [p.name for p in setting.paths]),
-        "path_series_basis": "wire bytes received per interval, headers included",
+        "path_series_basis": SERIES_BASIS[setting.byte_counters],
         "iperf_connected": report.connected,
         "iperf_version": report.version,
     }
@@ -184,11 +186,11 @@ def data_connection(subflows: list[dict], data_port: int | None) -> list[dict]:
 
 
 def series_from_samples(samples: list[dict], paths: list[str]) -> list[dict]:
-    """Cumulative byte samples -> Mbit/s per path per interval."""
+    """Cumulative byte samples -> Mbit/s per path over each interval between samples [t0, t]."""
     out = []
     for a, b in zip(samples, samples[1:]):
         dt = b["t"] - a["t"]
         if dt <= 0:
             continue
-        out.append({"t": b["t"], **{p: (b[p] - a[p]) * 8 / dt / 1e6 for p in paths}})
+        out.append({"t0": a["t"], "t": b["t"], **{p: (b[p] - a[p]) * 8 / dt / 1e6 for p in paths}})
     return out

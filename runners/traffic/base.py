@@ -45,6 +45,7 @@ class TrafficReport:
     congestion: str | None = None
     connected: list[dict] = field(default_factory=list)    # the data connection's 4-tuple(s)
     intervals: list[dict] = field(default_factory=list)    # {"start", "end", "mbps", "retransmits", "omitted"}
+    intervals_side: str = "receiver's"                      # which end counted the intervals
     counters_only: bool = False
     clients: dict | None = None                             # several clients: each one's own numbers
     throughput_per_client_mbps: float | None = None

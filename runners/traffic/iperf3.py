@@ -94,6 +94,13 @@ class Iperf3Tool(TrafficTool):
         if not req.upload:
             # a download's client only received: the sender's RTT is in the server's JSON
             report["sender_mean_rtt_ms"] = parsers.sender_mean_rtt_ms(s_text)
+        else:
+            # an upload's client intervals count bytes written into its socket, which run ahead of
+            # the network at the start (26 Mbit/s "on" two 10 Mbit/s paths): the server received
+            received = parsers.intervals(s_text)
+            if received:
+                report["intervals"] = received
+        report["intervals_side"] = "receiver's"
         return report
 
     def _completion(self, run_id: str, name: str, report: dict, receiver_text: str) -> None:

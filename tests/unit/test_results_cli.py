@@ -76,7 +76,7 @@ def test_rounds_run_every_case_once_in_a_seeded_order():
 
 def test_series_from_cumulative_samples():
     s = series_from_samples([{"t": 0, "A": 0, "B": 0}, {"t": 1.0, "A": 1_250_000, "B": 0}], ["A", "B"])
-    assert s == [{"t": 1.0, "A": 10.0, "B": 0.0}]
+    assert s == [{"t0": 0, "t": 1.0, "A": 10.0, "B": 0.0}]
 
 
 def test_summary_ratio():
