@@ -192,6 +192,9 @@ def parse_netem(text: str) -> dict[str, Any] | None:
     return None
 
 
+DELAY_GRANULARITY_MS = 0.002   # 2 us: what tc's read-back of a netem delay may differ by (clock rounding)
+
+
 def shaping_mismatches(want: dict[str, float], got: dict[str, Any] | None) -> list[str]:
     """What differs between the netem we asked for and the one the kernel holds."""
     if got is None:
@@ -199,9 +202,13 @@ def shaping_mismatches(want: dict[str, float], got: dict[str, Any] | None) -> li
     problems = []
     if got.get("limit") != want["limit"]:
         problems.append(f"limit {got.get('limit')} != {want['limit']}")
-    for key, tol in (("rate_mbit", 0.01), ("delay_ms", 0.01), ("loss_pct", 0.01)):
+    # relative tolerances, with a floor only where the kernel's own granularity needs one: tc rounds
+    # delays to the scheduler's clock (25 us reads back as 24 us); a rate has no absolute floor, so a
+    # rate that did not take (1 bit/s shown as 0) is a mismatch however small it is
+    for key, rel, floor in (("rate_mbit", 0.01, 0.0), ("delay_ms", 0.01, DELAY_GRANULARITY_MS),
+                            ("loss_pct", 0.01, 1e-6)):
         w, g = want[key], got.get(key) or 0.0
-        if abs(w - g) > max(tol * abs(w), 1e-3):
+        if abs(w - g) > max(rel * abs(w), floor):
             problems.append(f"{key} {g:g} != {w:g}")
     return problems
 

@@ -57,8 +57,14 @@ def _positive(v: float) -> float:
     return v
 
 
+MIN_RATE_MBIT = 0.01   # 10 kbit/s: below it netem's rate is a few bytes per second, and tc shows it as 0
+
+
 def _rate_range(v: float) -> float:
     _positive(v)
+    if v < MIN_RATE_MBIT:
+        raise ValueError(f"must be at least {MIN_RATE_MBIT:g} Mbit/s ('10kbit'), the least the testbed shapes "
+                         f"(got {v:g})")
     if v > 100_000:
         raise ValueError(f"must be at most 100000 Mbit/s (got {v:g})")
     return v

@@ -167,3 +167,12 @@ def test_the_sender_rtt_comes_from_the_side_that_sent():
     assert parsers.sender_mean_rtt_ms(json.dumps(received)) is None
     assert parsers.sender_mean_rtt_ms(json.dumps(sent)) == pytest.approx(188.886)
     assert parsers.sender_mean_rtt_ms("not json") is None
+
+
+def test_read_back_tolerates_the_clocks_rounding_of_small_delays_but_not_a_lost_rate():
+    want = {"limit": 100, "rate_mbit": 10.0, "delay_ms": 0.025, "loss_pct": 0.0}
+    got = {"limit": 100, "rate_mbit": 10.0, "delay_ms": 0.024, "loss_pct": 0.0}
+    assert parsers.shaping_mismatches(want, got) == []                       # 25 us reads back as 24 us
+    assert parsers.shaping_mismatches(want, {**got, "delay_ms": 0.020}) == ["delay_ms 0.02 != 0.025"]
+    tiny = {**want, "rate_mbit": 0.000001}
+    assert parsers.shaping_mismatches(tiny, {**got, "rate_mbit": 0.0}) == ["rate_mbit 0 != 1e-06"]
