@@ -49,6 +49,7 @@ experiments:
 subcommands:
   run-scenario report DIR [--baseline DIR]   stats, plots, verdicts, JUnit from saved results
   run-scenario merge DIR... [--out DIR]      combine --shard result sets into one
+  run-scenario compare DIR... [--metric M] [--by PARAM]   result sets side by side (table, overlay)
   run-scenario vm up|status|down             a warm VM: runs with the vm backend start without a boot
 
 exit codes:
@@ -471,6 +472,33 @@ def _cmd_merge(argv: list[str]) -> int:
     return _report(merged, None)
 
 
+def _cmd_compare(argv: list[str]) -> int:
+    p = argparse.ArgumentParser(prog="run-scenario compare",
+                                description="Several result sets side by side: a table of means with 95 % "
+                                            "intervals, and with --by an overlay figure (nothing is re-run).")
+    p.add_argument("dirs", nargs="+", metavar="DIR", help="result set folders (results/<scenario>/<stamp>)")
+    p.add_argument("--metric", default="throughput_mbps", help="a run metric (default: throughput_mbps; "
+                                                               "e.g. seconds, ofo_mptcp, efficiency)")
+    p.add_argument("--by", metavar="PARAM", help="a swept key for the x axis, e.g. traffic.bytes")
+    p.add_argument("--out", metavar="DIR", help="where the figure goes (default: the current folder)")
+    p.add_argument("--svg", action="store_true", help="write the figure as SVG too")
+    a = p.parse_args(argv)
+    from .analysis.compare import CompareError, compare_rows, load_sets, overlay_figure, render_table
+    try:
+        rows = compare_rows(load_sets([Path(d) for d in a.dirs]), a.metric)
+        print(render_table(rows, a.metric), flush=True)
+        if a.by:
+            from .analysis.plots import _safe, _save
+            fig = overlay_figure(rows, a.metric, a.by)
+            written = _save(fig, Path(a.out or "."), f"compare-{a.metric}-vs-{_safe(a.by)}",
+                            ("png", "svg") if a.svg else ("png",))
+            print("figure: " + ", ".join(str(w) for w in written))
+    except CompareError as e:
+        _err(str(e))
+        return EXIT_INPUT
+    return EXIT_OK
+
+
 def process_age() -> float:
     """Seconds since this process started (interpreter start-up and imports included)."""
     try:
@@ -488,6 +516,8 @@ def main(argv: list[str] | None = None) -> int:
         return _cmd_report(argv[1:])
     if argv[:1] == ["merge"]:
         return _cmd_merge(argv[1:])
+    if argv[:1] == ["compare"]:
+        return _cmd_compare(argv[1:])
     if argv[:1] == ["vm"]:
         return _cmd_vm(argv[1:])
     parser = build_parser()
