@@ -38,6 +38,8 @@ pkgs=(mininet openvswitch-switch iperf3 mptcpize iproute2 iputils-ping ethtool n
 # The test suite checks the Vagrantfile with `vagrant validate` (no box needed), and runs the
 # README's first command in a clean Debian 12 root made by debootstrap (tests/fresh).
 pkgs+=(vagrant debootstrap)
+# ... and opens each result set's report.html in headless Chromium (tests/unit/test_report_page.py).
+pkgs+=(chromium)
 # os-ken (the maintained Ryu fork) for the controller apps; Debian and Ubuntu ship it.
 pkgs+=(python3-os-ken)
 if [ "$with_vm" = 1 ]; then

@@ -18,7 +18,7 @@ class Tool:
     program: str          # a name looked up on PATH, or an absolute path
     package: str          # the Debian/Ubuntu package that installs it
     why: str              # what the testbed uses it for (shown when it is missing)
-    needed_for: str       # "native", "mptcp", "nft-counters", "ovs" or "vm"
+    needed_for: str       # "native", "mptcp", "nft-counters", "ovs", "vm" or "tests"
 
     def found(self) -> str | None:
         if os.path.isabs(self.program):
@@ -52,6 +52,8 @@ TOOLS: tuple[Tool, ...] = (
     Tool("ovsdb-server", "openvswitch-switch", "the Open vSwitch database", "ovs"),
     Tool("/usr/share/openvswitch/scripts/ovs-ctl", "openvswitch-switch", "starts and stops Open vSwitch",
          "ovs"),
+    # the test suite opens report.html in a headless browser, as a person would see it
+    Tool("chromium", "chromium", "the test suite's check of report.html", "tests"),
     # VM backend: what run-scenario and virtme-ng call on the host
     Tool("qemu-system-x86_64", "qemu-system-x86", "runs the micro-VM", "vm"),
     Tool("busybox", "busybox-static", "virtme-ng builds the guest's initramfs with it", "vm"),

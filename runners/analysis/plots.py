@@ -93,6 +93,7 @@ def boxplot_figure(doc: dict, metric: str):
     fig, ax = plt.subplots(figsize=(max(6, 1.2 * len(groups) * len(cases)), 4.5))
     width = 0.8 / max(len(cases), 1)
     colors = plt.rcParams["axes.prop_cycle"].by_key()["color"]
+    top = 0.0
     for ci, case in enumerate(cases):
         color = colors[ci % len(colors)]
         counts = []
@@ -102,6 +103,7 @@ def boxplot_figure(doc: dict, metric: str):
             if not vals:
                 continue
             counts.append(len(vals))
+            top = max(top, *vals)
             x = gi + (ci - (len(cases) - 1) / 2) * width
             if len(vals) >= 3:
                 bp = ax.boxplot([vals], positions=[x], widths=width * 0.9, patch_artist=True, manage_ticks=False,
@@ -111,16 +113,16 @@ def boxplot_figure(doc: dict, metric: str):
                     patch.set_alpha(0.6)
             else:
                 ax.plot([x] * len(vals), vals, "o", color=color)
-                ax.annotate(f"n={len(vals)}, no interval", (x, max(vals)), textcoords="offset points",
-                            xytext=(0, 6), ha="center", fontsize=7)
+                ax.annotate(f"n={len(vals)},\nno interval", (x, max(vals)), textcoords="offset points",
+                            xytext=(0, 6), ha="center", fontsize=6.5)
         n = f"n={min(counts)}" if min(counts) == max(counts) else f"n={min(counts)}-{max(counts)}"
         ax.plot([], [], color=color, lw=8, alpha=0.6, label=f"{case} ({n} per point)")
     ax.set_xticks(range(len(groups)))
     ax.set_xlim(-0.6, len(groups) - 0.4)
     ax.set_xticklabels([label for _, (label, _) in groups.items()], fontsize=7, rotation=0)
     ax.set_ylabel(LABELS.get(metric, metric))
-    ax.set_ylim(bottom=0)
-    ax.legend(fontsize=8)
+    ax.set_ylim(0, top * 1.25 or 1)   # room above the highest run for its note and the legend
+    ax.legend(fontsize=8, loc="upper right")
     ax.grid(axis="y", alpha=0.3)
     ax.set_title(f"{LABELS.get(metric, metric)} per point")
     return fig

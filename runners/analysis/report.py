@@ -2,8 +2,8 @@
 
 `run-scenario report DIR` calls this; so does every run when it finishes.
 Writes into DIR: stats.json, stats.csv (one row per point, case and metric),
-verdicts.json, junit.xml (a case per run, and per expectation and point)
-and plots/*.png|svg.
+verdicts.json, junit.xml (a case per run, and per expectation and point),
+plots/*.png|svg, and the report as pages: report.md and a self-contained report.html.
 """
 from __future__ import annotations
 
@@ -96,6 +96,10 @@ def make_report(run_dir: Path, baseline: Path | None = None, plots: bool = True,
                                                      doc.get("metadata", {}).get("started_utc", ""),
                                                      runs=doc["runs"], metadata=doc.get("metadata", {})))
     if plots and doc["runs"]:
+        from .page import render_html, render_markdown
         from .plots import write_plots
-        write_plots(run_dir / "plots", doc, stats, svg=svg)
+        figures = [f for f in write_plots(run_dir / "plots", doc, stats, svg=svg) if f.suffix == ".png"]
+        scenario_text = (run_dir / "scenario.yaml").read_text()
+        atomic_write(run_dir / "report.md", render_markdown(run_dir, doc, scenario_text, verdicts, figures))
+        atomic_write(run_dir / "report.html", render_html(run_dir, doc, scenario_text, verdicts, figures))
     return Report(run_dir, stats, verdicts)

@@ -51,7 +51,7 @@ def test_few_runs_are_drawn_as_points_saying_there_is_no_interval():
                     with_point(recorded("tcp"), "r001-tcp-A", "p001", "paths.A.delay=5ms", {})]}
     ax = plots.boxplot_figure(doc, "throughput_mbps").axes[0]
     notes = [t.get_text() for t in ax.texts]
-    assert notes.count("n=1, no interval") == 2
+    assert notes.count("n=1,\nno interval") == 2
     assert [t.get_text() for t in ax.get_xticklabels()] == ["paths.A.delay=5ms"]   # labels, not p001
     assert sorted(t.get_text() for t in ax.get_legend().get_texts()) == ["mptcp@A (n=1 per point)",
                                                                          "tcp@A (n=1 per point)"]

@@ -1,0 +1,101 @@
+"""A result set's report as a page: report.md beside the figures, and report.html with everything
+inline (figures as data URIs), so one file can be mailed or archived and still show it all."""
+from __future__ import annotations
+
+import base64
+import html
+import json
+from pathlib import Path
+
+from .summary import comparison_lines
+from .verdicts import Verdict
+
+META_KEYS = ("scenario", "status", "started_utc", "finished_utc", "backend", "backend_kernel", "host_kernel",
+             "kernel_version", "iperf3", "iperf3_mptcp", "iproute2", "mininet", "python", "git_revision",
+             "git_dirty", "seed", "repeat", "wall_seconds")
+RUN_COLUMNS = ("run", "point", "mode", "primary", "status", "Mbit/s", "s", "subflows", "OFO tcp/mptcp", "retrans")
+
+
+def _meta_rows(meta: dict) -> list[tuple[str, str]]:
+    rows = [(k, str(meta[k])) for k in META_KEYS if meta.get(k) is not None]
+    vm = meta.get("vm") or {}
+    if vm:
+        rows.append(("vm", f"{vm.get('kernel')} ({vm.get('accel')}, {vm.get('cpus')} CPUs, {vm.get('memory')})"))
+    return rows
+
+
+def _run_rows(runs: list[dict]) -> list[tuple[str, ...]]:
+    out = []
+    for r in runs:
+        m = r["metrics"]
+        out.append((r["id"], r.get("point_label", "base"), r["mode"], r["primary"], r["status"],
+                    f"{m['throughput_mbps']:.2f}", f"{m.get('seconds') or 0:.2f}", str(m.get("subflows")),
+                    f"{m.get('ofo_tcp')}/{m.get('ofo_mptcp')}", str(m.get("retrans_segs"))))
+    return out
+
+
+def _verdict_rows(verdicts: list[Verdict]) -> list[tuple[str, ...]]:
+    return [(v.label, v.name, v.outcome, v.detail) for v in verdicts]
+
+
+def _md_table(head: tuple[str, ...], rows: list[tuple[str, ...]]) -> str:
+    lines = ["| " + " | ".join(head) + " |", "|" + "---|" * len(head)]
+    lines += ["| " + " | ".join(c.replace("|", "\\|") for c in row) + " |" for row in rows]
+    return "\n".join(lines)
+
+
+def render_markdown(run_dir: Path, doc: dict, scenario_text: str, verdicts: list[Verdict],
+                    figures: list[Path]) -> str:
+    meta = doc.get("metadata", {})
+    parts = [f"# {meta.get('scenario', run_dir.name)}: {run_dir.name}", "",
+             _md_table(("what", "value"), _meta_rows(meta)), "", "## Runs", "",
+             _md_table(RUN_COLUMNS, _run_rows(doc["runs"])), ""]
+    parts += [f"- {line}" for line in comparison_lines(doc["runs"])] + [""]
+    if verdicts:
+        parts += ["## Verdicts", "", _md_table(("point", "expectation", "verdict", "detail"), _verdict_rows(verdicts)),
+                  ""]
+    parts += ["## Figures", ""] + [f"![{f.stem}]({f.relative_to(run_dir).as_posix()})" for f in figures]
+    parts += ["", "## Scenario", "", "```yaml", scenario_text.rstrip(), "```", ""]
+    return "\n".join(parts)
+
+
+def _html_table(head: tuple[str, ...], rows: list[tuple[str, ...]], cls: str = "") -> str:
+    th = "".join(f"<th>{html.escape(h)}</th>" for h in head)
+    body = "".join("<tr>" + "".join(f"<td>{html.escape(c)}</td>" for c in row) + "</tr>" for row in rows)
+    return f'<table class="{cls}"><thead><tr>{th}</tr></thead><tbody>{body}</tbody></table>'
+
+
+STYLE = """body{font-family:system-ui,sans-serif;margin:2em;max-width:1200px;color:#222}
+table{border-collapse:collapse;margin:1em 0;font-size:13px}td,th{border:1px solid #ccc;padding:3px 8px;text-align:left}
+th{background:#f0f0f0}.pass{color:#070}.fail{color:#b00;font-weight:bold}.inconclusive{color:#a60}
+figure{display:inline-block;margin:1em}figure img{max-width:560px;border:1px solid #ddd}
+pre{background:#f6f6f6;padding:1em;overflow:auto;font-size:12px}"""
+
+
+def _script_json(value) -> str:
+    """JSON that cannot close the <script> element it sits in."""
+    return json.dumps(value, default=str).replace("</", "<\\/")
+
+
+def render_html(run_dir: Path, doc: dict, scenario_text: str, verdicts: list[Verdict], figures: list[Path]) -> str:
+    meta = doc.get("metadata", {})
+    title = f"{meta.get('scenario', run_dir.name)}: {run_dir.name}"
+    verdict_html = ""
+    if verdicts:
+        rows = "".join(f'<tr><td>{html.escape(v.label)}</td><td>{html.escape(v.name)}</td>'
+                       f'<td class="{v.outcome}">{html.escape(v.outcome)}</td><td>{html.escape(v.detail)}</td></tr>'
+                       for v in verdicts)
+        verdict_html = ("<h2>Verdicts</h2><table><thead><tr><th>point</th><th>expectation</th><th>verdict</th>"
+                        f"<th>detail</th></tr></thead><tbody>{rows}</tbody></table>")
+    figs = "".join(f'<figure><img alt="{html.escape(f.stem)}" src="data:image/png;base64,'
+                   f'{base64.b64encode(f.read_bytes()).decode()}"><figcaption>{html.escape(f.stem)}</figcaption>'
+                   f"</figure>" for f in figures if f.suffix == ".png")
+    lines = "".join(f"<li>{html.escape(line)}</li>" for line in comparison_lines(doc["runs"]))
+    return (f"<!DOCTYPE html><html lang=en><head><meta charset=utf-8><title>{html.escape(title)}</title>"
+            f"<style>{STYLE}</style></head><body><h1>{html.escape(title)}</h1>"
+            f"{_html_table(('what', 'value'), _meta_rows(meta), 'meta')}"
+            f"<h2>Runs</h2>{_html_table(RUN_COLUMNS, _run_rows(doc['runs']), 'runs')}<ul>{lines}</ul>"
+            f"{verdict_html}<h2>Figures</h2><div class=figures>{figs}</div>"
+            f"<h2>Scenario</h2><pre>{html.escape(scenario_text)}</pre>"
+            f"<script type=application/json id=metadata>{_script_json(meta)}</script>"
+            "</body></html>\n")
