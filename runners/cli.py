@@ -215,9 +215,10 @@ def check_plans(exp) -> None:
         try:
             plan(pt.scenario)
         except PlanError as e:
-            msg = str(e) if len(exp.points) == 1 else f"sweep point {pt.label}: {e}"
-            if msg not in problems:
-                problems.append(msg)
+            for problem in e.problems:
+                msg = problem if len(exp.points) == 1 else f"sweep point {pt.label}: {problem}"
+                if msg not in problems:
+                    problems.append(msg)
     if problems:
         raise ScenarioError(exp.file, problems)
 

@@ -22,7 +22,14 @@ Argv = list[str]
 
 
 class PlanError(ValueError):
-    """The scenario is valid field by field but cannot be laid out (e.g. conflicting routes): exit 2."""
+    """The scenario is valid field by field but cannot be laid out (e.g. conflicting routes): exit 2.
+
+    `problems`: every one found, so a user fixes them all in one go.
+    """
+
+    def __init__(self, *problems: str):
+        self.problems = list(problems)
+        super().__init__("\n".join(problems))
 
 
 @dataclass(frozen=True)

@@ -56,7 +56,9 @@ def plan_routed(scenario: Scenario) -> TopologyPlan:
     routes = _Routes(topo)
     _shortest_path_routes(topo, subnets, at, routes)   # layer 1: every subnet, per family
     paths = _path_routes(topo, at, routes)              # layer 2: host routes along every named path
-    _check_address_pairs(paths)
+    problems = routes.problems + _address_pair_problems(paths)
+    if problems:
+        raise PlanError(*problems)
     routes.write(setup)
     _source_rules(topo, ifaces, setup)
     return TopologyPlan(kind="routed", client=topo.client, server=topo.server, paths=tuple(paths),
@@ -108,6 +110,7 @@ class _Routes:
     def __init__(self, topo: Routed):
         self.topo = topo
         self.table: dict[tuple[str, str, str], tuple[str, str, str]] = {}
+        self.problems: list[str] = []
 
     def add_default(self, node: str, fam: str, dst: str, gw: str, dev: str, why: str) -> None:
         self.table.setdefault((node, fam, dst), (gw, dev, why))
@@ -122,9 +125,10 @@ class _Routes:
             self.table.setdefault(key, (gw, dev, why))
             return
         if key in self.table and self.table[key][:2] != (gw, dev):
-            raise PlanError(f"topology.paths: {why} and {self.table[key][2]} both reach {dst} but leave {node!r} "
-                            f"by different links ({self.table[key][1]} and {dev}); give them different server or "
-                            "client interfaces, or different families")
+            self.problems.append(f"topology.paths: {why} and {self.table[key][2]} both reach {dst} but leave "
+                                 f"{node!r} by different links ({self.table[key][1]} and {dev}); give them different "
+                                 "server or client interfaces, or different families")
+            return
         self.table.setdefault(key, (gw, dev, why))
 
     def write(self, setup: dict[str, list[Argv]]) -> None:
@@ -174,14 +178,16 @@ def _path_routes(topo: Routed, at: dict, routes: _Routes) -> list[PathPlan]:
     return paths
 
 
-def _check_address_pairs(paths: list[PathPlan]) -> None:
+def _address_pair_problems(paths: list[PathPlan]) -> list[str]:
     seen_pairs: dict[tuple[str, str], str] = {}
+    out = []
     for pp in paths:
         pair = (pp.client_ip, pp.server_ip)
         if pair in seen_pairs:
-            raise PlanError(f"topology.paths: {pp.name!r} and {seen_pairs[pair]!r} use the same address pair "
-                            f"({pp.client_ip} -> {pp.server_ip}); MPTCP needs a second address for a second subflow")
-        seen_pairs[pair] = pp.name
+            out.append(f"topology.paths: {pp.name!r} and {seen_pairs[pair]!r} use the same address pair "
+                       f"({pp.client_ip} -> {pp.server_ip}); MPTCP needs a second address for a second subflow")
+        seen_pairs.setdefault(pair, pp.name)
+    return out
 
 
 def _source_rules(topo: Routed, ifaces: list[Interface], setup: dict[str, list[Argv]]) -> None:

@@ -195,6 +195,12 @@ topology:
     clash = BASE.replace("    - {name: A, via: [l1, l2]}", "    - {name: A, via: [l1, l2]}\n    - {name: B, via: [l1, l2]}")
     with pytest.raises(PlanError, match="same address pair"):
         plan(parse_scenario(clash))
+    # both problems at once: a third path forks at r1 and also repeats A's address pair
+    both = fork + "    - {name: C, via: [a1, x, z]}\n    - {name: D, via: [a2, y, z]}\n"
+    with pytest.raises(PlanError) as e:
+        plan(parse_scenario(both))
+    assert len(e.value.problems) >= 3
+    assert any("both reach" in p for p in e.value.problems) and any("same address pair" in p for p in e.value.problems)
 
 
 def test_cli_reports_plan_errors_as_bad_input(tmp_path):
