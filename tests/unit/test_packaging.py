@@ -60,3 +60,38 @@ def test_docs_do_not_point_to_the_developers_shared_folder():
 def test_vagrant_state_is_not_tracked():
     tracked = subprocess.run(["git", "-C", str(REPO), "ls-files", ".vagrant"], capture_output=True, text=True)
     assert tracked.stdout.strip() == ""
+
+
+def _slug(heading: str) -> str:
+    """GitHub's anchor for a heading: lower case, punctuation dropped, spaces to hyphens."""
+    text = re.sub(r"[^\w\- ]", "", heading.strip().lower())
+    return text.replace(" ", "-")
+
+
+def test_every_relative_link_in_readme_and_docs_resolves():
+    pages = [REPO / "README.md", *(REPO / "docs").glob("*.md"), REPO / "results" / "README.md"]
+    assert len(pages) >= 9
+    broken = []
+    for page in pages:
+        text = page.read_text()
+        for target in re.findall(r"\]\(([^)\s]+)\)", text):
+            if re.match(r"^[a-z]+://", target):
+                continue
+            path, _, anchor = target.partition("#")
+            dest = (page.parent / path).resolve() if path else page
+            if not dest.exists():
+                broken.append(f"{page.relative_to(REPO)}: {target} (no such file)")
+            elif anchor and dest.suffix == ".md":
+                headings = {_slug(h) for h in re.findall(r"^#+ (.+)$", dest.read_text(), re.M)}
+                if anchor not in headings:
+                    broken.append(f"{page.relative_to(REPO)}: {target} (no such heading)")
+    assert broken == []
+
+
+def test_the_readme_stays_a_quick_start():
+    """The README keeps the two commands, what you see, and a tour; the reference lives in docs/."""
+    text = (REPO / "README.md").read_text()
+    assert len(text.splitlines()) < 200
+    for page in ("scenario-format", "backends", "results-and-metrics", "experiments", "ci", "benchmark",
+                 "controller"):
+        assert f"(docs/{page}.md)" in text, page
