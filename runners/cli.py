@@ -97,6 +97,7 @@ def build_parser() -> argparse.ArgumentParser:
                    help="run only this variant (repeatable); default: every variant not marked optional")
     p.add_argument("--svg", action="store_true", help="write every figure as SVG too (default: PNG only)")
     p.add_argument("--junit", metavar="PATH", help="also write the JUnit XML here (it is always in the result set)")
+    p.add_argument("--yes", action="store_true", help="run a set estimated to take more than 24 hours")
     p.add_argument("--check", action="store_true", help="only validate the scenario file(s) and exit")
     p.add_argument("--schema", action="store_true", help="print the scenario JSON Schema and exit")
     p.add_argument("--run-dir", help=argparse.SUPPRESS)  # internal: exact result folder (VM guest side)
@@ -187,6 +188,24 @@ def select_variants(exp, names: list[str] | None):
         if not exp.points:
             raise ScenarioError(exp.file, ["variants: every variant is optional; choose one with --variant"])
     return exp
+
+
+def _size_of(exp, repeat: int | None) -> str:
+    from .session import estimate
+
+    runs, seconds = estimate(exp, repeat)
+    points = f"{len(exp.points)} point{'s' if len(exp.points) > 1 else ''}"
+    return f"{points}, {runs} run{'s' if runs > 1 else ''}, about {max(1, round(seconds / 60))} min"
+
+
+def _needs_consent(exp, args) -> str | None:
+    """What the user must first agree to: running its own commands as root, or a very long run set."""
+    from .session import too_long
+
+    if any(pt.scenario.traffic.tool == "command" for pt in exp.points) and not args.allow_commands:
+        return ("traffic.tool: this scenario runs its own commands (traffic.command) as root; read them, then "
+                "pass --allow-commands to run it")
+    return None if args.yes else too_long(exp, args.repeat)
 
 
 def check_plans(exp) -> None:
@@ -306,6 +325,8 @@ def _guest_flags(args) -> list[str]:
         out.append("--until-conclusive")
     if args.allow_commands:
         out.append("--allow-commands")
+    if args.yes:
+        out.append("--yes")
     return out
 
 
@@ -553,7 +574,7 @@ def main(argv: list[str] | None = None) -> int:
                 exp = load_experiment(f)
                 exp = select_variants(exp, args.variant)
                 check_plans(exp)
-                print(f"{f}: ok ({len(exp.points)} point{'s' if len(exp.points) > 1 else ''})", flush=True)
+                print(f"{f}: ok ({_size_of(exp, args.repeat)})", flush=True)
             except ScenarioError as e:
                 print(e.render(), file=sys.stderr)
                 bad += 1
@@ -567,9 +588,9 @@ def main(argv: list[str] | None = None) -> int:
     except ScenarioError as e:
         print(e.render(), file=sys.stderr)
         return EXIT_INPUT
-    if any(pt.scenario.traffic.tool == "command" for pt in exp.points) and not args.allow_commands:
-        print(f"{args.scenario[0]}: traffic.tool: this scenario runs its own commands (traffic.command) as root; "
-              "read them, then pass --allow-commands to run it", file=sys.stderr)
+    refusal = _needs_consent(exp, args)
+    if refusal:
+        print(f"{args.scenario[0]}: {refusal}", file=sys.stderr)
         return EXIT_INPUT
 
     from .backends import choose_backend

@@ -43,6 +43,35 @@ class RunSet:
         return len(done), [j for j in jobs if j.key not in done]
 
 
+# what a run costs beyond its traffic and pause: measured 3.6-4.5 s per run in the TCG VM
+# (docs/benchmark.md, 2026-11-22); natively less. The estimate leans long on purpose.
+RUN_OVERHEAD_S = 5.0
+MAX_UNASKED_S = 24 * 3600
+
+
+def run_seconds(scenario) -> float:
+    """One run's expected wall time: its traffic (a fixed size at the slowest path's rate), pause, overhead."""
+    t = scenario.traffic
+    traffic = t.duration + t.omit if t.duration is not None else t.bytes * 8 / (scenario.topology.min_rate * 1e6)
+    return traffic + scenario.runs.pause / 1000.0 + RUN_OVERHEAD_S
+
+
+def estimate(exp, repeat: int | None) -> tuple[int, float]:
+    """(runs, seconds) a run set of this experiment would take."""
+    one_round = plan_jobs(exp.points, range(1, 2), 0, len(exp.points) > 1)
+    rounds = repeat or exp.scenario.runs.repeat
+    return len(one_round) * rounds, sum(run_seconds(j.point.scenario) for j in one_round) * rounds
+
+
+def too_long(exp, repeat: int | None) -> str | None:
+    """Why the run set needs --yes (over 24 hours, or a transfer that cannot finish in time), or None."""
+    runs, seconds = estimate(exp, repeat)
+    if seconds > MAX_UNASKED_S:
+        return (f"{runs} runs would take about {seconds / 3600:.0f} hours ({seconds / 86400:.1f} days); "
+                "pass --yes to run them anyway")
+    return None
+
+
 def open_run_set(exp, run_dir: Path, repeat: int | None, shard: tuple[int, int] | None) -> RunSet:
     scenario = exp.scenario
     store = ResultStore(run_dir)

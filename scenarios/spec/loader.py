@@ -5,11 +5,12 @@ Each error names the file, the field (as a dotted path such as
 """
 from __future__ import annotations
 
+import os
+import re
+import stat
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
-
-import re
-from dataclasses import dataclass
 
 import yaml
 from pydantic import ValidationError
@@ -204,16 +205,62 @@ class Experiment:
     file: str
 
 
-def parse_experiment(text: str, file: str | Path = "<string>") -> Experiment:
-    """Parse, validate, and expand the sweep; every point is validated as a whole scenario."""
+MAX_FILE_BYTES = 1 << 20     # a scenario is a page of YAML; a 50 MB one took 40 s to refuse
+MAX_NODES = 100_000          # YAML nodes once aliases are expanded ("billion laughs": 9 levels, 5.9 GB)
+
+
+def _expanded_size(node: yaml.Node, seen: dict[int, int], limit: int) -> int:
+    """Nodes under `node` with every alias expanded, counted without expanding (shared nodes memoised),
+    stopping past `limit`."""
+    key = id(node)
+    if key in seen:
+        return seen[key]
+    seen[key] = limit + 1   # a node that contains itself (a recursive alias) is over any limit
+    size = 1
+    children = ([c for pair in node.value for c in pair] if isinstance(node, yaml.MappingNode)
+                else node.value if isinstance(node, yaml.SequenceNode) else [])
+    for child in children:
+        size += _expanded_size(child, seen, limit)
+        if size > limit:
+            break
+    seen[key] = size
+    return size
+
+
+def _compose(text: str, file) -> yaml.Node | None:
+    if len(text) > MAX_FILE_BYTES:
+        raise ScenarioError(file, [f"is {len(text)} characters; a scenario may be at most {MAX_FILE_BYTES} bytes"])
     try:
         node = yaml.compose(text, Loader=yaml.SafeLoader)
+    except RecursionError:
+        raise ScenarioError(file, ["YAML nested too deeply"]) from None
     except yaml.MarkedYAMLError as e:
         mark = e.problem_mark or e.context_mark
         where = f"line {mark.line + 1}, column {mark.column + 1}: " if mark else ""
         raise ScenarioError(file, [f"YAML syntax error at {where}{e.problem or e}"]) from None
     except yaml.YAMLError as e:
         raise ScenarioError(file, [f"YAML error: {e}"]) from None
+    if node is not None and _expanded_size(node, {}, MAX_NODES) > MAX_NODES:
+        raise ScenarioError(file, [f"YAML aliases expand to more than {MAX_NODES} nodes; write the values out "
+                                   "(a scenario needs no deep aliases)"])
+    return node
+
+
+def _construct(text: str, file):
+    try:
+        return yaml.safe_load(text)
+    except yaml.constructor.ConstructorError as e:
+        mark = e.problem_mark
+        where = f" at line {mark.line + 1}" if mark else ""
+        raise ScenarioError(file, [f"YAML{where}: {e.problem} (only plain YAML values are allowed: no tags "
+                                   "such as !!python/object)"]) from None
+    except (yaml.YAMLError, RecursionError) as e:
+        raise ScenarioError(file, [f"YAML error: {e}"]) from None
+
+
+def parse_experiment(text: str, file: str | Path = "<string>") -> Experiment:
+    """Parse, validate, and expand the sweep; every point is validated as a whole scenario."""
+    node = _compose(text, file)
     if node is None:
         raise ScenarioError(file, ["the file is empty; a scenario needs at least `name` and `topology`"])
     lines: dict = {}
@@ -221,7 +268,7 @@ def parse_experiment(text: str, file: str | Path = "<string>") -> Experiment:
     _index_lines(node, (), lines, dups)
     if dups:
         raise ScenarioError(file, dups)
-    data = yaml.safe_load(text)
+    data = _construct(text, file)
     if not isinstance(data, dict):
         raise ScenarioError(file, [f"the top level must be a mapping of keys (got {type(data).__name__})"])
     try:
@@ -256,7 +303,7 @@ def load_experiment(path: str | Path) -> Experiment:
     """Read a scenario file; a missing or unreadable file is a ScenarioError too."""
     p = Path(path)
     try:
-        text = p.read_text(encoding="utf-8")
+        text = _read_capped(p)
     except FileNotFoundError:
         raise ScenarioError(p, ["no such file"]) from None
     except IsADirectoryError:
@@ -264,3 +311,24 @@ def load_experiment(path: str | Path) -> Experiment:
     except (OSError, UnicodeDecodeError) as e:
         raise ScenarioError(p, [f"cannot read: {e}"]) from None
     return parse_experiment(text, p)
+
+
+def _read_capped(p: Path) -> str:
+    """A regular file of at most MAX_FILE_BYTES. Opened without blocking, so a FIFO cannot hang us;
+    a device (a link to /dev/zero) or socket is refused before a byte is read."""
+    fd = os.open(p, os.O_RDONLY | os.O_NONBLOCK)
+    try:
+        st = os.fstat(fd)
+        if stat.S_ISDIR(st.st_mode):
+            raise IsADirectoryError(p)
+        if not stat.S_ISREG(st.st_mode):
+            raise ScenarioError(p, ["is not a regular file (a pipe, device or socket); give a scenario file"])
+        if st.st_size > MAX_FILE_BYTES:
+            raise ScenarioError(p, [f"is {st.st_size} bytes; a scenario file may be at most {MAX_FILE_BYTES}"])
+        with os.fdopen(os.dup(fd), "rb") as f:
+            data = f.read(MAX_FILE_BYTES + 1)
+    finally:
+        os.close(fd)
+    if len(data) > MAX_FILE_BYTES:
+        raise ScenarioError(p, [f"grew past {MAX_FILE_BYTES} bytes while being read"])
+    return data.decode("utf-8")

@@ -69,8 +69,26 @@ def expand_values(v: Any) -> list:
     return list(v)
 
 
+MAX_POINTS = 10_000
+
+
+def count_points(raw: dict) -> int:
+    """How many points the grid and variants make, without making them (a validated document)."""
+    def grid_size(grid: dict) -> int:
+        n = 1
+        for v in grid.values():
+            n *= int(v["count"]) if isinstance(v, dict) else len(v)
+        return n
+    variants = raw.get("variants") or [None]
+    return sum(grid_size({**(raw.get("sweep") or {}), **((v or {}).get("sweep") or {})}) for v in variants)
+
+
 def point_documents(raw: dict) -> list[tuple[dict[str, Any], dict]]:
     """(params, raw document) for every variant x grid combination, in a stable order."""
+    n = count_points(raw)
+    if n > MAX_POINTS:
+        raise SweepError(f"the grid and variants make {n} points; at most {MAX_POINTS} (split the sweep into "
+                         "several scenarios, or use --shard)")
     base = {k: v for k, v in raw.items() if k not in ENGINE_KEYS}
     variants = raw.get("variants") or [None]
     out = []

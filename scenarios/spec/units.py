@@ -45,17 +45,25 @@ def parse_rate_mbit(value: object) -> float:
     raise ValueError(f"must be a number in Mbit/s or a string like '700kbit' (got {value!r})")
 
 
+MAX_SIZE_BYTES = 10**12   # 1 TB: beyond it a transfer is a typo (a 30-digit integer was accepted)
+
+
 def parse_size_bytes(value: object) -> int:
-    """10000000, '10MB' (10^6) or '10MiB' (2^20) -> bytes."""
+    """10000000, '10MB' (10^6) or '10MiB' (2^20) -> bytes, at most 1 TB."""
     if isinstance(value, bool):
         raise ValueError(f"must be a size such as '10MB' (got {value!r})")
+    size = None
     if isinstance(value, int):
-        return value
-    if isinstance(value, str):
+        size = value
+    elif isinstance(value, str):
         m = _SIZE.match(value)
         if m:
-            return int(float(m.group(1)) * _SIZE_BYTES[(m.group(2) or "b").lower()])
-    raise ValueError(f"must be a size such as 10000000, '10MB' or '10MiB' (got {value!r})")
+            size = int(float(m.group(1)) * _SIZE_BYTES[(m.group(2) or "b").lower()])
+    if size is None:
+        raise ValueError(f"must be a size such as 10000000, '10MB' or '10MiB' (got {value!r})")
+    if size > MAX_SIZE_BYTES:
+        raise ValueError(f"must be at most 1TB (got {value!r})")
+    return size
 
 
 def format_ms(ms: float) -> str:

@@ -94,6 +94,34 @@ def test_summary_compares_with_the_best_path_and_the_sum_not_the_primary():
                      "sum of single paths (TCP on A+B) 12.00 Mbit/s = 0.92"]
 
 
+def test_hostile_files_are_refused_fast_and_cleanly(tmp_path):
+    """A YAML alias bomb, a FIFO, a link to /dev/zero, a python tag, a huge file, deep nesting."""
+    levels = ['a: &a ["x","x","x","x","x","x","x","x","x"]'] + [
+        f"{c}: &{c} [{', '.join(['*' + p] * 9)}]" for p, c in zip("abcdefgh", "bcdefghi")]
+    cases = {
+        "bomb.yaml": ("name: t\n" + "\n".join(levels) + "\n", "aliases expand to more than"),
+        "tag.yaml": ('name: t\nx: !!python/object:os.system ["true"]\n', "no tags such as !!python/object"),
+        "big.yaml": ("name: t\ndescription: '" + "x" * 1_100_000 + "'\n", "may be at most 1048576"),
+        "deep.yaml": ("name: t\nx: " + "[" * 3000 + "]" * 3000 + "\n", "nested too deeply"),
+        "grid.yaml": ("name: t\ntopology: {kind: dual-homed, paths: [{name: A, bw: 1}]}\nsweep: "
+                      "{paths.A.delay: {from: 1, step: 1, count: 1000, unit: ms}, paths.A.bw: "
+                      "{from: 1, step: 1, count: 1000}}\n", "make 1000000 points; at most 10000"),
+        "long.yaml": ("name: t\ntopology: {kind: dual-homed, paths: [{name: A, bw: 1}]}\ntraffic: {duration: 10}\n"
+                      "sweep: {paths.A.delay: {from: 1, step: 1, count: 1000, unit: ms}}\nruns: {repeat: 1000}\n",
+                      "2000000 runs would take about"),
+    }
+    for name, (text, expected) in cases.items():
+        (tmp_path / name).write_text(text)
+    import os
+    os.mkfifo(tmp_path / "fifo.yaml")
+    (tmp_path / "zero.yaml").symlink_to("/dev/zero")
+    cases["fifo.yaml"] = cases["zero.yaml"] = (None, "is not a regular file")
+    for name, (_, expected) in cases.items():
+        r = cli(str(tmp_path / name), "--backend", "native", "--out", str(tmp_path / "res"))
+        assert r.returncode == 2 and expected in r.stderr, (name, r.stderr[-500:])
+        assert "Traceback" not in r.stderr and not (tmp_path / "res").exists(), name
+
+
 def cli(*args, cwd=REPO):
     return subprocess.run([sys.executable, "-m", "runners.cli", *args], cwd=cwd, capture_output=True, text=True,
                           timeout=60)

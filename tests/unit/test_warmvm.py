@@ -41,7 +41,7 @@ def test_jobs_run_in_order_with_their_output_and_exit_codes(guest, tmp_path):
     assert vm.problem() is None
     out = io.StringIO()
     assert warmvm.submit(vm, ["--check", str(REPO / "scenarios" / "two-paths.yaml")], out=out) == 0
-    assert "two-paths.yaml: ok (1 point)" in out.getvalue()
+    assert "two-paths.yaml: ok (1 point, 2 runs, about 1 min)" in out.getvalue()
     bad = tmp_path / "bad.yaml"
     bad.write_text("name: bad\ntopology: {kind: dual-homed, paths: [{name: A, bw: -3}]}\n")
     out = io.StringIO()
