@@ -51,6 +51,7 @@ subcommands:
   run-scenario merge DIR... [--out DIR]      combine --shard result sets into one
   run-scenario compare DIR... [--metric M] [--by PARAM]   result sets side by side (table, overlay)
   run-scenario vm up|status|down             a warm VM: runs with the vm backend start without a boot
+  run-scenario clean [--yes]                 list (and remove) what runs left behind, like mn -c
 
 exit codes:
   0 ok; 1 failure while running (finished runs are kept) or a failed verdict;
@@ -188,6 +189,19 @@ def select_variants(exp, names: list[str] | None):
         if not exp.points:
             raise ScenarioError(exp.file, ["variants: every variant is optional; choose one with --variant"])
     return exp
+
+
+def _clean_after_a_killed_run(run_dir: Path) -> None:
+    """A result set without a status was SIGKILLed: what it left (iperf3 still sending, a guest still
+    running) would measure alongside the resumed runs. Remove it first, as `run-scenario clean --yes`."""
+    try:
+        status = json.loads((run_dir / "metadata.json").read_text()).get("status")
+    except (OSError, ValueError):
+        status = None
+    if status is None and os.geteuid() == 0:
+        from .leftovers import remove_leftovers
+        for line in remove_leftovers():
+            print(f"resume: removed what the killed run left: {line}", flush=True)
 
 
 def _size_of(exp, repeat: int | None) -> str:
@@ -521,6 +535,34 @@ def _cmd_compare(argv: list[str]) -> int:
     return EXIT_OK
 
 
+def _cmd_clean(argv: list[str]) -> int:
+    p = argparse.ArgumentParser(prog="run-scenario clean",
+                                description="List what runs left behind on this machine (Mininet hosts and "
+                                            "links, OVS bridges, iperf3, a controller, micro-VMs of cold boots, "
+                                            "their temporary folders) and, with --yes, remove it. Exit 0 when "
+                                            "the machine is clean. Run it when no run is going: it stops those "
+                                            "too. After a SIGKILLed run, --resume runs it first.")
+    p.add_argument("--yes", action="store_true", help="remove what is listed")
+    a = p.parse_args(argv)
+    from .leftovers import find_leftovers, remove_leftovers
+    if os.geteuid() != 0:
+        _err("clean needs root (what runs leave behind belongs to root)")
+        return EXIT_FAIL
+    found = remove_leftovers() if a.yes else find_leftovers()
+    for line in found:
+        print(("removed: " if a.yes else "left behind: ") + line)
+    if not found:
+        print("clean: nothing left behind")
+        return EXIT_OK
+    if not a.yes:
+        print("clean: run `run-scenario clean --yes` to remove these")
+        return EXIT_FAIL
+    rest = find_leftovers()
+    for line in rest:
+        print("still there: " + line)
+    return EXIT_OK if not rest else EXIT_FAIL
+
+
 def process_age() -> float:
     """Seconds since this process started (interpreter start-up and imports included)."""
     try:
@@ -542,6 +584,8 @@ def main(argv: list[str] | None = None) -> int:
         return _cmd_compare(argv[1:])
     if argv[:1] == ["vm"]:
         return _cmd_vm(argv[1:])
+    if argv[:1] == ["clean"]:
+        return _cmd_clean(argv[1:])
     parser = build_parser()
     args = parser.parse_args(argv)
     args.started_at, args.process_age = started_at, age
@@ -592,6 +636,8 @@ def main(argv: list[str] | None = None) -> int:
     if refusal:
         print(f"{args.scenario[0]}: {refusal}", file=sys.stderr)
         return EXIT_INPUT
+    if args.resume:
+        _clean_after_a_killed_run(Path(args.resume))
 
     from .backends import choose_backend
     from .results import new_run_dir

@@ -12,7 +12,9 @@ from __future__ import annotations
 import json
 import os
 import re
+import shutil
 import signal
+import tempfile
 from pathlib import Path
 
 from .processes import run_quietly
@@ -21,6 +23,7 @@ OUR_LINK = re.compile(r"^(?:h\d+|s\d+|r\d+|cli|srv|[A-Za-z][A-Za-z0-9_]*-eth\d+)
 OUR_COMMANDS = ("iperf3", "mnexec")
 OVS_DAEMONS = ("ovs-vswitchd", "ovsdb-server")
 OVSDB_SOCKET = Path("/var/run/openvswitch/db.sock")
+VM_SCRIPT_PREFIX = "testbed-vm-cmd-"   # runners.backends.vm's temporary folder for the guest's command
 
 
 def _process_table() -> list[tuple[int, str, str, str]]:
@@ -40,21 +43,33 @@ def _process_table() -> list[tuple[int, str, str, str]]:
 
 
 def leftover_processes(ovs_was_running: bool = True) -> list[tuple[int, str]]:
-    """Processes in another network namespace (Mininet hosts and what they run), iperf3, mnexec, a
-    controller, and OVS daemons when they were not running before."""
-    try:
-        root_ns = os.readlink("/proc/1/ns/net")
-    except OSError:
-        return []
+    """Processes in a Mininet host's network namespace (one where a Mininet shell or iperf3 runs: other
+    namespaces, such as containers', are not ours), iperf3, mnexec, a controller, OVS daemons when they
+    were not running before, and micro-VMs of a cold boot (their command names our script folder)."""
+    # our own namespace, not init's: /proc/1 may be unreadable (a container), and a run's
+    # processes start in the namespace run-scenario runs in
+    root_ns = os.readlink("/proc/self/ns/net")
+    table = _process_table()
+    ours_ns = {netns for _, netns, comm, cmd in table
+               if netns != root_ns and ("mininet:" in cmd or comm in OUR_COMMANDS)}
     found = []
-    for pid, netns, comm, cmd in _process_table():
-        if netns != root_ns:
-            found.append((pid, f"{comm} in another network namespace"))
+    for pid, netns, comm, cmd in table:
+        if netns in ours_ns:
+            found.append((pid, f"{comm} in a Mininet host's network namespace"))
+        elif netns != root_ns:
+            continue
         elif comm in OUR_COMMANDS or (comm in OVS_DAEMONS and not ovs_was_running):
             found.append((pid, comm))
         elif "controller.launch" in cmd:
             found.append((pid, f"controller: {cmd[:80]}"))
+        elif VM_SCRIPT_PREFIX in cmd:
+            found.append((pid, f"micro-VM of a run: {comm}"))
     return found
+
+
+def leftover_folders() -> list[Path]:
+    """Temporary folders of cold VM boots (a SIGKILLed run-scenario cannot remove its own)."""
+    return sorted(Path(tempfile.gettempdir()).glob(VM_SCRIPT_PREFIX + "*"))
 
 
 def leftover_links() -> list[str]:
@@ -85,7 +100,7 @@ def find_leftovers(ovs_was_running: bool = True) -> list[str]:
 
 def remove_leftovers(ovs_was_running: bool = True) -> list[str]:
     """Kill our processes, delete our links, bridges and namespaces; returns what was there."""
-    processes, netns, links, bridges = _scan(ovs_was_running)   # one scan: each costs process starts
+    processes, netns, links, bridges, folders = _scan(ovs_was_running)   # one scan: each costs process starts
     for pid, _ in processes:
         try:
             os.kill(pid, signal.SIGKILL)
@@ -97,15 +112,19 @@ def remove_leftovers(ovs_was_running: bool = True) -> list[str]:
         run_quietly(["ip", "link", "del", name])
     for name in netns:
         run_quietly(["ip", "netns", "del", name])
-    return _describe(processes, netns, links, bridges)
+    for folder in folders:
+        shutil.rmtree(folder, ignore_errors=True)
+    return _describe(processes, netns, links, bridges, folders)
 
 
-def _scan(ovs_was_running: bool) -> tuple[list, list, list, list]:
-    return leftover_processes(ovs_was_running), leftover_netns(), leftover_links(), leftover_bridges()
+def _scan(ovs_was_running: bool) -> tuple[list, list, list, list, list]:
+    return (leftover_processes(ovs_was_running), leftover_netns(), leftover_links(), leftover_bridges(),
+            leftover_folders())
 
 
-def _describe(processes: list, netns: list, links: list, bridges: list) -> list[str]:
+def _describe(processes: list, netns: list, links: list, bridges: list, folders: list) -> list[str]:
     return ([f"process {pid} ({what})" for pid, what in processes]
             + [f"named network namespace {n}" for n in netns]
             + [f"link {name} in the root namespace" for name in links]
-            + [f"Open vSwitch bridge {name}" for name in bridges])
+            + [f"Open vSwitch bridge {name}" for name in bridges]
+            + [f"temporary folder {f}" for f in folders])

@@ -21,6 +21,7 @@ from pathlib import Path
 
 from scenarios.spec.kernel import satisfies
 
+from ..leftovers import VM_SCRIPT_PREFIX
 from ..paths import REPO
 from ..processes import stop_processes
 from ..tools import missing_tools
@@ -224,7 +225,7 @@ def run_in_vm(plan: VmPlan, log=print, timeout: float | None = None) -> int:
     env = vng_env(vng)
     log(f"booting micro-VM: kernel {kernel_release(plan.kernel)}, "
         f"{'KVM' if plan.kvm else 'TCG (' + plan.accel_reason + ')'}, {plan.cpus} CPUs, {plan.memory}")
-    script_dir = Path(tempfile.mkdtemp(prefix="testbed-vm-cmd-"))
+    script_dir = Path(tempfile.mkdtemp(prefix=VM_SCRIPT_PREFIX))
     try:
         (script_dir / GUEST_SCRIPT).write_text(plan.guest_script())
         return _boot(plan.vng_argv(vng, script_dir), env, log, timeout)

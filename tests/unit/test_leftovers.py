@@ -1,0 +1,28 @@
+"""What `run-scenario clean` lists as ours, on a recorded process table: never a container's process."""
+import os
+
+from runners import leftovers
+
+
+def test_only_our_processes_are_leftovers(monkeypatch, tmp_path):
+    own = os.readlink("/proc/self/ns/net")
+    table = [
+        (101, "net:[9001]", "bash", "bash --norc --noediting -is mininet:h1"),      # a Mininet host
+        (102, "net:[9001]", "ping", "ping -c 5 10.0.1.2"),                          # in its namespace
+        (103, "net:[9002]", "nginx", "nginx: worker process"),                      # a container's
+        (104, own, "iperf3", "iperf3 -s -1"),
+        (105, own, "qemu-system-x86", "qemu-system-x86_64 -fsdev path=/tmp/testbed-vm-cmd-x1"),
+        (106, own, "python3", "python3 -m controller.launch steering 6653"),
+        (107, own, "sshd", "sshd: /usr/sbin/sshd -D"),
+    ]
+    monkeypatch.setattr(leftovers, "_process_table", lambda: table)
+    found = dict(leftovers.leftover_processes())
+    assert sorted(found) == [101, 102, 104, 105, 106]
+    assert "micro-VM" in found[105] and "controller" in found[106]
+
+
+def test_temporary_folders_of_cold_boots_are_found(monkeypatch, tmp_path):
+    monkeypatch.setattr(leftovers.tempfile, "gettempdir", lambda: str(tmp_path))
+    (tmp_path / "testbed-vm-cmd-abc").mkdir()
+    (tmp_path / "other").mkdir()
+    assert leftovers.leftover_folders() == [tmp_path / "testbed-vm-cmd-abc"]
