@@ -191,17 +191,35 @@ def select_variants(exp, names: list[str] | None):
     return exp
 
 
-def _clean_after_a_killed_run(run_dir: Path) -> None:
-    """A result set without a status was SIGKILLed: what it left (iperf3 still sending, a guest still
-    running) would measure alongside the resumed runs. Remove it first, as `run-scenario clean --yes`."""
+def _point_at_the_resumed_set(args, parser) -> None:
+    rdir = Path(args.resume)
+    if not (rdir / "scenario.yaml").exists():
+        parser.error(f"--resume {rdir}: not a result set (no scenario.yaml)")
+    if args.scenario and Path(args.scenario[0]).read_text() != (rdir / "scenario.yaml").read_text():
+        parser.error(f"--resume {rdir}: {args.scenario[0]} differs from the scenario of that result set")
+    args.scenario = [str(rdir / "scenario.yaml")]
+    args.run_dir = str(rdir)
+
+
+def _after_a_killed_run(run_dir: Path, backend: str) -> str | None:
+    """A result set without a status was SIGKILLed: what it left would measure alongside the resumed
+    runs. Its orphaned micro-VM names the result folder and is stopped here; for a native run,
+    anything left on this machine stops the resume (only the user can tell it from another run)."""
     try:
         status = json.loads((run_dir / "metadata.json").read_text()).get("status")
     except (OSError, ValueError):
         status = None
-    if status is None and os.geteuid() == 0:
-        from .leftovers import remove_leftovers
-        for line in remove_leftovers():
-            print(f"resume: removed what the killed run left: {line}", flush=True)
+    if status is not None or os.geteuid() != 0:
+        return None
+    from .leftovers import find_leftovers, kill_processes_naming
+    for line in kill_processes_naming(run_dir):
+        print(f"resume: stopped what the killed run left: {line}", flush=True)
+    left = find_leftovers() if backend == "native" else []
+    if left:
+        return ("the killed run (or another) left these behind, and they would run alongside the resumed "
+                "runs:\n" + "\n".join(f"  - {line}" for line in left) + "\nremove them with `run-scenario "
+                "clean --yes`, then resume")
+    return None
 
 
 def _size_of(exp, repeat: int | None) -> str:
@@ -602,13 +620,7 @@ def main(argv: list[str] | None = None) -> int:
     except argparse.ArgumentTypeError as e:
         parser.error(str(e))
     if args.resume:
-        rdir = Path(args.resume)
-        if not (rdir / "scenario.yaml").exists():
-            parser.error(f"--resume {rdir}: not a result set (no scenario.yaml)")
-        if args.scenario and Path(args.scenario[0]).read_text() != (rdir / "scenario.yaml").read_text():
-            parser.error(f"--resume {rdir}: {args.scenario[0]} differs from the scenario of that result set")
-        args.scenario = [str(rdir / "scenario.yaml")]
-        args.run_dir = str(rdir)
+        _point_at_the_resumed_set(args, parser)
     if not args.scenario:
         parser.error("a scenario file is required (see --help)")
     if args.check:
@@ -636,8 +648,6 @@ def main(argv: list[str] | None = None) -> int:
     if refusal:
         print(f"{args.scenario[0]}: {refusal}", file=sys.stderr)
         return EXIT_INPUT
-    if args.resume:
-        _clean_after_a_killed_run(Path(args.resume))
 
     from .backends import choose_backend
     from .results import new_run_dir
@@ -649,6 +659,10 @@ def main(argv: list[str] | None = None) -> int:
         return EXIT_FAIL
     if choice.auto_note:
         print(choice.auto_note, flush=True)
+    blocked = _after_a_killed_run(Path(args.resume), choice.name) if args.resume else None
+    if blocked:
+        _err(blocked)
+        return EXIT_FAIL
     run_dir = Path(args.run_dir) if args.run_dir else new_run_dir(Path(args.out).resolve(), scenario.name)
     if choice.name == "native":
         return _run_native(args, exp, run_dir, choice.probe)

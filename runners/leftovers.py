@@ -67,6 +67,23 @@ def leftover_processes(ovs_was_running: bool = True) -> list[tuple[int, str]]:
     return found
 
 
+def processes_naming(path: Path) -> list[tuple[int, str]]:
+    """Processes whose command line names `path`: a SIGKILLed run's orphaned micro-VM names its result
+    folder (--rwdir), so it is found without touching anyone else's run."""
+    needle = str(Path(path).resolve())
+    return [(pid, comm) for pid, _, comm, cmd in _process_table() if needle in cmd]
+
+
+def kill_processes_naming(path: Path) -> list[str]:
+    found = processes_naming(path)
+    for pid, _ in found:
+        try:
+            os.kill(pid, signal.SIGKILL)
+        except ProcessLookupError:
+            pass
+    return [f"process {pid} ({comm})" for pid, comm in found]
+
+
 def leftover_folders() -> list[Path]:
     """Temporary folders of cold VM boots (a SIGKILLed run-scenario cannot remove its own)."""
     return sorted(Path(tempfile.gettempdir()).glob(VM_SCRIPT_PREFIX + "*"))

@@ -26,3 +26,23 @@ def test_temporary_folders_of_cold_boots_are_found(monkeypatch, tmp_path):
     (tmp_path / "testbed-vm-cmd-abc").mkdir()
     (tmp_path / "other").mkdir()
     assert leftovers.leftover_folders() == [tmp_path / "testbed-vm-cmd-abc"]
+
+
+def test_an_orphaned_guest_is_found_by_the_result_folder_it_names(tmp_path):
+    """--resume after a SIGKILL stops only what names its own result folder, never another run."""
+    import subprocess
+    import sys
+    mine = tmp_path / "results" / "s" / "20261122T000000Z"
+    mine.mkdir(parents=True)
+    other = tmp_path / "results" / "s" / "20261122T000001Z"
+    ours = subprocess.Popen([sys.executable, "-c", "import time; time.sleep(60)", "--rwdir", str(mine)])
+    theirs = subprocess.Popen([sys.executable, "-c", "import time; time.sleep(60)", "--rwdir", str(other)])
+    try:
+        stopped = leftovers.kill_processes_naming(mine)
+        assert stopped == [f"process {ours.pid} (python3)"] or stopped == [f"process {ours.pid} (python)"]
+        assert ours.wait(timeout=5) == -9 and theirs.poll() is None
+    finally:
+        for p in (ours, theirs):
+            if p.poll() is None:
+                p.kill()
+                p.wait()
