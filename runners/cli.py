@@ -230,13 +230,38 @@ def _size_of(exp, repeat: int | None) -> str:
     return f"{points}, {runs} run{'s' if runs > 1 else ''}, about {max(1, round(seconds / 60))} min"
 
 
+def user_code(exp) -> list[str]:
+    """Every command or code file the scenario would run as root, as the user should read it."""
+    from controller.launch import user_app_path
+
+    found: list[str] = []
+    base = Path(exp.file).resolve().parent
+    for pt in exp.points:
+        t = pt.scenario.traffic
+        if t.tool == "command":
+            c = t.command
+            for label, argvs in (("setup_client", c.setup_client), ("setup_server", c.setup_server),
+                                 ("server", [c.server] if c.server else []), ("client", [c.client])):
+                found += [f"traffic.command.{label}: {' '.join(a)}" for a in argvs]
+        ctl = getattr(pt.scenario.topology, "controller", None)
+        app = user_app_path(ctl.app, base) if ctl is not None else None
+        if app is not None:
+            found.append(f"topology.controller.app: the Python file {app.resolve()} (runs as the OpenFlow controller)")
+    return list(dict.fromkeys(found))
+
+
 def _needs_consent(exp, args) -> str | None:
-    """What the user must first agree to: running its own commands as root, or a very long run set."""
+    """What the user must first agree to: running its own code as root, or a very long run set. Every
+    scenario field that names code or a command follows one rule: shown, run only with a flag, recorded."""
     from .session import too_long
 
-    if any(pt.scenario.traffic.tool == "command" for pt in exp.points) and not args.allow_commands:
-        return ("traffic.tool: this scenario runs its own commands (traffic.command) as root; read them, then "
-                "pass --allow-commands to run it")
+    code = user_code(exp)
+    if code and not args.allow_commands:
+        return ("this scenario runs its own code as root:\n" + "\n".join(f"  - {c}" for c in code)
+                + "\nread it, then pass --allow-commands to run it")
+    if code:
+        print("running the scenario's own code as root (--allow-commands):\n"
+              + "\n".join(f"  - {c}" for c in code), flush=True)
     return None if args.yes else too_long(exp, args.repeat)
 
 
@@ -286,7 +311,7 @@ def _run_native(args, exp, run_dir: Path, probe_report) -> int:
                        or time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime(started)),
                        argv=sys.argv, seed=run_set.seed, shard=list(run_set.shard) if run_set.shard else None,
                        repeat=run_set.repeat, points={p.id: {"label": p.label, "params": p.params}
-                                                      for p in run_set.points},
+                                                      for p in run_set.points}, user_code=user_code(exp),
                        **native_metadata(probe_report.facts, host_finishes=args.no_report), probe=probe_report.facts)
     prepared_mono = time.monotonic()
     kept, jobs = run_set.pending_jobs()

@@ -157,8 +157,9 @@ def test_user_app_killed_mid_run_fails_clearly_and_cleans_up(tmp_path):
     text = LEARNING.replace("duration: 4", "duration: 30").replace("compare: [mptcp, tcp]", "compare: [tcp]")
     text = text.replace("controller: {app: learning}", f"controller: {{app: {app}}}")
     f = write_scenario(tmp_path / "k.yaml", text)
-    p = subprocess.Popen([sys.executable, "-m", "runners.cli", str(f), "--backend", "native", "--out",
-                          str(tmp_path / "o")], cwd=REPO, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    p = subprocess.Popen([sys.executable, "-m", "runners.cli", str(f), "--backend", "native", "--allow-commands",
+                          "--out", str(tmp_path / "o")], cwd=REPO, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+                         text=True)
     try:
         deadline = time.monotonic() + 240
         victim = None
@@ -181,5 +182,7 @@ def test_user_app_killed_mid_run_fails_clearly_and_cleans_up(tmp_path):
     assert f"the controller ({app}) exited" in err and "controller.log" in err, err
     d = next(next((tmp_path / "o").iterdir()).iterdir())
     assert "Hub" in (d / "controller" / "controller.log").read_text()
+    assert f"topology.controller.app: the Python file {app}" in out           # shown before it ran
+    assert any(str(app) in c for c in json.loads((d / "metadata.json").read_text())["user_code"])
     assert "Traceback" not in err
     assert leftovers() == []

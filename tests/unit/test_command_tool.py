@@ -65,3 +65,30 @@ def test_cli_refuses_commands_unless_allowed(tmp_path):
                        capture_output=True, text=True, timeout=60)
     assert r.returncode == 2 and "--allow-commands" in r.stderr
     assert not (tmp_path / "o").exists()
+
+
+def test_a_controller_app_file_is_code_and_needs_the_flag_too(tmp_path):
+    """A scenario's own controller app runs as root: refused without --allow-commands, named in full."""
+    import subprocess
+    import sys
+    app = tmp_path / "elsewhere" / "evil.py"
+    app.parent.mkdir()
+    app.write_text("import os\n")
+    f = tmp_path / "s.yaml"
+    f.write_text(f"""name: s
+topology:
+  kind: switched
+  server: h1
+  clients: [h2]
+  switches: [{{name: s1, type: ovs-user, controller: true}}]
+  controller: {{app: {app}}}
+  links:
+    - {{name: a, between: [h1, s1]}}
+    - {{name: b, between: [h2, s1]}}
+  paths: [{{name: P, client_if: 0, server_if: 0}}]
+""")
+    r = subprocess.run([sys.executable, "-m", "runners.cli", str(f), "--out", str(tmp_path / "o")], cwd=REPO,
+                       capture_output=True, text=True, timeout=60)
+    assert r.returncode == 2 and "--allow-commands" in r.stderr
+    assert f"topology.controller.app: the Python file {app}" in r.stderr
+    assert not (tmp_path / "o").exists()
