@@ -12,6 +12,7 @@ import platform
 import shutil
 import subprocess
 import sys
+import tempfile
 import time
 from pathlib import Path
 
@@ -189,6 +190,38 @@ def select_variants(exp, names: list[str] | None):
         if not exp.points:
             raise ScenarioError(exp.file, ["variants: every variant is optional; choose one with --variant"])
     return exp
+
+
+def _before_anything_starts(args, exp, backend: str) -> str | None:
+    """What would fail late, checked before a result folder exists: the VM's kernel, and what a killed
+    run left behind."""
+    if backend == "vm":
+        from .backends.vm import VmError, choose_kernel
+        try:
+            choose_kernel(args.kernel, exp.scenario.requires.kernel)
+        except VmError as e:
+            return str(e)
+    return _after_a_killed_run(Path(args.resume), backend) if args.resume else None
+
+
+def _bad_folders(args) -> str | None:
+    """--baseline and --out, checked before the probe or anything else starts (exit 2)."""
+    if args.baseline and not (Path(args.baseline) / "results.json").is_file():
+        return f"--baseline {args.baseline}: not a result set (no results.json)"
+    if not args.run_dir:
+        problem = _unwritable(Path(args.out))
+        if problem:
+            return f"--out {args.out}: {problem}"
+    return None
+
+
+def _unwritable(base: Path) -> str | None:
+    try:
+        base.mkdir(parents=True, exist_ok=True)
+        with tempfile.NamedTemporaryFile(dir=base, prefix=".write-check-"):
+            return None
+    except OSError as e:
+        return f"cannot write there ({e.strerror or e})"
 
 
 def _point_at_the_resumed_set(args, parser) -> None:
@@ -669,7 +702,7 @@ def main(argv: list[str] | None = None) -> int:
     except ScenarioError as e:
         print(e.render(), file=sys.stderr)
         return EXIT_INPUT
-    refusal = _needs_consent(exp, args)
+    refusal = _needs_consent(exp, args) or _bad_folders(args)
     if refusal:
         print(f"{args.scenario[0]}: {refusal}", file=sys.stderr)
         return EXIT_INPUT
@@ -684,7 +717,7 @@ def main(argv: list[str] | None = None) -> int:
         return EXIT_FAIL
     if choice.auto_note:
         print(choice.auto_note, flush=True)
-    blocked = _after_a_killed_run(Path(args.resume), choice.name) if args.resume else None
+    blocked = _before_anything_starts(args, exp, choice.name)
     if blocked:
         _err(blocked)
         return EXIT_FAIL

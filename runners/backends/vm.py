@@ -199,15 +199,22 @@ def rust_virtiofsd() -> bool:
     return False
 
 
-def plan_vm(guest_argv: list[str], rwdirs: list[Path], kernel: Path | None = None,
-            memory: str = "2G", cpus: int | None = None, requirement: str | None = None) -> VmPlan:
-    vng_binary()   # every missing program named at once, before a kernel is chosen
+def choose_kernel(kernel: Path | str | None, requirement: str | None) -> Path:
+    """--kernel, or the default for the scenario's requires.kernel; VmError (listing what is installed)
+    when none fits. Called before the result folder is made, so a refusal leaves nothing behind."""
     k = Path(kernel) if kernel else default_kernel(requirement)
     if not k.is_file():
         raise VmError(f"--kernel {k}: no such kernel image")
     if not satisfies(kernel_release(k), requirement):
         raise VmError(f"--kernel {k}: release {kernel_release(k)} does not meet the scenario's "
                       f"requires.kernel {requirement}")
+    return k
+
+
+def plan_vm(guest_argv: list[str], rwdirs: list[Path], kernel: Path | None = None,
+            memory: str = "2G", cpus: int | None = None, requirement: str | None = None) -> VmPlan:
+    vng_binary()   # every missing program named at once, before a kernel is chosen
+    k = choose_kernel(kernel, requirement)
     kvm, why = kvm_usable()
     return VmPlan(kernel=k, kvm=kvm, accel_reason=why, memory=memory, cpus=cpus or min(os.cpu_count() or 1, 4),
                   rwdirs=tuple(str(d) for d in rwdirs), guest_argv=tuple(guest_argv))

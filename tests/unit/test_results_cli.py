@@ -122,6 +122,20 @@ def test_hostile_files_are_refused_fast_and_cleanly(tmp_path):
         assert "Traceback" not in r.stderr and not (tmp_path / "res").exists(), name
 
 
+def test_late_failures_are_found_before_a_result_folder_exists(tmp_path):
+    scen = tmp_path / "s.yaml"
+    scen.write_text("name: s\ntopology: {kind: dual-homed, paths: [{name: A, bw: 1}]}\nrequires: {kernel: '>=99'}\n")
+    r = cli(str(scen), "--backend", "vm", "--out", str(tmp_path / "o"))
+    assert r.returncode == 1 and "no kernel in /boot meets it (installed:" in r.stderr, r.stderr
+    assert not (tmp_path / "o").exists()
+    good = str(REPO / "scenarios" / "two-paths.yaml")
+    r = cli(good, "--backend", "vm", "--out", "/proc/no-results-here")
+    assert r.returncode == 2 and "--out /proc/no-results-here: cannot write there" in r.stderr
+    r = cli(good, "--backend", "vm", "--baseline", str(tmp_path / "nothing"), "--out", str(tmp_path / "o"))
+    assert r.returncode == 2 and "not a result set (no results.json)" in r.stderr
+    assert not (tmp_path / "o" / "two-paths").exists()
+
+
 def cli(*args, cwd=REPO):
     return subprocess.run([sys.executable, "-m", "runners.cli", *args], cwd=cwd, capture_output=True, text=True,
                           timeout=60)
