@@ -216,12 +216,18 @@ def _bad_folders(args) -> str | None:
 
 
 def _unwritable(base: Path) -> str | None:
-    try:
-        base.mkdir(parents=True, exist_ok=True)
-        with tempfile.NamedTemporaryFile(dir=base, prefix=".write-check-"):
-            return None
+    """Why results could not be written under `base`, found without creating anything: the nearest
+    folder that exists must be a writable folder (as root, on a filesystem mounted read-write)."""
+    probe = base.resolve()
+    while not probe.exists():
+        probe = probe.parent
+    if not probe.is_dir():
+        return f"{probe} is not a folder"
+    try:   # root passes every permission check: only a real folder made and removed again tells
+        os.rmdir(tempfile.mkdtemp(dir=probe, prefix=".write-check-"))
     except OSError as e:
-        return f"cannot write there ({e.strerror or e})"
+        return f"cannot write in {probe} ({e.strerror or e})"
+    return None
 
 
 def _point_at_the_resumed_set(args, parser) -> None:

@@ -46,3 +46,10 @@ def test_an_orphaned_guest_is_found_by_the_result_folder_it_names(tmp_path):
             if p.poll() is None:
                 p.kill()
                 p.wait()
+
+
+def test_inside_the_vm_the_hosts_folders_are_not_leftovers(monkeypatch, tmp_path):
+    monkeypatch.setattr(leftovers.tempfile, "gettempdir", lambda: str(tmp_path))
+    (tmp_path / "testbed-vm-cmd-abc").mkdir()
+    monkeypatch.setenv("TESTBED_IN_VM", "1")
+    assert leftovers.leftover_folders() == []

@@ -130,7 +130,7 @@ def test_late_failures_are_found_before_a_result_folder_exists(tmp_path):
     assert not (tmp_path / "o").exists()
     good = str(REPO / "scenarios" / "two-paths.yaml")
     r = cli(good, "--backend", "vm", "--out", "/proc/no-results-here")
-    assert r.returncode == 2 and "--out /proc/no-results-here: cannot write there" in r.stderr
+    assert r.returncode == 2 and "--out /proc/no-results-here: cannot write in /proc" in r.stderr
     r = cli(good, "--backend", "vm", "--baseline", str(tmp_path / "nothing"), "--out", str(tmp_path / "o"))
     assert r.returncode == 2 and "not a result set (no results.json)" in r.stderr
     assert not (tmp_path / "o" / "two-paths").exists()
