@@ -429,6 +429,7 @@ def _guest_flags(args) -> list[str]:
 def _run_vm(args, exp, run_dir: Path) -> int:
     from .results import ResultStore
     from .backends.vm import VmError, kernel_release, plan_vm, run_in_vm
+    from .errors import Terminated
 
     guest = [sys.executable, "-m", "runners.cli", str(run_dir / "scenario.yaml"),
              "--backend", "native", "--run-dir", str(run_dir), "--no-report", *_guest_flags(args)]
@@ -447,9 +448,11 @@ def _run_vm(args, exp, run_dir: Path) -> int:
     except VmError as e:
         _err(str(e))
         return EXIT_FAIL
-    except KeyboardInterrupt:
-        _err(f"interrupted; finished runs are kept in {run_dir} (continue with: run-scenario --resume {run_dir})")
-        return 130
+    except (KeyboardInterrupt, Terminated) as e:
+        code, status = (143, "terminated") if isinstance(e, Terminated) else (130, "interrupted")
+        _mark_stopped(run_dir, status)
+        _err(f"{status}; finished runs are kept in {run_dir} (continue with: run-scenario --resume {run_dir})")
+        return code
     host_seconds = time.time() - t0
     # The guest wrote metadata.json; add what only the host knows.
     meta_path = run_dir / "metadata.json"
@@ -477,6 +480,18 @@ def _run_vm(args, exp, run_dir: Path) -> int:
     if (run_dir / "results.json").exists() and code != 2:
         code = _summary_and_report(run_dir, args, code)
     return code if code in (0, 1, 2, 130, 143) else EXIT_FAIL
+
+
+def _mark_stopped(run_dir: Path, status: str) -> None:
+    """The guest was stopped before it could say how the set ended: the host says it."""
+    from .results import ResultStore
+    meta = run_dir / "metadata.json"
+    store = ResultStore(run_dir)
+    try:
+        store.metadata = json.loads(meta.read_text()) if meta.exists() else {}
+        store.finish_metadata(status=status, backend="vm")
+    except (OSError, ValueError):
+        pass
 
 
 def _usable_warm_vm(plan, run_dir: Path):

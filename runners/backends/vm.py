@@ -22,6 +22,7 @@ from pathlib import Path
 from scenarios.spec.kernel import satisfies
 
 from ..leftovers import VM_SCRIPT_PREFIX
+from ..errors import Terminated
 from ..paths import REPO
 from ..processes import stop_processes
 from ..tools import missing_tools
@@ -265,20 +266,34 @@ def _boot(argv: list[str], env: dict, log, timeout: float | None) -> int:
     pump.start()
 
     def stop(signum, frame):
-        raise KeyboardInterrupt()
+        raise Terminated()   # exit 143, as a native run's SIGTERM (it was turned into a Ctrl-C: 130)
     old_term = signal.signal(signal.SIGTERM, stop)
+    timed_out = False
     try:
         try:
             return proc.wait(timeout=timeout)
         except subprocess.TimeoutExpired:
-            log(f"the micro-VM did not finish within {timeout:.0f} s")
+            timed_out = True
             return 124
     finally:
         signal.signal(signal.SIGTERM, old_term)
-        if proc.poll() is None:
-            log("stopping the micro-VM")
+        running = proc.poll() is None
+        if running:
+            # stopped first, reported after: with `| tee` killed by the same Ctrl-C, printing raises
+            # BrokenPipeError, and a report made first left the VM running
             stop_processes([proc], grace=10, group=True)
         pump.join(timeout=5)
+        _quietly(log, f"the micro-VM did not finish within {timeout:.0f} s" if timed_out
+                 else "stopped the micro-VM" if running else None)
+
+
+def _quietly(log, message: str | None) -> None:
+    """Report, unless the terminal is gone."""
+    if message:
+        try:
+            log(message)
+        except (BrokenPipeError, OSError):
+            pass
 
 
 def _copy(src, dst) -> None:

@@ -2,6 +2,7 @@
 iperf3's own --mptcp) or not. With several clients the report is the aggregate, with a per-client table."""
 from __future__ import annotations
 
+import signal
 import subprocess
 import time
 
@@ -18,6 +19,7 @@ class Iperf3Tool(TrafficTool):
     def __init__(self, host):
         super().__init__(host)
         self.servers: dict = {}
+        self.stopped_by_us: set[int] = set()
         # iperf3 3.12 has no --mptcp: mptcpize wraps it instead
         self.iperf = commands.Iperf(native_mptcp=bool(host.probe.facts.get("iperf3_native_mptcp")))
 
@@ -44,6 +46,9 @@ class Iperf3Tool(TrafficTool):
         finally:
             h.procs.stop_all()
         h.store.save_raw(req.run_id, "ss-subflows.txt", "\n\n".join(s["raw"] for s in ss_samples))
+        for name, out in outs.items():
+            self._save(req, name, *out)
+        self._no_killed_process(req, clients)
         reports = {name: self._report(req, name, *out) for name, out in outs.items()}
         report = parsers.aggregate_clients(reports) if len(h.clients) > 1 else reports[h.client.name]
         return TrafficResult(TrafficReport.from_iperf3(report), samples, ss_samples)
@@ -71,19 +76,34 @@ class Iperf3Tool(TrafficTool):
                 s_out, s_err = server.communicate(timeout=15)
             except subprocess.TimeoutExpired:
                 server.kill()
+                self.stopped_by_us.add(server.pid)
                 s_out, s_err = server.communicate()
             outs[name][2:] = [s_out, s_err]
 
-    def _report(self, req: TrafficRun, name: str, c_out: bytes, c_err: bytes, s_out: bytes, s_err: bytes) -> dict:
-        """Save one client's and its server's output; parse the client's JSON."""
+    def _save(self, req: TrafficRun, name: str, c_out: bytes, c_err: bytes, s_out: bytes, s_err: bytes) -> None:
+        """One client's and its server's output, kept raw whatever happened."""
         h = self.host
         tag = f"-{name}" if len(h.clients) > 1 else ""
-        c_text, s_text = c_out.decode(errors="replace"), s_out.decode(errors="replace")
-        h.store.save_raw(req.run_id, f"iperf3-client{tag}.json", c_text)
-        h.store.save_raw(req.run_id, f"iperf3-server{tag}.json", s_text)
+        h.store.save_raw(req.run_id, f"iperf3-client{tag}.json", c_out.decode(errors="replace"))
+        h.store.save_raw(req.run_id, f"iperf3-server{tag}.json", s_out.decode(errors="replace"))
         if c_err.strip() or s_err.strip():
             h.store.save_raw(req.run_id, f"iperf3-stderr{tag}.txt",
                              f"# client\n{c_err.decode(errors='replace')}\n# server\n{s_err.decode(errors='replace')}")
+
+    def _no_killed_process(self, req: TrafficRun, clients: dict) -> None:
+        """A client or server killed by a signal is the run's failure, said as such (a killed pair used
+        to read as 'iperf3 did not print JSON')."""
+        for side, procs in (("client", clients), ("server", self.servers)):
+            for name, proc in procs.items():
+                if (proc.returncode is not None and proc.returncode < 0 and -proc.returncode != signal.SIGTERM
+                        and proc.pid not in self.stopped_by_us):
+                    raise RunFailure(f"run {req.run_id}: the iperf3 {side} on {name} died "
+                                     f"(killed by {signal.Signals(-proc.returncode).name})")
+
+    def _report(self, req: TrafficRun, name: str, c_out: bytes, c_err: bytes, s_out: bytes, s_err: bytes) -> dict:
+        """Parse the client's JSON (and, for a download or a fixed size, the server's)."""
+        h = self.host
+        c_text, s_text = c_out.decode(errors="replace"), s_out.decode(errors="replace")
         try:
             report = parsers.parse_iperf3(c_text)
         except parsers.ParseError as e:
