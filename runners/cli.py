@@ -289,7 +289,7 @@ def user_code(exp) -> list[str]:
     return list(dict.fromkeys(found))
 
 
-def _needs_consent(exp, args) -> str | None:
+def _needs_consent(exp, args, quiet: bool = False) -> str | None:
     """What the user must first agree to: running its own code as root, or a very long run set. Every
     scenario field that names code or a command follows one rule: shown, run only with a flag, recorded."""
     from .session import too_long
@@ -298,7 +298,7 @@ def _needs_consent(exp, args) -> str | None:
     if code and not args.allow_commands:
         return ("this scenario runs its own code as root:\n" + "\n".join(f"  - {c}" for c in code)
                 + "\nread it, then pass --allow-commands to run it")
-    if code:
+    if code and not quiet:
         print("running the scenario's own code as root (--allow-commands):\n"
               + "\n".join(f"  - {c}" for c in code), flush=True)
     return None if args.yes else too_long(exp, args.repeat)
@@ -709,7 +709,9 @@ def main(argv: list[str] | None = None) -> int:
                 exp = load_experiment(f)
                 exp = select_variants(exp, args.variant)
                 check_plans(exp)
-                print(f"{f}: ok ({_size_of(exp, args.repeat)})", flush=True)
+                note = _needs_consent(exp, args, quiet=True)
+                print(f"{f}: ok ({_size_of(exp, args.repeat)})" + (f"; to run it: {note}" if note else ""),
+                      flush=True)
             except ScenarioError as e:
                 print(e.render(), file=sys.stderr)
                 bad += 1
