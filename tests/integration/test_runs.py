@@ -90,7 +90,7 @@ def test_interrupt_mid_run_cleans_up(tmp_path, sig, code):
             break
         assert time.monotonic() < deadline, "".join(seen)
     time.sleep(5)  # iperf3 is running now
-    assert [x for x in leftovers() if "another network namespace" in x], "nothing was running?"
+    assert [x for x in leftovers() if "Mininet host's network namespace" in x], "nothing was running?"
     p.send_signal(sig)
     out, _ = p.communicate(timeout=120)
     assert p.returncode == code, "".join(seen) + out
