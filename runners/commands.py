@@ -224,9 +224,16 @@ def fill(argv: list[str], values: dict[str, str]) -> Argv:
     return [PLACEHOLDER.sub(lambda m: values[m.group(1)], w) for w in argv]
 
 
-def ping_argv(src: str, dst: str, count: int = 6) -> Argv:
-    """Per-reply lines (no -q): the first echo is a warm-up that parse_ping_after_warmup leaves out."""
-    return ["ping", "-n", "-c", str(count), "-i", "0.2", "-W", "3", "-I", src, dst]
+# One unmeasured echo that must come back before the measured ones leave: neighbour resolution holds
+# every echo sent meanwhile, and on a 250 ms path (ARP itself takes 500 ms) the echoes of one
+# `ping -i 0.2` sent before it finished measured 580 ms for 500. The addresses are positional
+# parameters of the shell, never part of its script.
+PING_SCRIPT = 'ping -n -c 1 -W 10 -I "$1" "$2" >/dev/null 2>&1; exec ping -n -c "$3" -i 0.2 -W 3 -I "$1" "$2"'
+
+
+def ping_argv(src: str, dst: str, count: int = 5) -> Argv:
+    """A warm-up echo answered, then `count` measured echoes with per-reply lines."""
+    return ["sh", "-c", PING_SCRIPT, "ping-path", src, dst, str(count)]
 
 
 NFT_TABLE = ["inet", "mptb"]

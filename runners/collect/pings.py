@@ -16,13 +16,13 @@ class Pinger:
     def ping_paths(self, run_id: str) -> dict:
         """RTT of every path, all paths at once (each ping is bound to its own path's addresses)."""
         paths = self.host.plan.paths
-        # the first echo of each is unmeasured, so neighbour resolution does not inflate the RTT
+        # each path's warm-up echo is answered before its measured ones start (commands.ping_argv)
         texts = self._ping_all([commands.ping_argv(p.client_ip, p.server_ip) for p in paths])
         out = {}
         for p, text in zip(paths, texts):
             self.host.store.save_raw(run_id, f"ping-{p.name}.txt", text)
             try:
-                out[p.name] = parsers.parse_ping_after_warmup(text)
+                out[p.name] = parsers.parse_ping_after_warmup(text, warmup=0)
             except parsers.ParseError:
                 out[p.name] = {"loss_pct": 100.0, "rtt_avg_ms": None}
         return out

@@ -135,3 +135,16 @@ def test_bad_socket_buffers_are_named(value, msg):
     with pytest.raises(ScenarioError, match=msg) as e:
         sc(f"sockets: {{send: {value}}}\n")
     assert "sockets.send" in str(e.value)
+
+
+def test_ping_warms_up_then_measures_with_addresses_kept_out_of_the_script(tmp_path, monkeypatch):
+    import subprocess
+    fake = tmp_path / "ping"
+    fake.write_text('#!/bin/sh\nprintf "[%s]" "$@"; echo\n')
+    fake.chmod(0o755)
+    monkeypatch.setenv("PATH", f"{tmp_path}:/usr/bin:/bin")
+    hostile = "10.0.0.1; touch " + str(tmp_path / "pwned")
+    out = subprocess.run(commands.ping_argv(hostile, "10.0.1.2"), capture_output=True, text=True).stdout
+    # the warm-up's output is discarded; the measured ping got the address as one word
+    assert out.strip() == f"[-n][-c][5][-i][0.2][-W][3][-I][{hostile}][10.0.1.2]"
+    assert not (tmp_path / "pwned").exists()
