@@ -24,7 +24,7 @@ from scenarios.spec.kernel import satisfies
 from ..leftovers import VM_SCRIPT_PREFIX
 from ..errors import Terminated
 from ..paths import REPO
-from ..processes import stop_processes
+from ..processes import start_reaped, stop_processes
 from ..tools import missing_tools
 
 
@@ -260,8 +260,7 @@ def compile_bytecode() -> None:
 
 
 def _boot(argv: list[str], env: dict, log, timeout: float | None) -> int:
-    proc = subprocess.Popen(argv, env=env, stdin=subprocess.DEVNULL,
-                            stdout=subprocess.PIPE, stderr=subprocess.STDOUT, start_new_session=True)
+    proc = start_reaped(argv, env=env, stdin=subprocess.DEVNULL, stdout=subprocess.PIPE, stderr=subprocess.STDOUT)
     pump = threading.Thread(target=_copy, args=(proc.stdout, sys.stdout), daemon=True)
     pump.start()
 

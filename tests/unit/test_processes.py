@@ -1,6 +1,7 @@
 """Stopping processes: a SIGTERM first, a SIGKILL for one that ignores it, the whole group when asked."""
 import subprocess
 import time
+from pathlib import Path
 
 from runners.processes import run_quietly, stop_processes
 
@@ -39,3 +40,34 @@ def _alive(pid: int) -> bool:
 def test_a_missing_program_is_none_not_an_exception():
     assert run_quietly(["/nonexistent/program"]) is None
     assert run_quietly(["true"]).returncode == 0
+
+
+def test_a_reaped_group_dies_with_its_parent_even_by_sigkill(tmp_path):
+    """The micro-VM's processes must not outlive a SIGKILLed run-scenario."""
+    import signal
+    import sys
+    pidfile = tmp_path / "grandchild"
+    parent = subprocess.Popen([sys.executable, "-c", (
+        "import subprocess, sys, time; sys.path.insert(0, %r)\n"
+        "from runners.processes import start_reaped\n"
+        "start_reaped(['sh', '-c', 'sleep 60 & echo $! > %s; wait'])\n"
+        "time.sleep(60)\n") % (str(Path(__file__).resolve().parents[2]), pidfile)])
+    for _ in range(100):
+        if pidfile.exists() and pidfile.read_text().strip():
+            break
+        time.sleep(0.05)
+    grandchild = int(pidfile.read_text())
+    assert _alive(grandchild)
+    parent.send_signal(signal.SIGKILL)
+    parent.wait()
+    for _ in range(100):
+        if not _alive(grandchild):
+            break
+        time.sleep(0.05)
+    assert not _alive(grandchild)
+
+
+def test_a_reaped_command_keeps_its_exit_code():
+    from runners.processes import start_reaped
+    p = start_reaped(["sh", "-c", "exit 7"])
+    assert p.wait(timeout=10) == 7
