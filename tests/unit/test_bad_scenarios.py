@@ -5,7 +5,6 @@ import json
 import os
 import subprocess
 import sys
-import tempfile
 import time
 from pathlib import Path
 
@@ -16,28 +15,27 @@ CORPUS = REPO / "tests" / "fixtures" / "bad-scenarios"
 EXPECTED = json.loads((CORPUS / "expected.json").read_text())
 
 
+# The child is started by a small launcher that reports its peak memory: a high-water mark survives
+# exec, so a child forked straight from this (large) pytest process would start at pytest's size.
+LAUNCHER = """import os, sys
+pid = os.fork()
+if pid == 0:
+    os.execv(sys.argv[1], sys.argv[1:])
+_, status, usage = os.wait4(pid, 0)
+sys.stderr.write("\\n@peak-kb %d\\n" % usage.ru_maxrss)
+sys.exit(os.waitstatus_to_exitcode(status))
+"""
+
+
 def run(*args: str, timeout: float = 30) -> tuple[subprocess.CompletedProcess, float, float]:
-    """(result, seconds, this child's own peak memory in MB, from wait4's rusage)."""
-    argv = [sys.executable, "-m", "runners.cli", *args]
-    with tempfile.TemporaryFile() as out, tempfile.TemporaryFile() as err:
-        t0 = time.monotonic()
-        p = subprocess.Popen(argv, cwd=REPO, stdout=out, stderr=err)
-        deadline = t0 + timeout
-        while True:
-            pid, status, usage = os.wait4(p.pid, os.WNOHANG)
-            if pid:
-                break
-            if time.monotonic() > deadline:
-                p.kill()
-                _, status, usage = os.wait4(p.pid, 0)
-                break
-            time.sleep(0.01)
-        seconds = time.monotonic() - t0
-        p.returncode = os.waitstatus_to_exitcode(status)   # reaped here, so Popen must not wait again
-        out.seek(0)
-        err.seek(0)
-        result = subprocess.CompletedProcess(argv, p.returncode, out.read().decode(), err.read().decode())
-    return result, seconds, usage.ru_maxrss / 1024
+    """(result, seconds, the run-scenario process's own peak memory in MB)."""
+    t0 = time.monotonic()
+    r = subprocess.run([sys.executable, "-c", LAUNCHER, sys.executable, "-m", "runners.cli", *args], cwd=REPO,
+                       capture_output=True, text=True, timeout=timeout)
+    seconds = time.monotonic() - t0
+    err, _, peak = r.stderr.rpartition("\n@peak-kb ")
+    r.stderr = err
+    return r, seconds, int(peak.strip()) / 1024
 
 
 @pytest.fixture(scope="module")
