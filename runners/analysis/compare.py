@@ -77,7 +77,7 @@ def render_table(rows: list[Row], metric: str) -> str:
 
 def overlay_figure(rows: list[Row], metric: str, by: str):
     """One line per result set and case: the metric's mean with its interval against `by`."""
-    from .plots import LABELS, numeric, param_label, plt
+    from .plots import mean_lines_figure, numeric
 
     lines: dict[str, list[tuple[float, Row]]] = {}
     for r in rows:
@@ -86,19 +86,5 @@ def overlay_figure(rows: list[Row], metric: str, by: str):
             lines.setdefault(f"{r.set_name}: {r.case}", []).append((x, r))
     if not lines:
         raise CompareError(f"--by {by}: no result set sweeps {by!r}")
-    fig, ax = plt.subplots(figsize=(8, 5))
-    for name, pts in sorted(lines.items()):
-        pts.sort(key=lambda t: t[0])
-        ys = [r.mean for _, r in pts]
-        err = [[r.mean - r.ci_low if r.ci_low is not None else 0 for _, r in pts],
-               [r.ci_high - r.mean if r.ci_high is not None else 0 for _, r in pts]]
-        ns = sorted({r.n for _, r in pts})
-        n = f"n={ns[0]}" if len(ns) == 1 else f"n={ns[0]}-{ns[-1]}"
-        ax.errorbar([x for x, _ in pts], ys, yerr=err, marker="o", capsize=3, label=f"{name} ({n})")
-    ax.set_xlabel(param_label(by))
-    ax.set_ylabel(LABELS.get(metric, metric))
-    ax.set_ylim(bottom=0)
-    ax.grid(alpha=0.3)
-    ax.legend(fontsize=7)
-    ax.set_title(f"{LABELS.get(metric, metric)} against {param_label(by)} (mean, 95% CI)")
-    return fig
+    return mean_lines_figure({name: [(x, r.mean, r.ci_low, r.ci_high, r.n) for x, r in pts]
+                              for name, pts in lines.items()}, by, metric, (8, 5))

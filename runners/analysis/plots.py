@@ -187,16 +187,22 @@ def against_parameter_figure(stats: list[dict], key: str, metric: str):
         lines.setdefault(name, []).append((x, row))
     if not lines:
         return None
-    fig, ax = plt.subplots(figsize=(7, 4.5))
+    return mean_lines_figure({name: [(x, row["mean"], row["ci_low"], row["ci_high"], row["n"]) for x, row in pts]
+                              for name, pts in lines.items()}, key, metric, (7, 4.5))
+
+
+def mean_lines_figure(lines: dict[str, list[tuple]], key: str, metric: str, size: tuple[float, float]):
+    """One line per name: (x, mean, ci_low, ci_high, n) points, sorted by x, with 95 % CI bars and n in
+    the legend; the x axis names the swept key and its unit. Shared by the report and `compare`."""
+    fig, ax = plt.subplots(figsize=size)
     for name, pts in sorted(lines.items()):
-        pts.sort(key=lambda t: t[0])
-        xs = [x for x, _ in pts]
-        ys = [r["mean"] for _, r in pts]
-        err = [[r["mean"] - r["ci_low"] if r["ci_low"] is not None else 0 for _, r in pts],
-               [r["ci_high"] - r["mean"] if r["ci_high"] is not None else 0 for _, r in pts]]
-        ns = sorted({r["n"] for _, r in pts})
+        pts = sorted(pts, key=lambda t: t[0])
+        err = [[m - lo if lo is not None else 0 for _, m, lo, _, _ in pts],
+               [hi - m if hi is not None else 0 for _, m, _, hi, _ in pts]]
+        ns = sorted({n for *_, n in pts})
         n = f"n={ns[0]}" if len(ns) == 1 else f"n={ns[0]}-{ns[-1]}"
-        ax.errorbar(xs, ys, yerr=err, marker="o", capsize=3, label=f"{name} ({n})")
+        ax.errorbar([p[0] for p in pts], [p[1] for p in pts], yerr=err, marker="o", capsize=3,
+                    label=f"{name} ({n})")
     ax.set_xlabel(param_label(key))
     ax.set_ylabel(LABELS.get(metric, metric))
     ax.set_ylim(bottom=0)
