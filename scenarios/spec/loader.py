@@ -209,6 +209,28 @@ MAX_FILE_BYTES = 1 << 20     # a scenario is a page of YAML; a 50 MB one took 40
 MAX_NODES = 100_000          # YAML nodes once aliases are expanded ("billion laughs": 9 levels, 5.9 GB)
 
 
+MAX_DEPTH = 50               # nested collections; a scenario needs fewer than 10
+
+
+class _DepthError(yaml.YAMLError):
+    pass
+
+
+class BoundedLoader(yaml.SafeLoader):
+    """PyYAML's safe loader, refusing deep nesting as it scans: its pure-Python scanner is quadratic in
+    the flow depth (6 kB of `[` took 2-7 s) and its composer recursive (RecursionError)."""
+
+    def fetch_flow_collection_start(self, token_class):
+        if self.flow_level >= MAX_DEPTH:
+            raise _DepthError()
+        super().fetch_flow_collection_start(token_class)
+
+    def add_indent(self, column):
+        if len(self.indents) >= MAX_DEPTH:
+            raise _DepthError()
+        return super().add_indent(column)
+
+
 def _expanded_size(node: yaml.Node, seen: dict[int, int], limit: int) -> int:
     """Nodes under `node` with every alias expanded, counted without expanding (shared nodes memoised),
     stopping past `limit`."""
@@ -231,9 +253,9 @@ def _compose(text: str, file) -> yaml.Node | None:
     if len(text) > MAX_FILE_BYTES:
         raise ScenarioError(file, [f"is {len(text)} characters; a scenario may be at most {MAX_FILE_BYTES} bytes"])
     try:
-        node = yaml.compose(text, Loader=yaml.SafeLoader)
-    except RecursionError:
-        raise ScenarioError(file, ["YAML nested too deeply"]) from None
+        node = yaml.compose(text, Loader=BoundedLoader)
+    except (RecursionError, _DepthError):
+        raise ScenarioError(file, [f"YAML nested too deeply (more than {MAX_DEPTH} levels)"]) from None
     except yaml.MarkedYAMLError as e:
         mark = e.problem_mark or e.context_mark
         where = f"line {mark.line + 1}, column {mark.column + 1}: " if mark else ""
@@ -248,7 +270,7 @@ def _compose(text: str, file) -> yaml.Node | None:
 
 def _construct(text: str, file):
     try:
-        return yaml.safe_load(text)
+        return yaml.load(text, Loader=BoundedLoader)
     except yaml.constructor.ConstructorError as e:
         mark = e.problem_mark
         where = f" at line {mark.line + 1}" if mark else ""
