@@ -341,7 +341,8 @@ def check_plans(exp) -> None:
 def _run_native(args, exp, run_dir: Path, probe_report) -> int:
     from .backends.native import NativeRunner
     from .progress import make_progress
-    from .session import open_run_set, run_to_the_end
+    from .errors import results_disk_error
+    from .session import RESULTS_UNWRITABLE, open_run_set, run_to_the_end
 
     run_set = open_run_set(exp, run_dir, args.repeat, _parse_shard(args.shard) if args.shard else None)
     store, started = run_set.store, time.time()
@@ -360,22 +361,41 @@ def _run_native(args, exp, run_dir: Path, probe_report) -> int:
     progress = make_progress(kept + len(jobs), kept)
     runner = NativeRunner(store, probe_report, log=progress.log, on_run=progress.advance,
                           base_dir=Path(exp.file).resolve().parent)
-    code, status = run_to_the_end(runner, run_set, jobs, args.max_repeat if args.until_conclusive else None,
+    store.reserve_space()
+    code, status, failure = run_to_the_end(runner, run_set, jobs, args.max_repeat if args.until_conclusive else None,
                                   progress, _err)
+    store.release_space()
+    kept_runs = _runs_on_disk(run_dir)
     if code in (130, 143):
-        _err(f"{status}; {len(store.runs)} finished run(s) kept in {run_dir} "
+        _err(f"{status}; {kept_runs} finished run(s) kept in {run_dir} "
              f"(continue with: run-scenario --resume {run_dir})")
     elif code == EXIT_FAIL:
-        _err(f"{len(store.runs)} finished run(s) kept in {run_dir}")
+        _err(f"{kept_runs} finished run(s) kept in {run_dir}"
+             + (f" (continue with: run-scenario --resume {run_dir})" if status == RESULTS_UNWRITABLE else ""))
     # interpreter start and imports, then loading, validating and probing: before the first build
     phases = {**runner.phases, "python_start": round(args.process_age, 3),
               "prepare": round(prepared_mono - args.started_at, 3)}   # load, validate, probe, metadata
-    store.finish_metadata(status=status, finished_utc=time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()),
-                          wall_seconds=round(time.time() - started, 2), phases=phases,
-                          process_seconds=round(time.monotonic() - args.started_at + args.process_age, 3))
-    if store.runs and not args.no_report:
+    try:
+        store.finish_metadata(status=status, failure=failure,
+                              finished_utc=time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()),
+                              wall_seconds=round(time.time() - started, 2), phases=phases,
+                              process_seconds=round(time.monotonic() - args.started_at + args.process_age, 3))
+    except OSError as e:
+        if not results_disk_error(e):
+            raise
+        _err(f"the set's status ({status}) could not be written to {run_dir / 'metadata.json'}: {e.strerror}")
+        return EXIT_FAIL
+    if kept_runs and not args.no_report and status != RESULTS_UNWRITABLE:
         code = _summary_and_report(run_dir, args, code)
     return code
+
+
+def _runs_on_disk(run_dir: Path) -> int:
+    """Finished runs as results.json holds them (a run whose write failed is not among them)."""
+    try:
+        return len(json.loads((run_dir / "results.json").read_text()).get("runs", []))
+    except (OSError, ValueError):
+        return 0
 
 
 def _summary_and_report(run_dir: Path, args, code: int) -> int:
@@ -430,6 +450,7 @@ def _run_vm(args, exp, run_dir: Path) -> int:
     from .results import ResultStore
     from .backends.vm import VmError, kernel_release, plan_vm, run_in_vm
     from .errors import Terminated
+    from .session import RESULTS_UNWRITABLE
 
     guest = [sys.executable, "-m", "runners.cli", str(run_dir / "scenario.yaml"),
              "--backend", "native", "--run-dir", str(run_dir), "--no-report", *_guest_flags(args)]
@@ -444,9 +465,12 @@ def _run_vm(args, exp, run_dir: Path) -> int:
     t0 = time.time()
     warm = _usable_warm_vm(plan, run_dir)
     try:
-        code = _submit_warm(warm, guest) if warm is not None else run_in_vm(plan)
+        code = _submit_warm(warm, guest) if warm is not None else run_in_vm(plan, silence=vm_silence_limit(exp))
     except VmError as e:
         _err(str(e))
+        _mark_stopped(run_dir, "failed", failure=str(e))
+        _err(f"{_runs_on_disk(run_dir)} finished run(s) kept in {run_dir} "
+             f"(continue with: run-scenario --resume {run_dir})")
         return EXIT_FAIL
     except (KeyboardInterrupt, Terminated) as e:
         code, status = (143, "terminated") if isinstance(e, Terminated) else (130, "interrupted")
@@ -467,6 +491,8 @@ def _run_vm(args, exp, run_dir: Path) -> int:
         elif guest_seconds is not None:
             # initramfs, qemu, the guest kernel and its init, and the power-off: all but the guest's process
             phases["vm_boot_and_exit"] = round(host_seconds - guest_seconds, 3)
+        if store.metadata.get("status") == RESULTS_UNWRITABLE:
+            return EXIT_FAIL   # the guest said why; nothing more fits on that disk
         store.finish_metadata(backend="vm", vm={"kernel_image": str(plan.kernel), "kernel": kernel_release(plan.kernel),
                                              "accel": "kvm" if plan.kvm else "tcg", "accel_reason": plan.accel_reason,
                                              "cpus": plan.cpus, "memory": plan.memory, "warm": warm is not None,
@@ -477,19 +503,33 @@ def _run_vm(args, exp, run_dir: Path) -> int:
         return EXIT_FAIL
     if code not in (0, 130, 143) and not (run_dir / "results.json").exists():
         _err(f"the VM run failed (exit {code}) before any run finished")
+        if not meta_path.exists():
+            _mark_stopped(run_dir, "failed", failure=f"the VM run failed (exit {code}) before any run finished; "
+                                                     "its output is above this line on the console")
     if (run_dir / "results.json").exists() and code != 2:
         code = _summary_and_report(run_dir, args, code)
     return code if code in (0, 1, 2, 130, 143) else EXIT_FAIL
 
 
-def _mark_stopped(run_dir: Path, status: str) -> None:
+def vm_silence_limit(exp) -> float:
+    """Seconds a booted guest may print nothing before it is taken as wedged: the guest prints a line as
+    each run starts and ends, so the longest run's time, thrice, plus a slow boot and build.
+    TESTBED_VM_SILENCE_S sets it (the fault-injection tests use a short one)."""
+    from .session import run_seconds
+
+    if os.environ.get("TESTBED_VM_SILENCE_S"):
+        return float(os.environ["TESTBED_VM_SILENCE_S"])
+    return 3 * max(run_seconds(p.scenario) for p in exp.points) + 300
+
+
+def _mark_stopped(run_dir: Path, status: str, **more) -> None:
     """The guest was stopped before it could say how the set ended: the host says it."""
     from .results import ResultStore
     meta = run_dir / "metadata.json"
     store = ResultStore(run_dir)
     try:
         store.metadata = json.loads(meta.read_text()) if meta.exists() else {}
-        store.finish_metadata(status=status, backend="vm")
+        store.finish_metadata(status=status, backend="vm", **more)
     except (OSError, ValueError):
         pass
 

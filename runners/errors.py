@@ -1,4 +1,5 @@
 """The errors a run can end with (the CLI maps them to exit codes)."""
+import errno
 
 
 class RunFailure(RuntimeError):
@@ -7,3 +8,11 @@ class RunFailure(RuntimeError):
 
 class Terminated(BaseException):
     """SIGTERM, turned into an exception so the `finally` cleanup runs."""
+
+
+# the disk under the results cannot take more: full, over quota, or remounted read-only
+RESULTS_DISK_ERRNOS = frozenset({errno.ENOSPC, errno.EDQUOT, errno.EROFS})
+
+
+def results_disk_error(e: BaseException) -> bool:
+    return isinstance(e, OSError) and e.errno in RESULTS_DISK_ERRNOS

@@ -139,6 +139,10 @@ def render_csv(runs: list[dict]) -> str:
     return buf.getvalue()
 
 
+SPACE_RESERVE = ".space-reserve"
+RESERVE_BYTES = 256 * 1024   # metadata.json and results.json's rewrite with the status fit many times over
+
+
 class ResultStore:
     """One result set on disk. Every mutation rewrites the affected files atomically."""
 
@@ -148,6 +152,23 @@ class ResultStore:
         self.runs: list[dict] = []
         self.metadata: dict[str, Any] = {}
         self.extra: dict[str, Any] = {}
+
+    def reserve_space(self) -> None:
+        """Hold back a little disk space for the set's status: when the disk fills mid-set, releasing it
+        lets metadata.json still say how the set ended."""
+        try:
+            with open(self.dir / SPACE_RESERVE, "wb") as f:
+                f.write(b"\0" * RESERVE_BYTES)
+                f.flush()
+                os.fsync(f.fileno())
+        except OSError:
+            self.release_space()   # already full: nothing to hold back
+
+    def release_space(self) -> None:
+        try:
+            os.unlink(self.dir / SPACE_RESERVE)
+        except OSError:
+            pass
 
     def write_scenario(self, text: str) -> None:
         atomic_write(self.dir / "scenario.yaml", text)

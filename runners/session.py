@@ -13,13 +13,14 @@ from pathlib import Path
 
 from scenarios.spec.sweep import shard_points
 
-from .errors import RunFailure, Terminated
+from .errors import RunFailure, Terminated, results_disk_error
 from .jobs import Job, plan_jobs, run_key
 from .nsexec import CommandError
 from .results import ResultStore
 
 EXIT_OK, EXIT_FAIL, EXIT_INPUT = 0, 1, 2
 EXIT_INTERRUPTED, EXIT_TERMINATED = 130, 143
+RESULTS_UNWRITABLE = "failed: results disk full or read-only"
 
 
 @dataclass
@@ -108,20 +109,28 @@ def more_rounds(runner, run_set: RunSet, max_repeat: int, progress) -> None:
 
 
 def run_to_the_end(runner, run_set: RunSet, jobs: list[Job], max_repeat: int | None, progress,
-                   err) -> tuple[int, str]:
-    """Run the jobs (and further rounds); the exit code and status, with the network always cleaned up."""
+                   err) -> tuple[int, str, str | None]:
+    """Run the jobs (and further rounds); the exit code, the status and why it failed (or None), with the
+    network always cleaned up."""
     try:
         with runner:
             runner.run_jobs(jobs)
             if max_repeat is not None:
                 more_rounds(runner, run_set, max_repeat, progress)
-        return EXIT_OK, "ok"
+        return EXIT_OK, "ok", None
     except KeyboardInterrupt:
-        return EXIT_INTERRUPTED, "interrupted"
+        return EXIT_INTERRUPTED, "interrupted", None
     except Terminated:
-        return EXIT_TERMINATED, "terminated"
+        return EXIT_TERMINATED, "terminated", None
     except (RunFailure, CommandError) as e:
         err(str(e))
-        return EXIT_FAIL, "failed"
+        return EXIT_FAIL, "failed", str(e)
+    except OSError as e:
+        if not results_disk_error(e):
+            raise
+        why = (f"cannot write the results in {run_set.store.dir}: {e.strerror}"
+               + (f" ({e.filename})" if e.filename else ""))
+        err(why + "; the set stopped there")
+        return EXIT_FAIL, RESULTS_UNWRITABLE, why
     finally:
         progress.close()

@@ -16,6 +16,7 @@ import subprocess
 import sys
 import tempfile
 import threading
+import time
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -221,10 +222,12 @@ def plan_vm(guest_argv: list[str], rwdirs: list[Path], kernel: Path | None = Non
                   rwdirs=tuple(str(d) for d in rwdirs), guest_argv=tuple(guest_argv))
 
 
-def run_in_vm(plan: VmPlan, log=print, timeout: float | None = None) -> int:
+def run_in_vm(plan: VmPlan, log=print, timeout: float | None = None, silence: float | None = None) -> int:
     """Boot, run, return the guest command's exit code. Ctrl-C, SIGTERM and `timeout` stop qemu too.
 
-    The guest's output reaches this process's stdout through a pipe: given a
+    A guest that prints nothing for `silence` seconds is taken as wedged (qemu
+    stopped, a hung guest kernel): it is killed and VmError says so. The
+    guest's output reaches this process's stdout through a pipe: given a
     file, qemu would open it again with O_TRUNC at offset 0 and overwrite what
     the host had written there.
     """
@@ -236,7 +239,7 @@ def run_in_vm(plan: VmPlan, log=print, timeout: float | None = None) -> int:
     script_dir = Path(tempfile.mkdtemp(prefix=VM_SCRIPT_PREFIX))
     try:
         (script_dir / GUEST_SCRIPT).write_text(plan.guest_script())
-        return _boot(plan.vng_argv(vng, script_dir), env, log, timeout)
+        return _boot(plan.vng_argv(vng, script_dir), env, log, timeout, silence)
     finally:
         shutil.rmtree(script_dir, ignore_errors=True)
 
@@ -259,21 +262,18 @@ def compile_bytecode() -> None:
             compileall.compile_dir(REPO / pkg, quiet=1)
 
 
-def _boot(argv: list[str], env: dict, log, timeout: float | None) -> int:
+def _boot(argv: list[str], env: dict, log, timeout: float | None, silence: float | None) -> int:
     proc = start_reaped(argv, env=env, stdin=subprocess.DEVNULL, stdout=subprocess.PIPE, stderr=subprocess.STDOUT)
-    pump = threading.Thread(target=_copy, args=(proc.stdout, sys.stdout), daemon=True)
+    pump = _OutputPump(proc.stdout)
     pump.start()
 
     def stop(signum, frame):
         raise Terminated()   # exit 143, as a native run's SIGTERM (it was turned into a Ctrl-C: 130)
     old_term = signal.signal(signal.SIGTERM, stop)
-    timed_out = False
+    ended = None
     try:
-        try:
-            return proc.wait(timeout=timeout)
-        except subprocess.TimeoutExpired:
-            timed_out = True
-            return 124
+        ended = _watch(proc, pump, timeout, silence)
+        return proc.returncode
     finally:
         signal.signal(signal.SIGTERM, old_term)
         running = proc.poll() is None
@@ -282,8 +282,44 @@ def _boot(argv: list[str], env: dict, log, timeout: float | None) -> int:
             # BrokenPipeError, and a report made first left the VM running
             stop_processes([proc], grace=10, group=True)
         pump.join(timeout=5)
-        _quietly(log, f"the micro-VM did not finish within {timeout:.0f} s" if timed_out
-                 else "stopped the micro-VM" if running else None)
+        _quietly(log, None if ended else "stopped the micro-VM" if running else None)
+        if ended:
+            raise VmError(ended)
+
+
+def _watch(proc, pump: "_OutputPump", timeout: float | None, silence: float | None) -> str | None:
+    """Wait for the VM to exit; why it had to be stopped (too long, or silent too long), or None."""
+    started = time.monotonic()
+    while proc.poll() is None:
+        now = time.monotonic()
+        if timeout is not None and now - started > timeout:
+            return f"the micro-VM did not finish within {timeout:.0f} s; it was stopped"
+        if silence is not None and now - pump.last_output > silence:
+            return (f"the micro-VM printed nothing for {silence:.0f} s (a wedged guest, or qemu stopped); "
+                    "it was stopped")
+        time.sleep(0.2)
+    return None
+
+
+class _OutputPump(threading.Thread):
+    """Forwards the guest's output as it comes (bytes in, text out) and notes when it last came. The
+    pipe is drained to the end even when this process's stdout is gone, so qemu never blocks on it."""
+
+    def __init__(self, src):
+        super().__init__(daemon=True)
+        self.src = src
+        self.last_output = time.monotonic()
+
+    def run(self) -> None:
+        out_ok = True
+        for line in iter(self.src.readline, b""):
+            self.last_output = time.monotonic()
+            if out_ok:
+                try:
+                    sys.stdout.write(line.decode(errors="replace"))
+                    sys.stdout.flush()
+                except (BrokenPipeError, OSError, ValueError):
+                    out_ok = False
 
 
 def _quietly(log, message: str | None) -> None:
@@ -295,8 +331,3 @@ def _quietly(log, message: str | None) -> None:
             pass
 
 
-def _copy(src, dst) -> None:
-    """Forward the guest's output as it comes (bytes in, text out)."""
-    for line in iter(src.readline, b""):
-        dst.write(line.decode(errors="replace"))
-        dst.flush()
