@@ -39,16 +39,32 @@ def ovs_ctl() -> str:
     return OVS_CTL if os.path.exists(OVS_CTL) else "ovs-ctl"
 
 
+def vswitchd_alive() -> bool:
+    """An ovs-vswitchd process exists (ovs-vsctl alone cannot tell: it talks to ovsdb-server)."""
+    for pid in filter(str.isdigit, os.listdir("/proc")):
+        try:
+            if Path(f"/proc/{pid}/comm").read_text().strip() == "ovs-vswitchd":
+                return True
+        except OSError:
+            continue
+    return False
+
+
 class OvsDaemons:
-    """Starts ovsdb-server and ovs-vswitchd when they are not running, and stops only what it started."""
+    """Starts ovsdb-server and ovs-vswitchd when they are not running, and stops only what it started.
+
+    ovs-vswitchd dying mid-set is a run failure; for the teardown it is started again, because
+    without it Mininet's `ovs-vsctl del-br` waits forever and the kernel keeps the bridges."""
 
     def __init__(self, log=print):
         self.log = log
         self.started = False
+        self.used = False
 
     def ensure(self, userspace: bool = False) -> None:
         if userspace:
             ensure_tun()
+        self.used = True
         if ovs_running():
             return
         ctl = ovs_ctl()
@@ -62,6 +78,20 @@ class OvsDaemons:
         if not ovs_running():
             raise ControlPlaneError(f"Open vSwitch did not start: {(r.stderr or r.stdout).strip()[-500:]}")
         self.log(f"Open vSwitch up in {time.monotonic() - t0:.1f}s")
+
+    def check_alive(self, when: str) -> None:
+        if self.used and not vswitchd_alive():
+            raise ControlPlaneError(f"Open vSwitch's ovs-vswitchd is no longer running {when}: the switches "
+                                    "stopped forwarding, so the set stopped here")
+
+    def revive_for_teardown(self) -> None:
+        if not self.used or vswitchd_alive():
+            return
+        self.log("cleaning up: ovs-vswitchd died; starting it again to take the switches down")
+        try:
+            _run([ovs_ctl(), "start", "--system-id=random"], timeout=120)
+        except (FileNotFoundError, subprocess.TimeoutExpired) as e:
+            self.log(f"warning: could not start ovs-vswitchd again: {e}")
 
     def stop(self) -> None:
         if self.started:

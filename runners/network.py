@@ -50,12 +50,15 @@ class Network:
         if self.controller is not None:
             self.controller.wait_connected(controlled)
 
-    def check_controller(self, when: str) -> None:
+    def check_control_plane(self, when: str) -> None:
+        """The controller and ovs-vswitchd still run (ControlPlaneError if not)."""
         if self.controller is not None:
             self.controller.check_alive(when)
+        self.ovs.check_alive(when)
 
     def stop(self) -> None:
         if self.mininet is not None:
+            self.ovs.revive_for_teardown()
             self.log("cleaning up: stopping Mininet")
             try:
                 self.mininet.stop()

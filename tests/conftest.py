@@ -25,6 +25,8 @@ VM_TESTS_TIMEOUT = float(os.environ.get("TESTBED_VM_TESTS_TIMEOUT", 80 * 60))
 def pytest_configure(config):
     config.addinivalue_line("markers", "integration: needs root and a kernel with MPTCP and netem "
                                        "(run in a micro-VM when this machine has neither)")
+    config.addinivalue_line("markers", "vm_host: boots micro-VMs from the host to inject faults at the VM level "
+                                       "(needs virtme-ng and qemu, which setup.sh installs)")
     config.addinivalue_line("markers", "fresh_machine: the README's first command in a clean Debian 12 root "
                                        "(debootstrap, chroot; needs root and Debian's mirror)")
 

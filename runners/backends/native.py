@@ -123,8 +123,19 @@ class NativeRunner:
                 result = self._one_run(job)
             except ControlPlaneError as e:   # OVS or the controller: a run failure like any other
                 raise RunFailure(str(e)) from None
+            except RunFailure as e:
+                self._blame_the_control_plane(job, e)
+                raise
             if self.on_run:
                 self.on_run(job, result)
+
+    def _blame_the_control_plane(self, job: Job, failure: RunFailure) -> None:
+        """A run that failed because OVS or the controller died says so, not only what broke next."""
+        if self.network.up:
+            try:
+                self.check_control_plane(f"during run {job.run_id}")
+            except ControlPlaneError as e:
+                raise RunFailure(f"{e} (then: {failure})") from None
 
     def cleanup(self) -> None:
         t0 = time.monotonic()
@@ -136,8 +147,8 @@ class NativeRunner:
         self.signature = None
         self.phases["teardown"] = round(self.phases["teardown"] + time.monotonic() - t0, 3)
 
-    def check_controller(self, when: str) -> None:
-        self.network.check_controller(when)
+    def check_control_plane(self, when: str) -> None:
+        self.network.check_control_plane(when)
 
     def wait_listening(self, port: int, timeout: float = 20, udp: bool = False) -> None:
         deadline = time.monotonic() + timeout
@@ -170,7 +181,7 @@ class NativeRunner:
         self.log(f"run {job.run_id}: {job.mode} with primary path {job.primary}"
                  + (f" [{job.point.label}]" if job.multi_point else ""))
         started, clock = time.time(), StepClock()
-        self.check_controller(f"before run {job.run_id}")
+        self.check_control_plane(f"before run {job.run_id}")
         # TCP baselines leave the endpoints alone: a plain TCP socket never uses them. The endpoints
         # in place are saved with the "before" counters (mptcp-endpoints.txt).
         self.after_connect = self.mptcp.apply_endpoints(sc, self.plan, job.primary) if mptcp else {}
@@ -218,7 +229,7 @@ class NativeRunner:
             steering = self.steering.report(job.run_id)
             if steering is not None:
                 result["steering"] = steering
-        self.check_controller(f"during run {job.run_id}")
+        self.check_control_plane(f"during run {job.run_id}")
         result.update(point=job.point.id, point_label=job.point.label, params=job.point.params,
                       kernel=os.uname().release)
         if job.mode == "mptcp" and sc.efficiency_paths:

@@ -102,7 +102,7 @@ class TrafficTool:
     """One traffic generator, made for one run. Register a subclass in runners.traffic.TOOLS by name.
 
     `host` is the runner: its network (client, clients, server, net), plan, scenario, process
-    registry, results store and log, and path_rx / wait_listening / check_controller.
+    registry, results store and log, and path_rx / wait_listening / check_control_plane.
     """
 
     name = ""
@@ -130,14 +130,14 @@ class TrafficTool:
         return 3 * (t.bytes + commands.fixed_size_extra(self.host.scenario)) * 8 / (slowest * 1e6) + 60
 
     def wait_client(self, proc, deadline: float, run_id: str, what: str) -> tuple[bytes, bytes]:
-        """Wait for a client, reading its output, and fail at once if the controller dies meanwhile."""
+        """Wait for a client, reading its output, and fail at once if the controller or ovs-vswitchd dies meanwhile."""
         while True:
             try:
                 return proc.communicate(timeout=0.5)
             except subprocess.TimeoutExpired:
                 if time.monotonic() > deadline:
                     raise RunFailure(f"run {run_id}: {what} did not finish in {self.timeout():.0f}s") from None
-                self.host.check_controller(f"during run {run_id}")
+                self.host.check_control_plane(f"during run {run_id}")
 
     def watch_subflows(self, client_proc) -> list[dict]:
         """Sample `ss` on the client while the tool runs; the sample with the most subflows is kept.

@@ -1,0 +1,99 @@
+"""Faults at the micro-VM level, injected from the host: Ctrl-C during the boot with the terminal's pipe
+gone, and a wedged guest (qemu stopped). Each boots a real VM (TCG here): no qemu, no temporary
+folder and no guest may outlive run-scenario, and the result set says how it ended."""
+import json
+import os
+import signal
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import pytest
+
+from runners.leftovers import find_leftovers
+
+pytestmark = pytest.mark.vm_host
+REPO = Path(__file__).resolve().parents[2]
+
+
+def start(tmp_path: Path, **env: str) -> subprocess.Popen:
+    """run-scenario on the default scenario through a booted VM (a warm VM of this machine is not used)."""
+    return subprocess.Popen([sys.executable, "-u", "-m", "runners.cli", "scenarios/two-paths.yaml", "--backend", "vm",
+                             "--out", str(tmp_path / "res")], cwd=REPO, stdout=subprocess.PIPE,
+                            stderr=subprocess.STDOUT, text=True,
+                            env={**os.environ, "TESTBED_WARM_DIR": str(tmp_path / "no-warm-vm"), **env})
+
+
+def read_until(p: subprocess.Popen, prefix: str, seen: list[str], within: float = 120) -> None:
+    deadline = time.monotonic() + within
+    for line in p.stdout:
+        seen.append(line)
+        if line.startswith(prefix):
+            return
+        assert time.monotonic() < deadline, "".join(seen)
+    raise AssertionError("".join(seen))
+
+
+def descendants(pid: int) -> dict[int, str]:
+    """pid -> command name of every process under `pid`."""
+    parent, names = {}, {}
+    for d in filter(str.isdigit, os.listdir("/proc")):
+        try:
+            stat = Path(f"/proc/{d}/stat").read_text()
+        except OSError:
+            continue
+        name, rest = stat[stat.index("(") + 1:stat.rindex(")")], stat[stat.rindex(")") + 2:].split()
+        parent[int(d)], names[int(d)] = int(rest[1]), name
+    out, todo = {}, [pid]
+    while todo:
+        p = todo.pop()
+        for child, pp in parent.items():
+            if pp == p and child not in out:
+                out[child] = names[child]
+                todo.append(child)
+    return out
+
+
+def wait_for_qemu(p: subprocess.Popen, within: float = 120) -> list[int]:
+    deadline = time.monotonic() + within
+    while time.monotonic() < deadline:
+        qemu = [pid for pid, name in descendants(p.pid).items() if name.startswith("qemu-system")]
+        if qemu:
+            return qemu
+        time.sleep(0.2)
+    raise AssertionError("no qemu started")
+
+
+def metadata(tmp_path: Path) -> dict:
+    return json.loads(next((tmp_path / "res").glob("*/2*/metadata.json")).read_text())
+
+
+def test_ctrl_c_during_the_boot_with_the_pipe_gone_stops_the_vm(tmp_path):
+    """`run-scenario ... | tee log`, and Ctrl-C kills tee too: stopping the VM must not depend on printing."""
+    p = start(tmp_path)
+    seen: list[str] = []
+    read_until(p, "booting micro-VM", seen)
+    wait_for_qemu(p)
+    time.sleep(2)
+    p.stdout.close()                      # the reader is gone: every later write gets EPIPE
+    p.send_signal(signal.SIGINT)
+    assert p.wait(timeout=60) == 130, "".join(seen)
+    assert metadata(tmp_path)["status"] == "interrupted"
+    assert find_leftovers() == []
+
+
+def test_a_wedged_guest_is_stopped_and_reported(tmp_path):
+    p = start(tmp_path, TESTBED_VM_SILENCE_S="25")
+    seen: list[str] = []
+    read_until(p, "booting micro-VM", seen)
+    for pid in wait_for_qemu(p):
+        os.kill(pid, signal.SIGSTOP)      # qemu stops responding: no output, no exit
+    out, _ = p.communicate(timeout=120)
+    text = "".join(seen) + out
+    assert p.returncode == 1, text
+    assert "the micro-VM printed nothing for 25 s" in text and "it was stopped" in text, text
+    assert "Traceback" not in text
+    meta = metadata(tmp_path)
+    assert meta["status"] == "failed" and "printed nothing" in meta["failure"]
+    assert find_leftovers() == []
