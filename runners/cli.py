@@ -110,7 +110,22 @@ def build_parser() -> argparse.ArgumentParser:
 
 
 def _err(msg: str) -> None:
-    print(f"run-scenario: error: {msg}", file=sys.stderr)
+    try:
+        print(f"run-scenario: error: {msg}", file=sys.stderr, flush=True)
+    except (BrokenPipeError, OSError, ValueError):
+        terminal_gone()
+
+
+def terminal_gone() -> None:
+    """The reader of our output went away (`| tee` killed by the same Ctrl-C): what is left to say goes
+    nowhere, and the exit code stays the run's (Python would turn the failed flush at exit into 120)."""
+    devnull = os.open(os.devnull, os.O_WRONLY)
+    for fd in (1, 2):
+        try:
+            os.dup2(devnull, fd)
+        except OSError:
+            pass
+    os.close(devnull)
 
 
 def _git_revision() -> dict:
@@ -711,6 +726,14 @@ def process_age() -> float:
 
 
 def main(argv: list[str] | None = None) -> int:
+    try:
+        return _main(argv)
+    except BrokenPipeError:
+        terminal_gone()
+        return EXIT_FAIL
+
+
+def _main(argv: list[str] | None = None) -> int:
     started_at, age = time.monotonic(), process_age()
     argv = list(sys.argv[1:] if argv is None else argv)
     if argv[:1] == ["report"]:
