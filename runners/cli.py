@@ -53,6 +53,7 @@ subcommands:
   run-scenario compare DIR... [--metric M] [--by PARAM]   result sets side by side (table, overlay)
   run-scenario vm up|status|down             a warm VM: runs with the vm backend start without a boot
   run-scenario clean [--yes]                 list (and remove) what runs left behind, like mn -c
+  run-scenario list [DIR]                    every scenario in DIR (scenarios/): name, runs, time, description
 
 exit codes:
   0 ok; 1 failure while running (finished runs are kept) or a failed verdict;
@@ -65,6 +66,7 @@ examples:
   run-scenario --resume results/e4-primary-path/20261121T101500Z
   run-scenario scenarios/e5-exp3.yaml --variant paper-1g
   run-scenario --check scenarios/*.yaml
+  run-scenario scenarios/e4-delay.yaml --repeat 5 --dry-run
   run-scenario --schema > scenario.schema.json
 """
 
@@ -101,6 +103,8 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--junit", metavar="PATH", help="also write the JUnit XML here (it is always in the result set)")
     p.add_argument("--yes", action="store_true", help="run a set estimated to take more than 24 hours")
     p.add_argument("--check", action="store_true", help="only validate the scenario file(s) and exit")
+    p.add_argument("--dry-run", action="store_true", help="print the job table (points, modes, primaries, "
+                   "repetitions) and the estimated wall time on the chosen backend, then exit; starts nothing")
     p.add_argument("--schema", action="store_true", help="print the scenario JSON Schema and exit")
     p.add_argument("--run-dir", help=argparse.SUPPRESS)  # internal: exact result folder (VM guest side)
     # internal (VM guest side): the host finishes the result set after the guest exits, at native speed:
@@ -715,6 +719,98 @@ def _cmd_clean(argv: list[str]) -> int:
     return EXIT_OK if not rest else EXIT_FAIL
 
 
+def _check_files(args) -> int:
+    """--check: validate every file given; exit 2 when any is refused."""
+    from scenarios.spec.loader import ScenarioError, load_experiment
+
+    bad = 0
+    for f in args.scenario:
+        try:
+            exp = select_variants(load_experiment(f), args.variant)
+            check_plans(exp)
+            note = _needs_consent(exp, args, quiet=True)
+            print(f"{f}: ok ({_size_of(exp, args.repeat)})" + (f"; to run it: {note}" if note else ""), flush=True)
+        except ScenarioError as e:
+            print(e.render(), file=sys.stderr)
+            bad += 1
+    return EXIT_INPUT if bad else EXIT_OK
+
+
+def _estimate_backend(requested: str, exp) -> tuple[str, str | None]:
+    """(the backend a run would use, with 'warm vm' when one is up; why auto chose the VM)."""
+    from .backends import choose_backend
+    from .backends import warmvm
+
+    choice = choose_backend(requested, [pt.scenario for pt in exp.points])
+    if choice.name == "vm" and warmvm.default().state() is not None:
+        return "warm vm", choice.auto_note
+    return choice.name, choice.auto_note
+
+
+def _costs_for(exp, backend: str, out: Path):
+    """The per-phase costs the newest finished set of this scenario measured on this backend, else defaults."""
+    from .preview import DEFAULTS, measured_costs
+
+    meta_path = out / exp.scenario.name / "latest" / "metadata.json"
+    try:
+        meta = json.loads(meta_path.read_text())
+    except (OSError, ValueError):
+        meta = {}
+    same = (meta.get("backend") == "native") == (backend == "native") and meta.get("status") == "ok"
+    warm = bool((meta.get("vm") or {}).get("warm"))
+    if same and (backend == "native" or warm == (backend == "warm vm")):
+        costs = measured_costs(meta, f"results/{exp.scenario.name}/latest")
+        if costs is not None:
+            return costs
+    return DEFAULTS[backend]
+
+
+def _dry_run(args, exp) -> int:
+    from .preview import render_table
+
+    backend, _ = _estimate_backend(args.backend, exp)
+    print(f"{args.scenario[0]}: {exp.scenario.name} (dry run: nothing is started)")
+    print(render_table(exp, args.repeat, _costs_for(exp, backend, Path(args.out).resolve()), backend))
+    note = _needs_consent(exp, args, quiet=True)
+    if note:
+        print(f"to run it: {note}")
+    return EXIT_OK
+
+
+def _cmd_list(argv: list[str]) -> int:
+    from scenarios.spec.loader import ScenarioError, load_experiment
+    from .preview import duration, job_table
+
+    p = argparse.ArgumentParser(prog="run-scenario list", description="One line per scenario file in DIR: name, "
+                                "number of runs, estimated time on the backend `auto` would choose, description.")
+    p.add_argument("dir", nargs="?", default=str(REPO / "scenarios"), metavar="DIR")
+    p.add_argument("--backend", choices=["auto", "native", "vm"], default="auto")
+    a = p.parse_args(argv)
+    files = sorted(Path(a.dir).glob("*.yaml")) + sorted(Path(a.dir).glob("*.yml"))
+    if not Path(a.dir).is_dir() or not files:
+        _err(f"{a.dir}: no scenario files (*.yaml) there")
+        return EXIT_INPUT
+    rows, backend, bad = [], None, 0
+    for f in files:
+        try:
+            exp = load_experiment(f)
+        except ScenarioError as e:
+            rows.append((f.name, "-", "-", "invalid: " + e.render().splitlines()[-1].strip()[:80]))
+            bad += 1
+            continue
+        if backend is None:
+            backend, _ = _estimate_backend(a.backend, exp)
+        jobs, _, seconds = job_table(exp, None, _costs_for(exp, backend, REPO / "results"))
+        desc = " ".join((exp.scenario.description or "").split())
+        rows.append((f.name, str(sum(r.runs for r in jobs)), duration(seconds), desc[:70] + ("..." if len(desc) > 70 else "")))
+    widths = [max(len(r[i]) for r in rows + [("file", "runs", "time", "")]) for i in range(3)]
+    print("  ".join(h.ljust(w) for h, w in zip(("file", "runs", "time"), widths)) + "  description")
+    for r in rows:
+        print("  ".join(c.ljust(w) for c, w in zip(r[:3], widths)) + "  " + r[3])
+    print(f"times: estimated for the {backend or a.backend} backend (see --dry-run for one scenario's table)")
+    return EXIT_INPUT if bad else EXIT_OK
+
+
 def process_age() -> float:
     """Seconds since this process started (interpreter start-up and imports included)."""
     try:
@@ -746,6 +842,8 @@ def _main(argv: list[str] | None = None) -> int:
         return _cmd_vm(argv[1:])
     if argv[:1] == ["clean"]:
         return _cmd_clean(argv[1:])
+    if argv[:1] == ["list"]:
+        return _cmd_list(argv[1:])
     parser = build_parser()
     args = parser.parse_args(argv)
     args.started_at, args.process_age = started_at, age
@@ -766,19 +864,7 @@ def _main(argv: list[str] | None = None) -> int:
     if not args.scenario:
         parser.error("a scenario file is required (see --help)")
     if args.check:
-        bad = 0
-        for f in args.scenario:
-            try:
-                exp = load_experiment(f)
-                exp = select_variants(exp, args.variant)
-                check_plans(exp)
-                note = _needs_consent(exp, args, quiet=True)
-                print(f"{f}: ok ({_size_of(exp, args.repeat)})" + (f"; to run it: {note}" if note else ""),
-                      flush=True)
-            except ScenarioError as e:
-                print(e.render(), file=sys.stderr)
-                bad += 1
-        return EXIT_INPUT if bad else EXIT_OK
+        return _check_files(args)
     if len(args.scenario) > 1:
         parser.error("give one scenario file to run (several only with --check)")
     try:
@@ -788,6 +874,8 @@ def _main(argv: list[str] | None = None) -> int:
     except ScenarioError as e:
         print(e.render(), file=sys.stderr)
         return EXIT_INPUT
+    if args.dry_run:
+        return _dry_run(args, exp)
     refusal = _needs_consent(exp, args) or _bad_folders(args)
     if refusal:
         print(f"{args.scenario[0]}: {refusal}", file=sys.stderr)
