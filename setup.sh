@@ -40,6 +40,9 @@ pkgs=(mininet openvswitch-switch iperf3 mptcpize iproute2 iputils-ping ethtool n
 pkgs+=(vagrant debootstrap)
 # ... and opens each result set's report.html in headless Chromium (tests/unit/test_report_page.py).
 pkgs+=(chromium)
+# --capture: tcpdump writes one pcap per interface, tshark reads each run's subflows from them
+# (tshark's debconf question about non-root capture is answered "no" by the noninteractive frontend).
+pkgs+=(tcpdump tshark)
 # os-ken (the maintained Ryu fork) for the controller apps; Debian and Ubuntu ship it.
 pkgs+=(python3-os-ken)
 if [ "$with_vm" = 1 ]; then

@@ -102,6 +102,12 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--svg", action="store_true", help="write every figure as SVG too (default: PNG only)")
     p.add_argument("--junit", metavar="PATH", help="also write the JUnit XML here (it is always in the result set)")
     p.add_argument("--yes", action="store_true", help="run a set estimated to take more than 24 hours")
+    p.add_argument("--capture", nargs="?", const="client,server", metavar="ROLES",
+                   help="tcpdump on every interface of these nodes (client, server, routers; default client,server) "
+                   "during each run's traffic: raw/<run>/pcap/<node>-<interface>.pcap, and with tshark "
+                   "raw/<run>/subflows-pcap.csv (one row per subflow). Costs CPU, most under TCG")
+    p.add_argument("--snaplen", type=int, default=None, metavar="BYTES",
+                   help="bytes kept per captured packet (default 128: headers and MPTCP options; 64-65535)")
     p.add_argument("--check", action="store_true", help="only validate the scenario file(s) and exit")
     p.add_argument("--dry-run", action="store_true", help="print the job table (points, modes, primaries, "
                    "repetitions) and the estimated wall time on the chosen backend, then exit; starts nothing")
@@ -212,8 +218,15 @@ def select_variants(exp, names: list[str] | None):
 
 
 def _before_anything_starts(args, exp, backend: str) -> str | None:
-    """What would fail late, checked before a result folder exists: the VM's kernel, and what a killed
-    run left behind."""
+    """What would fail late, checked before a result folder exists: tcpdump for --capture, the VM's
+    kernel, and what a killed run left behind."""
+    if args.capture_spec is not None:
+        from .tools import tools_for
+        missing = [t.missing_message() for t in tools_for("capture") if t.found() is None]
+        if any("tcpdump" in m for m in missing):
+            return "--capture: " + "; ".join(missing)
+        if missing:
+            print(f"warning: --capture without subflows-pcap.csv: {missing[0]}", file=sys.stderr, flush=True)
     if backend == "vm":
         from .backends.vm import VmError, choose_kernel
         try:
@@ -378,8 +391,10 @@ def _run_native(args, exp, run_dir: Path, probe_report) -> int:
     if run_set.resumed:
         print(f"resuming: {kept} finished run(s) kept, {len(jobs)} to go", flush=True)
     progress = make_progress(kept + len(jobs), kept)
+    if args.capture_spec is not None:
+        store.set_metadata(capture=args.capture_spec.to_dict())
     runner = NativeRunner(store, probe_report, log=progress.log, on_run=progress.advance,
-                          base_dir=Path(exp.file).resolve().parent)
+                          base_dir=Path(exp.file).resolve().parent, capture=args.capture_spec)
     store.reserve_space()
     code, status, failure = run_to_the_end(runner, run_set, jobs, args.max_repeat if args.until_conclusive else None,
                                   progress, _err)
@@ -460,6 +475,8 @@ def _guest_flags(args) -> list[str]:
         out.append("--until-conclusive")
     if args.allow_commands:
         out.append("--allow-commands")
+    if args.capture_spec is not None:
+        out += ["--capture", ",".join(args.capture_spec.roles), "--snaplen", str(args.capture_spec.snaplen)]
     if args.yes:
         out.append("--yes")
     return out
@@ -481,6 +498,9 @@ def _run_vm(args, exp, run_dir: Path) -> int:
         return EXIT_FAIL
     ResultStore(run_dir).write_scenario(exp.text)
     print(f"results: {run_dir}", flush=True)
+    if args.capture_spec is not None and not plan.kvm:
+        print("capture: under TCG every captured packet costs the emulated CPU; rates may come out lower",
+              flush=True)
     t0 = time.time()
     warm = _usable_warm_vm(plan, run_dir)
     try:
@@ -719,6 +739,28 @@ def _cmd_clean(argv: list[str]) -> int:
     return EXIT_OK if not rest else EXIT_FAIL
 
 
+def _capture_spec(args, parser):
+    """--capture and --snaplen, checked (a usage error, exit 2, before anything starts)."""
+    from .collect.capture import DEFAULT_SNAPLEN, CaptureSpec, parse_roles
+
+    if args.capture is None:
+        if args.snaplen is not None:
+            parser.error("--snaplen needs --capture")
+        return None
+    if args.capture.endswith((".yaml", ".yml")):
+        # `--capture scenario.yaml`: the optional value swallowed the scenario
+        args.scenario.insert(0, args.capture)
+        args.capture = "client,server"
+    try:
+        roles = parse_roles(args.capture)
+    except ValueError as e:
+        parser.error(str(e))
+    snaplen = DEFAULT_SNAPLEN if args.snaplen is None else args.snaplen
+    if not 64 <= snaplen <= 65535:
+        parser.error(f"--snaplen must be between 64 and 65535 bytes (got {snaplen})")
+    return CaptureSpec(roles, snaplen)
+
+
 def _check_files(args) -> int:
     """--check: validate every file given; exit 2 when any is refused."""
     from scenarios.spec.loader import ScenarioError, load_experiment
@@ -859,6 +901,7 @@ def _main(argv: list[str] | None = None) -> int:
         _parse_shard(args.shard)
     except argparse.ArgumentTypeError as e:
         parser.error(str(e))
+    args.capture_spec = _capture_spec(args, parser)
     if args.resume:
         _point_at_the_resumed_set(args, parser)
     if not args.scenario:

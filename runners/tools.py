@@ -18,7 +18,7 @@ class Tool:
     program: str          # a name looked up on PATH, or an absolute path
     package: str          # the Debian/Ubuntu package that installs it
     why: str              # what the testbed uses it for (shown when it is missing)
-    needed_for: str       # "native", "mptcp", "nft-counters", "ovs", "vm" or "tests"
+    needed_for: str       # "native", "mptcp", "nft-counters", "ovs", "capture", "vm" or "tests"
 
     def found(self) -> str | None:
         if os.path.isabs(self.program):
@@ -52,6 +52,9 @@ TOOLS: tuple[Tool, ...] = (
     Tool("ovsdb-server", "openvswitch-switch", "the Open vSwitch database", "ovs"),
     Tool("/usr/share/openvswitch/scripts/ovs-ctl", "openvswitch-switch", "starts and stops Open vSwitch",
          "ovs"),
+    # --capture: one pcap per interface, and each run's subflows read from them
+    Tool("tcpdump", "tcpdump", "packet capture (--capture)", "capture"),
+    Tool("tshark", "tshark", "subflows-pcap.csv from the captures (--capture)", "capture"),
     # the test suite opens report.html in a headless browser, as a person would see it
     Tool("chromium", "chromium", "the test suite's check of report.html", "tests"),
     # VM backend: what run-scenario and virtme-ng call on the host

@@ -21,6 +21,7 @@ from topologies.kinds import plan as make_plan
 
 from .. import procfs
 from ..collect import record
+from ..collect.capture import Capture, CaptureSpec, capture_nodes, subflows_csv
 from ..collect.counters import Counters
 from ..collect.pings import Pinger
 from ..collect.steering import Steering
@@ -86,8 +87,10 @@ class NativeRunner:
     """
 
     def __init__(self, store: ResultStore, probe: ProbeReport, log: Callable[[str], None] = print,
-                 on_run: Callable[[Job, dict], None] | None = None, base_dir: Path | None = None):
+                 on_run: Callable[[Job, dict], None] | None = None, base_dir: Path | None = None,
+                 capture: CaptureSpec | None = None):
         self.store, self.probe, self.log, self.on_run = store, probe, log, on_run
+        self.capture = capture
         self.network = Network(store.dir / "controller", Path(base_dir or "."), log)
         self.procs = ProcessRegistry()
         self.scenario = self.plan = None
@@ -199,14 +202,18 @@ class NativeRunner:
         receiver = self.server if upload else self.client
         before = self.counters.snapshot(job.run_id, "before")
         clock.mark("snapshot_before")
+        dumps = self._start_capture(job.run_id)
         traffic = tool.run(TrafficRun(job.run_id, job.primary, mptcp, receiver, upload))
         self.traffic_ended = clock.mark("traffic")
+        captured = self._finish_capture(job.run_id, dumps)
         self.store.save_raw(job.run_id, "path-samples.json", json.dumps(traffic.path_samples) + "\n")
         after = self.counters.snapshot(job.run_id, "after")
         clock.mark("snapshot_after")
         seen = record.Observations(before=before, after=after, pings=pings, path_samples=traffic.path_samples,
                                    ss_samples=traffic.ss_samples, server_receives=upload)
         result = self._record(job, started, traffic.report, seen)
+        if captured is not None:
+            result["capture"] = captured
         clock.mark("assemble")
         self.store.add_run(result)
         clock.mark("store")
@@ -214,6 +221,33 @@ class NativeRunner:
         self.phases["runs"].append({"id": job.run_id, "wall": round(clock.elapsed, 3), "traffic": round(seconds, 3),
                                     "overhead": round(clock.elapsed - seconds, 3), "steps": clock.steps()})
         return result
+
+    def _start_capture(self, run_id: str) -> Capture | None:
+        if self.capture is None:
+            return None
+        dumps = Capture(self.capture, self.procs, self.log)
+        dumps.start([self.network.get(n) for n in capture_nodes(self.capture, self.plan)],
+                    self.store.raw_dir(run_id) / "pcap")
+        return dumps
+
+    def _finish_capture(self, run_id: str, dumps: Capture | None) -> dict | None:
+        """Stop the run's tcpdumps; subflows-pcap.csv from them (a tshark failure is a warning)."""
+        if dumps is None:
+            return None
+        files = dumps.stop()
+        out = {"files": files}
+        path_of = {p.client_ip: p.name for p in self.plan.paths}
+        for _, paths in self.plan.client_paths:
+            path_of.update({p.client_ip: p.name for p in paths})
+        try:
+            text = subflows_csv(self.store.raw_dir(run_id), files, list(self.plan.all_clients), path_of)
+        except (RuntimeError, OSError, ValueError) as e:
+            self.log(f"warning: run {run_id}: subflows-pcap.csv not written: {e}")
+            text = None
+        if text is not None:
+            self.store.save_raw(run_id, "subflows-pcap.csv", text)
+            out["subflows_csv"] = f"raw/{run_id}/subflows-pcap.csv"
+        return out
 
     def _record(self, job: Job, started: float, report: TrafficReport, seen: record.Observations) -> dict:
         sc = self.scenario

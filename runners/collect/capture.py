@@ -1,0 +1,135 @@
+"""--capture: tcpdump on every interface of the chosen nodes, from before the handshake to after the last
+byte, one pcap per interface (raw/<run>/pcap/<node>-<interface>.pcap); then, with tshark, the run's
+subflows (subflows-pcap.csv).
+
+Headers only by default (--snaplen 128 holds Ethernet, IP, TCP and its MPTCP options). Capture costs CPU:
+under TCG each packet is copied once more, so throughput can drop.
+"""
+from __future__ import annotations
+
+import re
+import shutil
+import signal
+import time
+from dataclasses import dataclass
+from pathlib import Path
+
+from ..errors import RunFailure
+from .pcap_subflows import SubflowTable, read_packets, render_csv
+
+ROLES = ("client", "server", "routers")
+DEFAULT_SNAPLEN = 128
+READY_TIMEOUT_S = 15.0
+
+
+@dataclass(frozen=True)
+class CaptureSpec:
+    roles: tuple[str, ...]
+    snaplen: int = DEFAULT_SNAPLEN
+
+    def to_dict(self) -> dict:
+        return {"roles": list(self.roles), "snaplen": self.snaplen}
+
+
+def parse_roles(text: str) -> tuple[str, ...]:
+    """'client,server' -> ('client', 'server'); ValueError naming what is allowed."""
+    roles = tuple(dict.fromkeys(r.strip() for r in text.split(",") if r.strip()))
+    bad = [r for r in roles if r not in ROLES]
+    if bad or not roles:
+        raise ValueError(f"--capture takes a comma-separated list of {', '.join(ROLES)} (got {text!r})")
+    return roles
+
+
+def capture_nodes(spec: CaptureSpec, plan) -> list[str]:
+    """The node names to capture on, in the plan's order."""
+    names: list[str] = []
+    if "client" in spec.roles:
+        names += list(plan.all_clients)
+    if "server" in spec.roles:
+        names.append(plan.server)
+    if "routers" in spec.roles:
+        names += list(plan.routers)
+    return list(dict.fromkeys(names))
+
+
+@dataclass
+class _Dump:
+    node: str
+    interface: str
+    pcap: Path
+    log: Path
+    proc: object
+
+
+class Capture:
+    """One run's tcpdumps: `start` waits until each listens, `stop` ends them and keeps the files."""
+
+    def __init__(self, spec: CaptureSpec, procs, log=print):
+        self.spec, self.procs, self.log = spec, procs, log
+        self.dumps: list[_Dump] = []
+
+    def start(self, nodes: list, out_dir: Path) -> None:
+        out_dir.mkdir(parents=True, exist_ok=True)
+        for node in nodes:
+            for intf in node.intfNames():
+                if intf == "lo":
+                    continue
+                name = f"{node.name}-{intf}"
+                # "*.part.pcap", not "*.pcap.part": Ubuntu's AppArmor profile lets tcpdump write *.pcap only
+                pcap, log = out_dir / f"{name}.part.pcap", out_dir / f"{name}.tcpdump.log"
+                # -Z root: Debian's tcpdump would drop to its own user, which cannot write root's results
+                argv = ["tcpdump", "-i", intf, "-s", str(self.spec.snaplen), "-n", "-U", "-Z", "root", "-w", str(pcap)]
+                with open(log, "wb") as err:
+                    proc = self.procs.start(node, argv, stdout=err, stderr=err)
+                self.dumps.append(_Dump(node.name, intf, pcap, log, proc))
+        self._wait_listening()
+
+    def _wait_listening(self) -> None:
+        deadline = time.monotonic() + READY_TIMEOUT_S
+        for d in self.dumps:
+            while b"listening on" not in d.log.read_bytes():
+                if d.proc.poll() is not None or time.monotonic() > deadline:
+                    raise RunFailure(f"tcpdump on {d.node} {d.interface} did not start: "
+                                     f"{d.log.read_text(errors='replace').strip()[-300:]}")
+                time.sleep(0.02)
+
+    def stop(self) -> list[dict]:
+        """End every tcpdump (SIGINT: it flushes and reports), keep its pcap; one record per file."""
+        for d in self.dumps:
+            if d.proc.poll() is None:
+                d.proc.send_signal(signal.SIGINT)
+        records = []
+        for d in self.dumps:
+            try:
+                d.proc.wait(timeout=10)
+            except Exception:   # noqa: BLE001 -- a tcpdump that will not end is killed; its file is kept
+                d.proc.kill()
+                d.proc.wait()
+            final = d.pcap.with_name(d.pcap.name.replace(".part.pcap", ".pcap"))
+            if d.pcap.exists():
+                d.pcap.replace(final)
+            records.append({"node": d.node, "interface": d.interface, "file": f"pcap/{final.name}",
+                            **_tcpdump_counts(d.log.read_text(errors="replace"))})
+            d.log.unlink(missing_ok=True)
+        self.dumps = []
+        return records
+
+
+def _tcpdump_counts(text: str) -> dict:
+    out = {}
+    for key, pattern in (("packets", r"(\d+) packets captured"), ("dropped_by_kernel", r"(\d+) packets dropped by kernel")):
+        m = re.search(pattern, text)
+        if m:
+            out[key] = int(m.group(1))
+    return out
+
+
+def subflows_csv(run_dir: Path, records: list[dict], client_nodes: list[str], path_of: dict[str, str]) -> str | None:
+    """subflows-pcap.csv's text from the client side's captures (else the server's); None without tshark."""
+    if shutil.which("tshark") is None:
+        return None
+    side = [r for r in records if r["node"] in client_nodes] or records
+    table = SubflowTable()
+    for r in side:
+        table.add(read_packets(run_dir / r["file"]), r["interface"])
+    return render_csv(table.rows(path_of))

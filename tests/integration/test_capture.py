@@ -1,0 +1,61 @@
+"""--capture on a real run: a pcap per client interface from before the handshake to after the last
+byte, and subflows-pcap.csv that agrees with `ss` (the subflow count) and the per-path counters (each
+path's share of the bytes) of the same run."""
+import csv
+import json
+import subprocess
+
+import pytest
+
+from .helpers import leftovers, run_cli, write_scenario
+
+pytestmark = pytest.mark.integration
+
+SHORT = """\
+name: capture
+topology:
+  kind: dual-homed
+  paths:
+    - {name: A, bw: 8, delay: 5ms}
+    - {name: B, bw: 4, delay: 5ms}
+traffic: {duration: 5}
+runs: {compare: [mptcp, tcp], pause: 200ms}
+"""
+
+
+def test_capture_gives_pcaps_and_a_subflow_table_that_agrees_with_ss_and_the_counters(tmp_path):
+    scen = write_scenario(tmp_path / "c.yaml", SHORT)
+    r = run_cli(str(scen), "--backend", "native", "--capture", "client", "--out", str(tmp_path / "o"))
+    assert r.returncode == 0, r.stdout + r.stderr
+    d = next((tmp_path / "o" / "capture").glob("2*"))
+    meta = json.loads((d / "metadata.json").read_text())
+    assert meta["capture"] == {"roles": ["client"], "snaplen": 128}
+    runs = {x["mode"]: x for x in json.loads((d / "results.json").read_text())["runs"]}
+
+    mptcp = runs["mptcp"]
+    files = {f["file"]: f for f in mptcp["capture"]["files"]}
+    assert set(files) == {"pcap/h1-h1-eth0.pcap", "pcap/h1-h1-eth1.pcap"}
+    assert all(f["packets"] > 100 and f["dropped_by_kernel"] == 0 for f in files.values()), files
+    raw = d / "raw" / mptcp["id"]
+    # headers only: no captured frame is longer than the snaplen
+    lens = subprocess.run(["tshark", "-r", str(raw / "pcap" / "h1-h1-eth0.pcap"), "-T", "fields", "-e",
+                           "frame.cap_len"], capture_output=True, text=True).stdout.split()
+    assert lens and max(map(int, lens)) <= 128
+
+    rows = list(csv.DictReader((raw / "subflows-pcap.csv").open()))
+    by_conn: dict[str, list] = {}
+    for row in rows:
+        by_conn.setdefault(row["connection"], []).append(row)
+    data = max(by_conn.values(), key=lambda rs: sum(int(x["bytes_server_to_client"]) for x in rs))
+    assert len(data) == mptcp["metrics"]["subflows"] == 2                   # what ss -tiM saw
+    assert sorted(x["kind"] for x in data) == ["MP_CAPABLE", "MP_JOIN"]       # the handshake was captured
+    assert {x["path"] for x in data} == {"A", "B"}
+    total = sum(int(x["bytes_server_to_client"]) for x in data)
+    for x in data:
+        share = int(x["bytes_server_to_client"]) / total
+        assert abs(share - mptcp["paths"][x["path"]]["share"]) < 0.03, (x, mptcp["paths"])
+
+    tcp_rows = list(csv.DictReader((d / "raw" / runs["tcp"]["id"] / "subflows-pcap.csv").open()))
+    assert {x["kind"] for x in tcp_rows} == {"TCP"}
+    assert "tcpdump" not in subprocess.run(["ps", "-eo", "comm"], capture_output=True, text=True).stdout
+    assert leftovers() == []

@@ -1,0 +1,99 @@
+"""--capture: the subflow table read from recorded tshark output (and tshark run on a recorded pcap),
+and the capture options checked before anything starts."""
+import csv
+import io
+import shutil
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from runners.collect.capture import CaptureSpec, _tcpdump_counts, capture_nodes, parse_roles
+from runners.collect.pcap_subflows import SubflowTable, data_connection, read_packets, render_csv
+
+REPO = Path(__file__).resolve().parents[2]
+FIX = REPO / "tests" / "fixtures" / "capture"
+PATHS = {"10.0.1.1": "A", "10.0.2.1": "B"}
+
+
+def table() -> list[dict]:
+    t = SubflowTable()
+    for i in (0, 1):
+        t.add((FIX / f"h1-h1-eth{i}.tshark.tsv").read_text(), f"h1-eth{i}")
+    return t.rows(PATHS)
+
+
+def test_one_row_per_subflow_grouped_by_connection():
+    rows = table()
+    # iperf3 under mptcpize: a control connection and a data connection, each with an initial subflow
+    # on path A and a join on path B
+    assert [(r["connection"], r["kind"], r["path"]) for r in rows] == [
+        ("0", "MP_CAPABLE", "A"), ("0", "MP_JOIN", "B"), ("1", "MP_CAPABLE", "A"), ("1", "MP_JOIN", "B")]
+    assert all(r["client_port"] != 5299 and r["server_port"] == 5299 and r["family"] == "ipv4" for r in rows)
+
+
+def test_the_data_connection_its_bytes_backup_flag_and_retransmissions():
+    data = data_connection(table())
+    first, join = data
+    assert first["bytes_client_to_server"] > 4_000_000 and first["bytes_server_to_client"] == 0   # an upload
+    assert join["backup"] == 1 and join["bytes_client_to_server"] == 0     # a backup path stays idle
+    assert first["backup"] == 0
+    assert first["retransmissions"] > 0                                    # tbf dropped some
+    assert 1.9 < first["last_s"] - first["first_s"] < 2.2                  # a 2 s transfer
+    assert first["interface"] == "h1-eth0" and join["interface"] == "h1-eth1"
+
+
+def test_the_csv_has_its_columns_in_order():
+    text = render_csv(table())
+    rows = list(csv.DictReader(io.StringIO(text)))
+    assert list(rows[0])[:3] == ["connection", "kind", "family"] and len(rows) == 4
+
+
+def test_a_subflow_whose_syn_was_not_captured_is_marked_unknown():
+    lines = [ln for ln in (FIX / "h1-h1-eth1.tshark.tsv").read_text().splitlines() if "\t1\t0\t" not in ln]
+    t = SubflowTable()
+    t.add("\n".join(lines[2:]), "h1-eth1")
+    assert {r["kind"] for r in t.rows()} <= {"unknown", "MP_JOIN"}
+
+
+@pytest.mark.skipif(shutil.which("tshark") is None, reason="tshark is installed by setup.sh")
+def test_tshark_reads_a_recorded_pcap_as_recorded():
+    assert read_packets(FIX / "h1-h1-eth1.pcap") == (FIX / "h1-h1-eth1.tshark.tsv").read_text()
+
+
+def test_tcpdump_counts():
+    text = "tcpdump: listening on c-eth0\n1402 packets captured\n1402 packets received by filter\n3 packets dropped by kernel\n"
+    assert _tcpdump_counts(text) == {"packets": 1402, "dropped_by_kernel": 3}
+
+
+class Plan:
+    all_clients, server, routers = ("h1",), "h2", ("r1", "r2")
+
+
+def test_roles_and_nodes():
+    assert parse_roles("client, server,client") == ("client", "server")
+    with pytest.raises(ValueError, match="client, server, routers"):
+        parse_roles("client;reboot")
+    assert capture_nodes(CaptureSpec(("routers", "client")), Plan()) == ["h1", "r1", "r2"]
+
+
+def cli(*args):
+    return subprocess.run([sys.executable, "-m", "runners.cli", *args], cwd=REPO, capture_output=True, text=True,
+                          timeout=60)
+
+
+@pytest.mark.parametrize("args,message", [
+    (["--capture", "switches"], "--capture takes a comma-separated list"),
+    (["--capture", "client", "--snaplen", "20"], "--snaplen must be between 64 and 65535"),
+    (["--snaplen", "200"], "--snaplen needs --capture"),
+])
+def test_bad_capture_options_are_usage_errors(tmp_path, args, message):
+    r = cli("scenarios/two-paths.yaml", *args, "--out", str(tmp_path / "o"))
+    assert r.returncode == 2 and message in r.stderr and "Traceback" not in r.stderr
+    assert not (tmp_path / "o").exists()
+
+
+def test_capture_before_the_scenario_does_not_swallow_it(tmp_path):
+    r = cli("--capture", "scenarios/two-paths.yaml", "--dry-run")
+    assert r.returncode == 0 and "two-paths" in r.stdout
