@@ -108,6 +108,12 @@ def build_parser() -> argparse.ArgumentParser:
                    "raw/<run>/subflows-pcap.csv (one row per subflow). Costs CPU, most under TCG")
     p.add_argument("--snaplen", type=int, default=None, metavar="BYTES",
                    help="bytes kept per captured packet (default 128: headers and MPTCP options; 64-65535)")
+    talk = p.add_mutually_exclusive_group()
+    talk.add_argument("-v", "--verbose", action="store_true",
+                      help="print every command as it runs, e.g. `[h1] ip mptcp endpoint add 10.0.2.1 dev h1-eth1 "
+                      "subflow` (every result set keeps them in commands.log anyway)")
+    talk.add_argument("-q", "--quiet", action="store_true", help="print only errors and the final summary")
+    p.add_argument("--no-run-log", action="store_true", help=argparse.SUPPRESS)   # the host writes it
     p.add_argument("--check", action="store_true", help="only validate the scenario file(s) and exit")
     p.add_argument("--dry-run", action="store_true", help="print the job table (points, modes, primaries, "
                    "repetitions) and the estimated wall time on the chosen backend, then exit; starts nothing")
@@ -117,6 +123,19 @@ def build_parser() -> argparse.ArgumentParser:
     # summary, report, tool versions and the git revision
     p.add_argument("--no-report", action="store_true", help=argparse.SUPPRESS)
     return p
+
+
+QUIET = False   # -q: only errors and the final summary on the console (run.log still gets everything)
+
+
+def _info(msg: str) -> None:
+    """A line of progress: on the console unless -q, and in run.log."""
+    from .runlog import RUN_LOG
+
+    if QUIET:
+        RUN_LOG.note(msg)
+    else:
+        print(msg, flush=True)
 
 
 def _err(msg: str) -> None:
@@ -377,6 +396,7 @@ def _run_native(args, exp, run_dir: Path, probe_report) -> int:
     from .session import RESULTS_UNWRITABLE, open_run_set, run_to_the_end
 
     run_set = open_run_set(exp, run_dir, args.repeat, _parse_shard(args.shard) if args.shard else None)
+    _start_logs(args, run_dir)
     store, started = run_set.store, time.time()
     store.set_metadata(scenario=exp.scenario.name, backend=os.environ.get("TESTBED_BACKEND", "native"),
                        started_utc=store.metadata.get("started_utc")
@@ -387,10 +407,10 @@ def _run_native(args, exp, run_dir: Path, probe_report) -> int:
                        **native_metadata(probe_report.facts, host_finishes=args.no_report), probe=probe_report.facts)
     prepared_mono = time.monotonic()
     kept, jobs = run_set.pending_jobs()
-    print(f"results: {run_dir}", flush=True)
+    _info(f"results: {run_dir}")
     if run_set.resumed:
-        print(f"resuming: {kept} finished run(s) kept, {len(jobs)} to go", flush=True)
-    progress = make_progress(kept + len(jobs), kept)
+        _info(f"resuming: {kept} finished run(s) kept, {len(jobs)} to go")
+    progress = make_progress(kept + len(jobs), kept, quiet=args.quiet)
     if args.capture_spec is not None:
         store.set_metadata(capture=args.capture_spec.to_dict())
     runner = NativeRunner(store, probe_report, log=progress.log, on_run=progress.advance,
@@ -432,6 +452,16 @@ def _runs_on_disk(run_dir: Path) -> int:
         return 0
 
 
+def _start_logs(args, run_dir: Path) -> None:
+    """run.log (unless the host writes it: a VM run) and commands.log, with -v's echo."""
+    from .commandlog import COMMANDS
+    from .runlog import RUN_LOG
+
+    if not args.no_run_log:
+        RUN_LOG.start(run_dir / "run.log")
+    COMMANDS.open(run_dir / "commands.log", echo=args.verbose)
+
+
 def _summary_and_report(run_dir: Path, args, code: int) -> int:
     """Print the summary, write stats/plots/verdicts/JUnit, time it; a failed verdict turns exit 0 into 1."""
     from .results import ResultStore, load_results
@@ -454,11 +484,11 @@ def _report(run_dir: Path, baseline: Path | None, svg: bool = False, junit: Path
     rep = make_report(run_dir, baseline, svg=svg)
     if rep.verdicts:
         print(verdict_table(rep.verdicts), flush=True)
-    print(f"junit: {run_dir / 'junit.xml'}", flush=True)
+    _info(f"junit: {run_dir / 'junit.xml'}")
     if junit is not None:
         atomic_write(junit, (run_dir / "junit.xml").read_text())
-        print(f"junit: {junit}", flush=True)
-    print(f"plots: {run_dir / 'plots'}", flush=True)
+        _info(f"junit: {junit}")
+    _info(f"plots: {run_dir / 'plots'}")
     return EXIT_FAIL if rep.failed else EXIT_OK
 
 
@@ -477,6 +507,7 @@ def _guest_flags(args) -> list[str]:
         out.append("--allow-commands")
     if args.capture_spec is not None:
         out += ["--capture", ",".join(args.capture_spec.roles), "--snaplen", str(args.capture_spec.snaplen)]
+    out += ["--no-run-log"] + (["--verbose"] if args.verbose else []) + (["--quiet"] if args.quiet else [])
     if args.yes:
         out.append("--yes")
     return out
@@ -497,14 +528,15 @@ def _run_vm(args, exp, run_dir: Path) -> int:
         _err(str(e))
         return EXIT_FAIL
     ResultStore(run_dir).write_scenario(exp.text)
-    print(f"results: {run_dir}", flush=True)
+    from .runlog import RUN_LOG
+    RUN_LOG.start(run_dir / "run.log")
+    _info(f"results: {run_dir}")
     if args.capture_spec is not None and not plan.kvm:
-        print("capture: under TCG every captured packet costs the emulated CPU; rates may come out lower",
-              flush=True)
+        _info("capture: under TCG every captured packet costs the emulated CPU; rates may come out lower")
     t0 = time.time()
     warm = _usable_warm_vm(plan, run_dir)
     try:
-        code = _submit_warm(warm, guest) if warm is not None else run_in_vm(plan, silence=vm_silence_limit(exp))
+        code = _submit_warm(warm, guest) if warm is not None else run_in_vm(plan, log=_info, silence=vm_silence_limit(exp))
     except VmError as e:
         _err(str(e))
         _mark_stopped(run_dir, "failed", failure=str(e))
@@ -583,8 +615,7 @@ def _usable_warm_vm(plan, run_dir: Path):
     if st is None:
         return None
     if st["kernel_image"] != str(plan.kernel):
-        print(f"warm VM: runs kernel {st['kernel']}, this run needs {plan.kernel.name}: booting a VM for it",
-              flush=True)
+        _info(f"warm VM: runs kernel {st['kernel']}, this run needs {plan.kernel.name}: booting a VM for it")
         return None
     if not vm.shares(run_dir):
         print(f"warm VM: does not share {run_dir} (it shares {', '.join(st['rwdirs'])}; see `run-scenario vm up "
@@ -592,13 +623,13 @@ def _usable_warm_vm(plan, run_dir: Path):
         return None
     problem = vm.problem()
     if problem is not None:
-        print(f"warm VM: {problem}; replacing it", flush=True)
+        _info(f"warm VM: {problem}; replacing it")
         warmvm.stop(vm, log=lambda m: None)
         try:
             warmvm.up(vm, warmvm.plan_warm(Path(st["kernel_image"]), st["memory"], st["cpus"], vm,
                                            [Path(d) for d in st["rwdirs"] if Path(d) != vm.spool]))
         except VmError as e:
-            print(f"warm VM: could not replace it ({e}): booting a VM for this run", flush=True)
+            _info(f"warm VM: could not replace it ({e}): booting a VM for this run")
             return None
     return vm
 
@@ -606,7 +637,7 @@ def _usable_warm_vm(plan, run_dir: Path):
 def _submit_warm(vm, guest_argv: list[str]) -> int:
     from .backends.warmvm import WarmVmGone, submit
 
-    print("warm VM: running the job without a boot", flush=True)
+    _info("warm VM: running the job without a boot")
     try:
         return submit(vm, guest_argv[3:])   # drop `python -m runners.cli`: the guest calls its main()
     except WarmVmGone as e:
@@ -889,6 +920,8 @@ def _main(argv: list[str] | None = None) -> int:
     parser = build_parser()
     args = parser.parse_args(argv)
     args.started_at, args.process_age = started_at, age
+    global QUIET
+    QUIET = args.quiet
     from scenarios.spec.loader import ScenarioError, load_experiment
     from scenarios.spec.model import json_schema
 
@@ -933,15 +966,43 @@ def _main(argv: list[str] | None = None) -> int:
         _err(choice.refusal)
         return EXIT_FAIL
     if choice.auto_note:
-        print(choice.auto_note, flush=True)
+        _info(choice.auto_note)
     blocked = _before_anything_starts(args, exp, choice.name)
     if blocked:
         _err(blocked)
         return EXIT_FAIL
     run_dir = Path(args.run_dir) if args.run_dir else new_run_dir(Path(args.out).resolve(), scenario.name)
-    if choice.name == "native":
-        return _run_native(args, exp, run_dir, choice.probe)
-    return _run_vm(args, exp, run_dir)
+    try:
+        if choice.name == "native":
+            return _run_native(args, exp, run_dir, choice.probe)
+        return _run_vm(args, exp, run_dir)
+    finally:
+        _close_logs()
+        hand_over(run_dir)
+
+
+def _close_logs() -> None:
+    from .commandlog import COMMANDS
+    from .runlog import RUN_LOG
+
+    COMMANDS.close()
+    RUN_LOG.stop()
+
+
+def hand_over(run_dir: Path, env=os.environ) -> None:
+    """`sudo run-scenario`: the result set, its `latest` link and its scenario folder belong to the user
+    who ran sudo (SUDO_UID, SUDO_GID), not to root."""
+    if os.geteuid() != 0 or not env.get("SUDO_UID", "").isdigit() or not env.get("SUDO_GID", "").isdigit():
+        return
+    uid, gid = int(env["SUDO_UID"]), int(env["SUDO_GID"])
+    targets = [run_dir.parent, run_dir.parent / "latest", run_dir]
+    for root, dirs, files in os.walk(run_dir):
+        targets += [Path(root) / n for n in dirs + files]
+    for t in targets:
+        try:
+            os.lchown(t, uid, gid)
+        except OSError:
+            pass
 
 
 if __name__ == "__main__":

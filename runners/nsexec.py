@@ -9,10 +9,12 @@ from __future__ import annotations
 import secrets
 import subprocess
 import threading
+import time
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 from typing import Callable
 
+from .commandlog import COMMANDS, Timed
 from .processes import stop_processes
 
 
@@ -29,6 +31,21 @@ class Result:
 
 
 def run(node, argv: list[str], timeout: float = 60, check: bool = True) -> Result:
+    """One command in the node's namespace, recorded in commands.log."""
+    with Timed(node.name, argv) as t:
+        try:
+            res = _run(node, argv, timeout, check=False)
+        except CommandError:
+            t.rc = "timeout"
+            raise
+        t.rc = res.rc
+    if check and res.rc != 0:
+        raise CommandError(f"{node.name}: `{' '.join(argv)}` failed (exit {res.rc}): "
+                           f"{(res.err or res.out).strip()[:500]}")
+    return res
+
+
+def _run(node, argv: list[str], timeout: float = 60, check: bool = True) -> Result:
     p = node.popen(argv, stdin=subprocess.DEVNULL, stdout=subprocess.PIPE, stderr=subprocess.PIPE)
     try:
         out, err = p.communicate(timeout=timeout)
@@ -107,8 +124,14 @@ def run_batch(node, argvs: list[list[str]], timeout: float = 60, check: bool = T
     if not argvs:
         return []
     marker = "@@testbed-" + secrets.token_hex(8)
-    res = run(node, batch_argv(argvs, marker), timeout=timeout, check=False)
+    for argv in argvs:
+        COMMANDS.announce(node.name, argv)
+    t0 = time.monotonic()
+    res = _run(node, batch_argv(argvs, marker), timeout=timeout, check=False)
     results = split_batch(argvs, marker, res.out, res.err)
+    share = (time.monotonic() - t0) / len(argvs)
+    for r in results:
+        COMMANDS.record(node.name, r.argv, r.rc, share)
     if check:
         for r in results:
             if r.rc != 0:
@@ -125,7 +148,9 @@ class ProcessRegistry:
         self._lock = threading.Lock()
 
     def start(self, node, argv: list[str], stdout=subprocess.PIPE, stderr=subprocess.PIPE) -> subprocess.Popen:
+        COMMANDS.announce(node.name, argv)
         p = node.popen(argv, stdin=subprocess.DEVNULL, stdout=stdout, stderr=stderr)
+        COMMANDS.record(node.name, argv, "background", 0.0)
         with self._lock:
             self._procs.append(p)
         return p

@@ -8,8 +8,14 @@ import subprocess
 
 
 def run_command(argv: list[str], timeout: float = 20) -> subprocess.CompletedProcess:
-    """Run to the end with captured text output and no stdin; raises subprocess.TimeoutExpired."""
-    return subprocess.run(argv, stdin=subprocess.DEVNULL, capture_output=True, text=True, timeout=timeout)
+    """Run to the end with captured text output and no stdin; raises subprocess.TimeoutExpired.
+    Recorded in commands.log as run on the host (the root namespace)."""
+    from .commandlog import Timed
+
+    with Timed("host", argv) as t:
+        r = subprocess.run(argv, stdin=subprocess.DEVNULL, capture_output=True, text=True, timeout=timeout)
+        t.rc = r.returncode
+    return r
 
 
 def run_quietly(argv: list[str], timeout: float = 20) -> subprocess.CompletedProcess | None:

@@ -42,13 +42,21 @@ class RichProgress(PlainProgress):
         super().__init__(total, done)
         from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeRemainingColumn
 
+        from rich.console import Console
+
+        from .runlog import terminal
+
         self.progress = Progress(TextColumn("[bold]{task.description}"), BarColumn(), MofNCompleteColumn(),
-                                 TimeRemainingColumn(), TextColumn("{task.fields[last]}"))
+                                 TimeRemainingColumn(), TextColumn("{task.fields[last]}"),
+                                 console=Console(file=terminal()))
         self.task = self.progress.add_task("runs", total=total, completed=done, last="")
         self.progress.start()
 
     def log(self, msg: str) -> None:
+        from .runlog import RUN_LOG
+
         self.progress.console.print(msg, highlight=False)
+        RUN_LOG.note(msg)
 
     def extend(self, n: int) -> None:
         super().extend(n)
@@ -64,5 +72,20 @@ class RichProgress(PlainProgress):
         self.progress.stop()
 
 
-def make_progress(total: int, done: int = 0) -> PlainProgress:
+class QuietProgress(PlainProgress):
+    """-q: nothing but errors (stderr) and the final summary."""
+
+    def log(self, msg: str) -> None:
+        from .runlog import RUN_LOG
+
+        RUN_LOG.note(msg)
+
+    def advance(self, job, result: dict) -> None:
+        self.done += 1
+        self.log(f"run {job.run_id}: {describe_result(result)}  [{self.done}/{self.total}]")
+
+
+def make_progress(total: int, done: int = 0, quiet: bool = False) -> PlainProgress:
+    if quiet:
+        return QuietProgress(total, done)
     return RichProgress(total, done) if sys.stdout.isatty() else PlainProgress(total, done)

@@ -9,6 +9,7 @@ the host's summary still lists every test by name.
 from __future__ import annotations
 
 import os
+import shutil
 import sys
 import tempfile
 import xml.etree.ElementTree as ET
@@ -49,6 +50,7 @@ class VmProxy:
 
     def _run(self) -> None:
         from runners.backends.vm import VmError, plan_vm, run_in_vm
+        from runners.errors import Terminated
 
         workdir = Path(tempfile.mkdtemp(prefix="testbed-vm-tests-"))
         xml = workdir / "junit.xml"
@@ -66,8 +68,15 @@ class VmProxy:
                 done = parse_junit(xml) if xml.exists() else {}
                 self.outcomes = {n: done.get(n, ("failed", f"the micro-VM: {e}")) for n in self.nodeids}
                 return
+            except Terminated:
+                # SIGTERM stopped the VM: the session ends here (the next test would boot another)
+                self.outcomes = {n: ("failed", "SIGTERM: the micro-VM was stopped") for n in self.nodeids}
+                pytest.exit("SIGTERM: the micro-VM was stopped", returncode=143)
+            finally:
+                self.outcomes_from = xml.read_bytes() if xml.exists() else None
+                shutil.rmtree(workdir, ignore_errors=True)
             print(f"== micro-VM pytest exited {code} ==", flush=True)
-        self.outcomes = parse_junit(xml) if xml.exists() else {}
+        self.outcomes = parse_junit_text(self.outcomes_from) if self.outcomes_from else {}
 
     def outcome(self, nodeid: str) -> tuple[str, str]:
         if self.outcomes is None:
@@ -77,8 +86,12 @@ class VmProxy:
 
 def parse_junit(path: Path) -> dict[str, tuple[str, str]]:
     """JUnit XML -> {pytest nodeid: (passed|failed|skipped, message)}."""
+    return parse_junit_text(path.read_bytes())
+
+
+def parse_junit_text(xml: bytes) -> dict[str, tuple[str, str]]:
     out = {}
-    for case in ET.parse(path).getroot().iter("testcase"):
+    for case in ET.fromstring(xml).iter("testcase"):
         mod, _, cls = case.get("classname", "").partition("::")
         parts = case.get("classname", "").split(".")
         # pytest writes classname 'tests.integration.test_x' (plus '.Class' for methods)

@@ -225,11 +225,12 @@ def _write_json(path: Path, doc: dict) -> None:
     os.replace(tmp, path)
 
 
-def submit(vm: WarmVm, argv: list[str], out=sys.stdout, poll: float = 0.2) -> int:
+def submit(vm: WarmVm, argv: list[str], out=None, poll: float = 0.2) -> int:
     """Queue a run-scenario job in the guest, copy its output here as it comes, return its exit code.
 
     Ctrl-C and SIGTERM are passed on to the job (it cleans up as any run does).
     """
+    out = out or sys.stdout    # at call time: run.log's tee may be in place
     jobs = vm.spool / "jobs"
     jobs.mkdir(parents=True, exist_ok=True)
     job_id = f"{time.time():.6f}-{os.getpid()}"

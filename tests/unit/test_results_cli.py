@@ -179,3 +179,18 @@ def test_help_documents_backends_and_exit_codes():
     out = cli("--help").stdout
     for word in ("--backend", "--out", "--repeat", "--kernel", "exit codes", "native", "vm", "auto"):
         assert word in out
+
+
+@pytest.mark.skipif(os.geteuid() != 0, reason="chown needs root; the test machines run as root")
+def test_results_belong_to_the_user_who_ran_sudo(tmp_path):
+    from runners.cli import hand_over
+
+    d = new_run_dir(tmp_path, "two-paths")
+    (d / "raw" / "r001").mkdir(parents=True)
+    (d / "raw" / "r001" / "run.json").write_text("{}")
+    hand_over(d, env={"SUDO_UID": "4242", "SUDO_GID": "4343"})
+    for p in (d, d / "raw" / "r001" / "run.json", d.parent, d.parent / "latest"):
+        st = os.lstat(p)
+        assert (st.st_uid, st.st_gid) == (4242, 4343), p
+    assert os.stat(tmp_path).st_uid == 0          # only what the run made
+    hand_over(d, env={"SUDO_UID": "x; rm -rf /", "SUDO_GID": "1"})   # not a number: nothing happens

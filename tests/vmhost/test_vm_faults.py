@@ -97,3 +97,18 @@ def test_a_wedged_guest_is_stopped_and_reported(tmp_path):
     meta = metadata(tmp_path)
     assert meta["status"] == "failed" and "printed nothing" in meta["failure"]
     assert find_leftovers() == []
+
+
+def test_run_log_through_the_vm_holds_the_boot_and_the_guest(tmp_path):
+    short = tmp_path / "short.yaml"
+    short.write_text((REPO / "scenarios" / "two-paths.yaml").read_text().replace("duration: 10", "duration: 2"))
+    r = subprocess.run([sys.executable, "-m", "runners.cli", str(short), "--backend", "vm", "-q",
+                        "--out", str(tmp_path / "res")], cwd=REPO, capture_output=True, text=True, timeout=300,
+                       env={**os.environ, "TESTBED_WARM_DIR": str(tmp_path / "no-warm-vm")})
+    assert r.returncode == 0, r.stdout + r.stderr
+    assert "booting micro-VM" not in r.stdout and "MPTCP" in r.stdout           # -q: the summary only
+    d = next((tmp_path / "res").glob("*/2*"))
+    log = (d / "run.log").read_text()
+    assert "booting micro-VM" in log and "run r001-mptcp-A:" in log and log.count("run r001-mptcp-A:") == 1
+    assert "\tiperf3" in (d / "commands.log").read_text() or " iperf3 " in (d / "commands.log").read_text()
+    assert find_leftovers() == []
