@@ -54,6 +54,7 @@ subcommands:
   run-scenario vm up|status|down             a warm VM: runs with the vm backend start without a boot
   run-scenario clean [--yes]                 list (and remove) what runs left behind, like mn -c
   run-scenario list [DIR]                    every scenario in DIR (scenarios/): name, runs, time, description
+  run-scenario export FILE [--point ID] > net.py   the network as a standalone Mininet script
 
 exit codes:
   0 ok; 1 failure while running (finished runs are kept) or a failed verdict;
@@ -850,6 +851,34 @@ def _dry_run(args, exp) -> int:
     return EXIT_OK
 
 
+def _cmd_export(argv: list[str]) -> int:
+    from scenarios.spec.loader import ScenarioError, load_experiment
+    from .export import export_script
+
+    p = argparse.ArgumentParser(prog="run-scenario export", description="Print one point of a scenario as a "
+                                "standalone Python script of plain Mininet, tc, ip mptcp and sysctl commands: the "
+                                "same network, shaping and MPTCP settings, ending in Mininet's CLI.")
+    p.add_argument("scenario", metavar="FILE")
+    p.add_argument("--point", metavar="ID", help="which point of a sweep or variant (p001, p002...; default p001)")
+    p.add_argument("--variant", action="append", metavar="NAME", help="as for a run")
+    p.add_argument("--primary", metavar="PATH", help="the primary path of the MPTCP settings (default: the first)")
+    a = p.parse_args(argv)
+    try:
+        exp = select_variants(load_experiment(a.scenario), a.variant)
+        check_plans(exp)
+    except ScenarioError as e:
+        print(e.render(), file=sys.stderr)
+        return EXIT_INPUT
+    points = {pt.id: pt for pt in exp.points}
+    point = points.get(a.point or exp.points[0].id)
+    if point is None:
+        p.error(f"--point {a.point}: this scenario's points are {', '.join(points)}")
+    if a.primary is not None and a.primary not in point.scenario.primaries:
+        p.error(f"--primary {a.primary}: this point's primary paths are {', '.join(point.scenario.primaries)}")
+    print(export_script(point, a.scenario, a.primary), end="")
+    return EXIT_OK
+
+
 def _cmd_list(argv: list[str]) -> int:
     from scenarios.spec.loader import ScenarioError, load_experiment
     from .preview import duration, job_table
@@ -917,6 +946,8 @@ def _main(argv: list[str] | None = None) -> int:
         return _cmd_clean(argv[1:])
     if argv[:1] == ["list"]:
         return _cmd_list(argv[1:])
+    if argv[:1] == ["export"]:
+        return _cmd_export(argv[1:])
     parser = build_parser()
     args = parser.parse_args(argv)
     args.started_at, args.process_age = started_at, age

@@ -1,0 +1,183 @@
+"""`run-scenario export`: one point of a scenario as a standalone Mininet script, to rebuild by hand.
+
+Pure: the plan (topologies.kinds), the setup commands (runners.network.setup_per_node), netem
+(runners.commands.netem_argv) and the MPTCP settings of an MPTCP run (runners.commands) become Python
+literals in a script that needs only Mininet, tc, ip and sysctl. The script runs each argument list in
+its node with `shlex.join`, so no value reaches a shell unquoted, stops at the first failure, and ends
+in Mininet's CLI.
+"""
+from __future__ import annotations
+
+import pprint
+import time
+
+from topologies.kinds import plan as make_plan
+
+from . import commands
+from .network import setup_per_node
+
+TEMPLATE = '''#!/usr/bin/env python3
+"""{title}
+
+Exported by `run-scenario export` on {date} from {source}.
+The network a run builds: hosts{switch_word}, links, addresses and routes, netem on every shaped
+interface, and the MPTCP settings of an MPTCP run with primary path {primary}. Plain Mininet, tc,
+ip mptcp and sysctl: as root, `python3 {name}.py`; `exit` leaves the CLI and removes the network.
+{controller_note}"""
+import shlex
+import sys
+
+from mininet.cli import CLI
+from mininet.link import Link
+from mininet.log import setLogLevel
+from mininet.net import Mininet
+from mininet.node import Host, OVSSwitch
+
+HOSTS = {hosts}
+# (name, datapath id, type: ovs | ovs-user | bridge, under a controller)
+SWITCHES = {switches}
+# (node a, node b, interface on a, interface on b, port on a, port on b)
+LINKS = {links}
+# per node, in order: addresses, routes, forwarding, offloads, counters
+SETUP = {setup}
+# netem on both directions of every path
+SHAPING = {shaping}
+# MPTCP: per-namespace sysctls, then the path manager's limits and endpoints
+MPTCP = {mptcp}
+{bridge_class}
+
+def run(node, argv):
+    """One command in the node's namespace; stop at the first failure."""
+    out = node.cmd(shlex.join(argv) + "; echo @rc=$?")
+    text, _, rc = out.rpartition("@rc=")
+    if rc.strip() != "0":
+        sys.exit(f"[{{node.name}}] {{shlex.join(argv)}} failed (exit {{rc.strip()}}): {{text.strip()}}")
+    return text
+
+
+def build():
+    net = Mininet(topo=None, build=False, controller=None, host=Host, link=Link, autoSetMacs=True,
+                  waitConnected=False)
+    nodes = {{name: net.addHost(name, ip=None) for name in HOSTS}}
+    controllers = []
+    for name, dpid, kind, controlled in SWITCHES:
+        if kind == "bridge":
+            nodes[name] = net.addSwitch(name, cls=IpBridge, dpid=dpid)
+        else:
+            nodes[name] = net.addSwitch(name, cls=OVSSwitch, dpid=dpid, protocols="OpenFlow13",
+                                        failMode="secure" if controlled else "standalone",
+                                        datapath="user" if kind == "ovs-user" else "kernel")
+    if any(s[3] for s in SWITCHES):
+        from mininet.node import RemoteController
+        controllers = [RemoteController("c0", ip="127.0.0.1", port={controller_port})]
+    for a, b, a_if, b_if, pa, pb in LINKS:
+        net.addLink(nodes[a], nodes[b], port1=pa, port2=pb, intfName1=a_if, intfName2=b_if)
+    net.build()
+    for name, _, _, controlled in SWITCHES:
+        nodes[name].start(controllers if controlled else [])
+    for table in (SETUP, SHAPING, MPTCP):
+        for name, argvs in table.items():
+            for argv in argvs:
+                run(nodes[name], argv)
+    return net
+
+
+if __name__ == "__main__":
+    setLogLevel("info")
+    net = build()
+    try:
+        CLI(net)
+    finally:
+        net.stop()
+'''
+
+BRIDGE_CLASS = '''
+
+from mininet.node import Switch
+
+
+class IpBridge(Switch):
+    """A Linux bridge made with `ip link` (no STP)."""
+
+    def start(self, _controllers):
+        self.cmd("ip link del", self.name, "2>/dev/null")
+        self.cmd("ip link add name", self.name, "type bridge stp_state 0 forward_delay 0")
+        for intf in self.intfList():
+            if self.name in intf.name:
+                self.cmd("ip link set dev", intf.name, "master", self.name)
+                self.cmd("ip link set dev", intf.name, "up")
+        self.cmd("ip link set dev", self.name, "up")
+
+    def stop(self, deleteIntfs=True):
+        self.cmd("ip link del", self.name, "2>/dev/null")
+        super().stop(deleteIntfs)
+'''
+
+
+def _literal(value) -> str:
+    return pprint.pformat(value, width=110, sort_dicts=False)
+
+
+def _table(per_node: dict[str, list]) -> str:
+    """{node: [argv, ...]} with one argument list per line, as a person would write it."""
+    if not per_node:
+        return "{}"
+    lines = ["{"]
+    for node, argvs in per_node.items():
+        lines.append(f"    {node!r}: [")
+        lines += [f"        {list(map(str, a))!r}," for a in argvs]
+        lines.append("    ],")
+    return "\n".join(lines + ["}"])
+
+
+def _links(plan) -> list[tuple]:
+    """Links with the OpenFlow port numbers a run gives them (hosts count their own ports from 0)."""
+    ports = {(w.name, ln): n for w in plan.switches for ln, n in w.ports}
+    host_port: dict[str, int] = {}
+    out = []
+    for ln, a, a_if, b, b_if in plan.links:
+        pa, pb = ports.get((a, ln)), ports.get((b, ln))
+        if pa is None:
+            pa = host_port[a] = host_port.get(a, -1) + 1
+        if pb is None:
+            pb = host_port[b] = host_port.get(b, -1) + 1
+        out.append((a, b, a_if, b_if, pa, pb))
+    return out
+
+
+def _mptcp(scenario, plan, primary: str) -> dict[str, list]:
+    per_node: dict[str, list] = {}
+    for node in plan.hosts:
+        per_node[node] = [commands.sysctl_argv(k, v) for k, v in commands.sysctls(scenario, False)]
+    for i, client in enumerate(plan.all_clients):
+        cmds = commands.mptcp_argvs(scenario, plan.for_client(client), primary)
+        per_node[client] += [list(a) for a in cmds.client]
+        if i == 0:
+            per_node[plan.server] += [list(a) for a in cmds.server]
+    return per_node
+
+
+def export_script(point, source: str, primary: str | None = None) -> str:
+    """The standalone script for one point (its scenario and label)."""
+    sc = point.scenario
+    plan = make_plan(sc)
+    primary = primary or sc.primaries[0]
+    shaping: dict[str, list] = {}
+    for iface in plan.interfaces:
+        if iface.shaping is not None:
+            shaping.setdefault(iface.node, []).append(list(commands.netem_argv(iface.name, iface.shaping)))
+    hosts = [n for n in (*plan.hosts, *plan.routers)]
+    linked = {n for ln in plan.links for n in (ln.a, ln.b)}
+    hosts += sorted(linked - set(hosts) - {w.name for w in plan.switches})
+    controlled = any(w.controller for w in plan.switches)
+    return TEMPLATE.format(
+        title=f"{sc.name}, point {point.id} ({point.label})", date=time.strftime("%Y-%m-%d"), source=source,
+        switch_word=", switches" if plan.switches else "", primary=primary, name=sc.name,
+        controller_note=("The switches are under an OpenFlow controller: start the scenario's app first "
+                         f"(see docs/controller.md) on 127.0.0.1:{plan.controller['port']}.\n" if controlled else ""),
+        hosts=_literal(hosts),
+        switches=_literal([(w.name, w.dpid, w.type, w.controller) for w in plan.switches]),
+        links=_literal(_links(plan)),
+        setup=_table(setup_per_node(plan)), shaping=_table(shaping), mptcp=_table(_mptcp(sc, plan, primary)),
+        bridge_class=BRIDGE_CLASS if any(w.type == "bridge" for w in plan.switches) else "",
+        controller_port=plan.controller["port"] if controlled else 6653)
