@@ -40,6 +40,9 @@ pkgs=(mininet openvswitch-switch iperf3 mptcpize iproute2 iputils-ping ethtool n
 pkgs+=(vagrant debootstrap)
 # ... and opens each result set's report.html in headless Chromium (tests/unit/test_report_page.py).
 pkgs+=(chromium)
+# ... and drives `run-scenario shell` in a real terminal with tmux (tests/integration/test_shell.py);
+# the shell through the VM backend gives the guest a pty with `script` (util-linux, always there).
+pkgs+=(tmux util-linux)
 # --capture: tcpdump writes one pcap per interface, tshark reads each run's subflows from them
 # (tshark's debconf question about non-root capture is answered "no" by the noninteractive frontend).
 pkgs+=(tcpdump tshark)

@@ -55,6 +55,7 @@ subcommands:
   run-scenario clean [--yes]                 list (and remove) what runs left behind, like mn -c
   run-scenario list [DIR]                    every scenario in DIR (scenarios/): name, runs, time, description
   run-scenario export FILE [--point ID] > net.py   the network as a standalone Mininet script
+  run-scenario shell FILE [--point ID] [--primary P]   the network, shaped and configured, in Mininet's CLI
 
 exit codes:
   0 ok; 1 failure while running (finished runs are kept) or a failed verdict;
@@ -851,6 +852,84 @@ def _dry_run(args, exp) -> int:
     return EXIT_OK
 
 
+def _pick_point(p, exp, point_id: str | None, primary: str | None):
+    """The point and primary asked for (a usage error naming what there is)."""
+    points = {pt.id: pt for pt in exp.points}
+    point = points.get(point_id or exp.points[0].id)
+    if point is None:
+        p.error(f"--point {point_id}: this scenario's points are {', '.join(points)}")
+    if primary is not None and primary not in point.scenario.primaries:
+        p.error(f"--primary {primary}: this point's primary paths are {', '.join(point.scenario.primaries)}")
+    return point, primary or point.scenario.primaries[0]
+
+
+def _cmd_shell(argv: list[str]) -> int:
+    from scenarios.spec.loader import ScenarioError, load_experiment
+
+    p = argparse.ArgumentParser(prog="run-scenario shell", description="Build a scenario's network, shape and "
+                                "verify it, configure MPTCP as a run would, print its paths, and open Mininet's CLI "
+                                "with the testbed's commands: paths, subflows, endpoints, counters, traffic "
+                                "(`testbed` lists them). Leaving it (exit, Ctrl-D) cleans up as a run does.")
+    p.add_argument("scenario", metavar="FILE")
+    p.add_argument("--point", metavar="ID", help="which point of a sweep or variant (default p001)")
+    p.add_argument("--variant", action="append", metavar="NAME", help="as for a run")
+    p.add_argument("--primary", metavar="PATH", help="the MPTCP primary path (default: the first)")
+    p.add_argument("--backend", choices=["auto", "native", "vm"], default="auto")
+    p.add_argument("--out", default=str(REPO / "results"), metavar="DIR",
+                   help="where `traffic` stores its runs (a result set like a run's)")
+    p.add_argument("--run-dir", help=argparse.SUPPRESS)    # the VM's guest: the host made the folder
+    a = p.parse_args(argv)
+    try:
+        exp = select_variants(load_experiment(a.scenario), a.variant)
+        check_plans(exp)
+    except ScenarioError as e:
+        print(e.render(), file=sys.stderr)
+        return EXIT_INPUT
+    point, primary = _pick_point(p, exp, a.point, a.primary)
+    from .backends import choose_backend
+
+    choice = choose_backend(a.backend, [point.scenario])
+    if choice.refusal:
+        _err(choice.refusal)
+        return EXIT_FAIL
+    if choice.name == "vm":
+        from .shell_vm import shell_in_vm
+        return shell_in_vm(a, exp)
+    return _shell_here(a, exp, point, primary, choice.probe)
+
+
+def _shell_here(a, exp, point, primary: str, probe_report) -> int:
+    from .backends.native import NativeRunner
+    from .errors import RunFailure, Terminated
+    from .results import ResultStore, new_run_dir
+    from .shell import SHELL_HELP, make_cli, path_table
+
+    run_dir = Path(a.run_dir) if getattr(a, "run_dir", None) else new_run_dir(Path(a.out).resolve(), exp.scenario.name)
+    store = ResultStore(run_dir)
+    store.write_scenario(exp.text)
+    store.set_metadata(scenario=exp.scenario.name, backend="native", shell=True, point=point.id, primary=primary,
+                       **native_metadata(probe_report.facts))
+    runner = NativeRunner(store, probe_report, log=print, base_dir=Path(exp.file).resolve().parent)
+    try:
+        with runner:
+            runner.prepare(point)
+            if "mptcp" in point.scenario.runs.compare:
+                runner.mptcp.apply_endpoints(point.scenario, runner.plan, primary)
+            print(f"{exp.scenario.name}, point {point.id} ({point.label}), primary path {primary}; "
+                  f"runs from `traffic` go to {run_dir}")
+            print(path_table(runner.plan, point.scenario))
+            print(SHELL_HELP)
+            make_cli(runner, point, primary)(runner.network.mininet)
+    except RunFailure as e:
+        _err(str(e))
+        return EXIT_FAIL
+    except KeyboardInterrupt:
+        return 130
+    except Terminated:
+        return 143
+    return EXIT_OK
+
+
 def _cmd_export(argv: list[str]) -> int:
     from scenarios.spec.loader import ScenarioError, load_experiment
     from .export import export_script
@@ -869,13 +948,8 @@ def _cmd_export(argv: list[str]) -> int:
     except ScenarioError as e:
         print(e.render(), file=sys.stderr)
         return EXIT_INPUT
-    points = {pt.id: pt for pt in exp.points}
-    point = points.get(a.point or exp.points[0].id)
-    if point is None:
-        p.error(f"--point {a.point}: this scenario's points are {', '.join(points)}")
-    if a.primary is not None and a.primary not in point.scenario.primaries:
-        p.error(f"--primary {a.primary}: this point's primary paths are {', '.join(point.scenario.primaries)}")
-    print(export_script(point, a.scenario, a.primary), end="")
+    point, primary = _pick_point(p, exp, a.point, a.primary)
+    print(export_script(point, a.scenario, primary), end="")
     return EXIT_OK
 
 
@@ -913,6 +987,11 @@ def _cmd_list(argv: list[str]) -> int:
     return EXIT_INPUT if bad else EXIT_OK
 
 
+def _subcommands() -> dict:
+    return {"report": _cmd_report, "merge": _cmd_merge, "compare": _cmd_compare, "vm": _cmd_vm,
+            "clean": _cmd_clean, "list": _cmd_list, "export": _cmd_export, "shell": _cmd_shell}
+
+
 def process_age() -> float:
     """Seconds since this process started (interpreter start-up and imports included)."""
     try:
@@ -934,20 +1013,9 @@ def main(argv: list[str] | None = None) -> int:
 def _main(argv: list[str] | None = None) -> int:
     started_at, age = time.monotonic(), process_age()
     argv = list(sys.argv[1:] if argv is None else argv)
-    if argv[:1] == ["report"]:
-        return _cmd_report(argv[1:])
-    if argv[:1] == ["merge"]:
-        return _cmd_merge(argv[1:])
-    if argv[:1] == ["compare"]:
-        return _cmd_compare(argv[1:])
-    if argv[:1] == ["vm"]:
-        return _cmd_vm(argv[1:])
-    if argv[:1] == ["clean"]:
-        return _cmd_clean(argv[1:])
-    if argv[:1] == ["list"]:
-        return _cmd_list(argv[1:])
-    if argv[:1] == ["export"]:
-        return _cmd_export(argv[1:])
+    sub = SUBCOMMANDS.get(argv[0]) if argv else None
+    if sub is not None:
+        return sub(argv[1:])
     parser = build_parser()
     args = parser.parse_args(argv)
     args.started_at, args.process_age = started_at, age
@@ -1035,6 +1103,8 @@ def hand_over(run_dir: Path, env=os.environ) -> None:
         except OSError:
             pass
 
+
+SUBCOMMANDS = _subcommands()
 
 if __name__ == "__main__":
     sys.exit(main())

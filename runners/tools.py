@@ -57,6 +57,8 @@ TOOLS: tuple[Tool, ...] = (
     Tool("tshark", "tshark", "subflows-pcap.csv from the captures (--capture)", "capture"),
     # the test suite opens report.html in a headless browser, as a person would see it
     Tool("chromium", "chromium", "the test suite's check of report.html", "tests"),
+    Tool("tmux", "tmux", "the test suite's check of `run-scenario shell` in a real terminal", "tests"),
+    Tool("script", "util-linux", "a pty for `run-scenario shell` in the micro-VM", "vm"),
     # VM backend: what run-scenario and virtme-ng call on the host
     Tool("qemu-system-x86_64", "qemu-system-x86", "runs the micro-VM", "vm"),
     Tool("busybox", "busybox-static", "virtme-ng builds the guest's initramfs with it", "vm"),

@@ -132,6 +132,21 @@ class NativeRunner:
             if self.on_run:
                 self.on_run(job, result)
 
+    def prepare(self, point: Point) -> None:
+        """The network for this point: built (or kept), shaped and verified, sysctls set."""
+        try:
+            self._prepare(point)
+        except ControlPlaneError as e:
+            raise RunFailure(str(e)) from None
+
+    def run_one(self, job: Job) -> dict:
+        """One run on the network in place (`run-scenario shell`'s traffic command), stored like any."""
+        self.prepare(job.point)
+        try:
+            return self._one_run(job)
+        except ControlPlaneError as e:
+            raise RunFailure(str(e)) from None
+
     def _blame_the_control_plane(self, job: Job, failure: RunFailure) -> None:
         """A run that failed because OVS or the controller died says so, not only what broke next."""
         if self.network.up:

@@ -1,0 +1,70 @@
+"""`run-scenario shell` through the VM backend: the guest runs the shell under `script`, which gives it a
+pseudo-terminal, and this terminal's keystrokes reach it raw (line editing, history and Ctrl-C are the
+guest's). The VM is booted for the shell and gone when it ends.
+"""
+from __future__ import annotations
+
+import os
+import shlex
+import shutil
+import sys
+import tempfile
+import termios
+import tty
+from pathlib import Path
+
+from .backends.vm import GUEST_SCRIPT, VmError, plan_vm, vng_binary, vng_env
+from .leftovers import VM_SCRIPT_PREFIX
+from .processes import start_reaped, stop_processes
+from .results import ResultStore, new_run_dir
+
+
+def guest_argv(inner: list[str], rows: int, cols: int) -> list[str]:
+    """The guest command: the terminal's size, then the shell under `script` (a pty of its own)."""
+    return ["sh", "-c", f"stty rows {int(rows)} cols {int(cols)} 2>/dev/null; "
+                        f"exec script -qfec {shlex.quote(shlex.join(inner))} /dev/null"]
+
+
+def shell_in_vm(a, exp) -> int:
+    run_dir = new_run_dir(Path(a.out).resolve(), exp.scenario.name)
+    ResultStore(run_dir).write_scenario(exp.text)
+    inner = [sys.executable, "-m", "runners.cli", "shell", str(run_dir / "scenario.yaml"), "--backend", "native",
+             "--run-dir", str(run_dir)]
+    for flag in ("point", "primary"):
+        if getattr(a, flag):
+            inner += [f"--{flag}", getattr(a, flag)]
+    for v in a.variant or []:
+        inner += ["--variant", v]
+    size = shutil.get_terminal_size((80, 24))
+    try:
+        plan = plan_vm(guest_argv(inner, size.lines, size.columns), [run_dir],
+                       requirement=exp.scenario.requires.kernel)
+    except VmError as e:
+        print(f"run-scenario: error: {e}", file=sys.stderr)
+        return 1
+    print(f"booting a micro-VM for the shell ({'KVM' if plan.kvm else 'TCG: slow'}); `exit` leaves it", flush=True)
+    return _boot_attached(plan)
+
+
+def _boot_attached(plan) -> int:
+    """Boot with this terminal attached (raw, when it is one) and wait; the terminal is restored after."""
+    vng = vng_binary()
+    script_dir = Path(tempfile.mkdtemp(prefix=VM_SCRIPT_PREFIX))
+    fd = sys.stdin.fileno()
+    saved = termios.tcgetattr(fd) if os.isatty(fd) else None
+    try:
+        (script_dir / GUEST_SCRIPT).write_text(plan.guest_script())
+        proc = start_reaped(plan.vng_argv(vng, script_dir), env=vng_env(vng))
+        if saved is not None:
+            tty.setraw(fd)
+        try:
+            return proc.wait()
+        finally:
+            if proc.poll() is None:
+                stop_processes([proc], grace=10, group=True)
+    except KeyboardInterrupt:
+        return 130
+    finally:
+        if saved is not None:
+            termios.tcsetattr(fd, termios.TCSADRAIN, saved)
+        shutil.rmtree(script_dir, ignore_errors=True)

@@ -1,0 +1,85 @@
+"""`run-scenario shell` in a real terminal (tmux), as a student would use it: the path table, the testbed's
+commands, line editing, one run of traffic, and a clean exit."""
+import os
+import shlex
+import subprocess
+import sys
+import time
+
+import pytest
+
+from .helpers import REPO, leftovers, write_scenario
+
+pytestmark = pytest.mark.integration
+
+SHORT = """\
+name: shell
+topology:
+  kind: dual-homed
+  paths:
+    - {name: A, bw: 10, delay: 5ms}
+    - {name: B, bw: 5, delay: 20ms, loss: 0.5}
+traffic: {duration: 3}
+runs: {compare: [mptcp, tcp]}
+"""
+
+
+class Tmux:
+    def __init__(self, name: str):
+        self.name = name
+
+    def start(self, command: str) -> None:
+        subprocess.run(["tmux", "new-session", "-d", "-s", self.name, "-x", "180", "-y", "60", command], check=True)
+
+    def screen(self) -> str:
+        return subprocess.run(["tmux", "capture-pane", "-p", "-J", "-t", self.name, "-S", "-3000"],
+                              capture_output=True, text=True).stdout
+
+    def keys(self, *keys: str) -> None:
+        subprocess.run(["tmux", "send-keys", "-t", self.name, *keys], check=True)
+
+    def wait_for(self, text: str, within: float = 120, after: int = 0) -> str:
+        deadline = time.monotonic() + within
+        while time.monotonic() < deadline:
+            screen = self.screen()
+            if screen.count(text) > after:
+                return screen
+            time.sleep(0.3)
+        raise AssertionError(f"{text!r} did not appear:\n{self.screen()}")
+
+    def kill(self) -> None:
+        subprocess.run(["tmux", "kill-session", "-t", self.name], check=False)
+
+
+def test_the_shell_in_a_real_terminal(tmp_path):
+    scen = write_scenario(tmp_path / "s.yaml", SHORT)
+    cmd = shlex.join([sys.executable, "-m", "runners.cli", "shell", str(scen), "--backend", "native",
+                      "--out", str(tmp_path / "o")])
+    term = Tmux(f"testbed-shell-{os.getpid()}")
+    term.start(f"cd {shlex.quote(str(REPO))} && {cmd}; echo SHELL-EXITED $?; sleep 600")
+    try:
+        screen = term.wait_for("mininet>", within=240)
+        # the path table before the prompt: addresses, rate, delay, loss, interfaces
+        assert "10.0.1.1" in screen and "10 Mbit/s" in screen and "20 ms" in screen and "0.5 %" in screen, screen
+        term.keys("pathz", "BSpace", "s", "Enter")               # line editing: a typo, corrected
+        screen = term.wait_for("h1-eth1", after=screen.count("h1-eth1"))
+        term.keys("endpoints", "Enter")
+        screen = term.wait_for("limits", after=screen.count("limits"))
+        assert "signal" in screen or "subflow" in screen, screen
+        term.keys("traffic", "Enter")
+        screen = term.wait_for("run r001-mptcp-A:", within=180)
+        assert "Mbit/s, subflows 2" in screen, screen
+        term.keys("counters", "Enter")
+        screen = term.wait_for("MPTcpExt", within=30)
+        term.keys("subflows", "Enter")
+        term.wait_for("h2:", within=30)
+        term.keys("h1 ping -c 1 10.0.2.2", "Enter")
+        term.wait_for("1 received", within=30)
+        term.keys("exit", "Enter")
+        screen = term.wait_for("SHELL-EXITED", within=120)
+        assert "SHELL-EXITED 0" in screen and "Traceback" not in screen, screen
+    finally:
+        term.kill()
+    runs = list((tmp_path / "o" / "shell").glob("2*/raw/r001-mptcp-A/run.json"))
+    assert len(runs) == 1
+    assert leftovers() == []
