@@ -116,6 +116,10 @@ def build_parser() -> argparse.ArgumentParser:
                       "subflow` (every result set keeps them in commands.log anyway)")
     talk.add_argument("-q", "--quiet", action="store_true", help="print only errors and the final summary")
     p.add_argument("--no-run-log", action="store_true", help=argparse.SUPPRESS)   # the host writes it
+    p.add_argument("--pause-after", choices=["build", "shaping", "run"], metavar="build|shaping|run",
+                   help="stop after the network is built, after it is shaped, or after each run, so you can look "
+                   "around from another terminal (an nsenter line per host is printed); Enter continues, or "
+                   "SIGUSR1 when not on a terminal. Native backend only")
     p.add_argument("--check", action="store_true", help="only validate the scenario file(s) and exit")
     p.add_argument("--dry-run", action="store_true", help="print the job table (points, modes, primaries, "
                    "repetitions) and the estimated wall time on the chosen backend, then exit; starts nothing")
@@ -248,6 +252,9 @@ def _before_anything_starts(args, exp, backend: str) -> str | None:
             return "--capture: " + "; ".join(missing)
         if missing:
             print(f"warning: --capture without subflows-pcap.csv: {missing[0]}", file=sys.stderr, flush=True)
+    if backend == "vm" and args.pause_after and not os.environ.get("TESTBED_IN_VM"):
+        return ("--pause-after needs the native backend (a micro-VM's hosts cannot be entered from here); "
+                "`run-scenario shell` opens a network inside the VM")
     if backend == "vm":
         from .backends.vm import VmError, choose_kernel
         try:
@@ -416,7 +423,8 @@ def _run_native(args, exp, run_dir: Path, probe_report) -> int:
     if args.capture_spec is not None:
         store.set_metadata(capture=args.capture_spec.to_dict())
     runner = NativeRunner(store, probe_report, log=progress.log, on_run=progress.advance,
-                          base_dir=Path(exp.file).resolve().parent, capture=args.capture_spec)
+                          base_dir=Path(exp.file).resolve().parent, capture=args.capture_spec,
+                          pause_after=args.pause_after)
     store.reserve_space()
     code, status, failure = run_to_the_end(runner, run_set, jobs, args.max_repeat if args.until_conclusive else None,
                                   progress, _err)

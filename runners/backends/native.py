@@ -88,9 +88,9 @@ class NativeRunner:
 
     def __init__(self, store: ResultStore, probe: ProbeReport, log: Callable[[str], None] = print,
                  on_run: Callable[[Job, dict], None] | None = None, base_dir: Path | None = None,
-                 capture: CaptureSpec | None = None):
+                 capture: CaptureSpec | None = None, pause_after: str | None = None):
         self.store, self.probe, self.log, self.on_run = store, probe, log, on_run
-        self.capture = capture
+        self.capture, self.pause_after = capture, pause_after
         self.network = Network(store.dir / "controller", Path(base_dir or "."), log)
         self.procs = ProcessRegistry()
         self.scenario = self.plan = None
@@ -147,6 +147,13 @@ class NativeRunner:
         except ControlPlaneError as e:
             raise RunFailure(str(e)) from None
 
+    def _maybe_pause(self, where: str) -> None:
+        if self.pause_after == where:
+            from ..pause import pause
+            t0 = time.monotonic()
+            pause(where, [self.network.get(n) for n in (*self.plan.hosts, *self.plan.routers)], log=self.log)
+            self.phases["paused"] = round(self.phases.get("paused", 0.0) + time.monotonic() - t0, 3)
+
     def _blame_the_control_plane(self, job: Job, failure: RunFailure) -> None:
         """A run that failed because OVS or the controller died says so, not only what broke next."""
         if self.network.up:
@@ -188,10 +195,12 @@ class NativeRunner:
             self.phases["build"] = round(self.phases["build"] + time.monotonic() - t0, 3)
             self.store.set_metadata(build_seconds=round(time.monotonic() - t0, 2), address_plan=self.plan.to_dict())
             self.signature = sig
+            self._maybe_pause("build")
         t0 = time.monotonic()
         self.mptcp.apply_sysctls(self.scenario)
         self.shaper.shape()
         self.phases["shaping"] = round(self.phases["shaping"] + time.monotonic() - t0, 3)
+        self._maybe_pause("shaping")
 
     def _one_run(self, job: Job) -> dict:
         """network -> mptcp -> tool's servers -> pause -> pings -> counters -> traffic -> counters -> record."""
@@ -231,6 +240,7 @@ class NativeRunner:
             result["capture"] = captured
         clock.mark("assemble")
         self.store.add_run(result)
+        self._maybe_pause("run")
         clock.mark("store")
         seconds = result["metrics"].get("seconds") or 0.0
         self.phases["runs"].append({"id": job.run_id, "wall": round(clock.elapsed, 3), "traffic": round(seconds, 3),
