@@ -16,43 +16,46 @@ HEADER = "# utc\tnode\texit\tseconds\targv (background: the process was started 
 
 
 class CommandLog:
+    """Appends a line per command; the file is opened for each line, so that nothing holds the results
+    disk open (a remount read-only, or an unmount, is not refused because of it)."""
+
     def __init__(self) -> None:
-        self._file = None
+        self.path: Path | None = None
         self._lock = threading.Lock()
         self.echo = False
 
     def open(self, path: Path, echo: bool = False) -> None:
-        self.close()
-        new = not path.exists()
-        self._file = open(path, "a", encoding="utf-8", buffering=1)
-        if new:
-            self._file.write(HEADER)
-        self.echo = echo
+        self.path, self.echo = path, echo
+        if not path.exists():
+            self._append(HEADER)
 
     def close(self) -> None:
-        with self._lock:
-            if self._file is not None:
-                self._file.close()
-                self._file = None
+        self.path = None
+
+    def _append(self, text: str) -> None:
+        try:
+            with open(self.path, "a", encoding="utf-8") as f:
+                f.write(text)
+        except OSError as e:   # a full disk ends the set elsewhere; the log must not
+            print(f"warning: commands.log: {e.strerror}; no more commands are logged", file=sys.stderr)
+            self.path = None
 
     def announce(self, node: str, argv: list[str]) -> None:
-        """-v: the command, as it starts."""
+        """-v: the command, as it starts (one write per line: threads print at once)."""
         if self.echo:
-            try:
-                print(f"[{node}] {shlex.join(map(str, argv))}", flush=True)
-            except (BrokenPipeError, OSError, ValueError):
-                pass
+            with self._lock:
+                try:
+                    sys.stdout.write(f"[{node}] {shlex.join(map(str, argv))}\n")
+                    sys.stdout.flush()
+                except (BrokenPipeError, OSError, ValueError):
+                    pass
 
     def record(self, node: str, argv: list[str], rc: int | str, seconds: float) -> None:
         with self._lock:
-            if self._file is None:
+            if self.path is None:
                 return
             stamp = time.strftime("%Y-%m-%dT%H:%M:%S", time.gmtime()) + f".{int(time.time() % 1 * 1000):03d}Z"
-            try:
-                self._file.write(f"{stamp}\t{node}\t{rc}\t{seconds:.3f}\t{shlex.join(map(str, argv))}\n")
-            except (OSError, ValueError) as e:   # a full disk ends the set elsewhere; the log must not
-                print(f"warning: commands.log: {e}", file=sys.stderr)
-                self._file = None
+            self._append(f"{stamp}\t{node}\t{rc}\t{seconds:.3f}\t{shlex.join(map(str, argv))}\n")
 
 
 COMMANDS = CommandLog()

@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import re
 import sys
+import threading
 from pathlib import Path
 
 ANSI = re.compile(r"\x1b\[[0-9;?]*[A-Za-z]|\x1b\][^\x07]*\x07")
@@ -35,33 +36,42 @@ class _Tee:
 
 
 class RunLog:
+    """Appends complete lines, opening the file for each: nothing holds the results disk open."""
+
     def __init__(self) -> None:
-        self.file = None
+        self.path: Path | None = None
         self._saved = None
+        self._partial = ""
+        self._lock = threading.Lock()
 
     def start(self, path: Path) -> None:
-        if self.file is not None:
+        if self._saved is not None:
             return
-        self.file = open(path, "a", encoding="utf-8", buffering=1)
+        self.path = path
         self._saved = (sys.stdout, sys.stderr)
-        sys.stdout, sys.stderr = _Tee(sys.stdout, self.file), _Tee(sys.stderr, self.file)
+        sys.stdout, sys.stderr = _Tee(sys.stdout, None), _Tee(sys.stderr, None)
 
     def stop(self) -> None:
-        if self.file is None:
-            return
-        sys.stdout, sys.stderr = self._saved
-        try:
-            self.file.close()
-        except OSError:
-            pass
-        self.file = None
+        if self._partial:
+            self.note_raw("\n")
+        if self._saved is not None:
+            sys.stdout, sys.stderr = self._saved
+            self._saved = None
+        self.path = None
 
     def note_raw(self, text: str) -> None:
-        if self.file is not None:
+        if self.path is None:
+            return
+        with self._lock:
+            text = self._partial + ANSI.sub("", text)
+            complete, _, self._partial = text.rpartition("\n")
+            if not complete and not _:
+                return
             try:
-                self.file.write(ANSI.sub("", text))
-            except (OSError, ValueError):
-                self.file = None    # a full disk: the console goes on
+                with open(self.path, "a", encoding="utf-8") as f:
+                    f.write(complete + "\n")
+            except OSError:
+                self.path = None    # a full or read-only disk: the console goes on
 
     def note(self, line: str) -> None:
         self.note_raw(line.rstrip("\n") + "\n")

@@ -46,13 +46,15 @@ def test_capture_gives_pcaps_and_a_subflow_table_that_agrees_with_ss_and_the_cou
     by_conn: dict[str, list] = {}
     for row in rows:
         by_conn.setdefault(row["connection"], []).append(row)
-    data = max(by_conn.values(), key=lambda rs: sum(int(x["bytes_server_to_client"]) for x in rs))
+    def payload(x):
+        return int(x["bytes_server_to_client"]) + int(x["bytes_client_to_server"])
+    data = max(by_conn.values(), key=lambda rs: sum(payload(x) for x in rs))
     assert len(data) == mptcp["metrics"]["subflows"] == 2                   # what ss -tiM saw
     assert sorted(x["kind"] for x in data) == ["MP_CAPABLE", "MP_JOIN"]       # the handshake was captured
     assert {x["path"] for x in data} == {"A", "B"}
-    total = sum(int(x["bytes_server_to_client"]) for x in data)
+    total = sum(payload(x) for x in data)
     for x in data:
-        share = int(x["bytes_server_to_client"]) / total
+        share = payload(x) / total
         assert abs(share - mptcp["paths"][x["path"]]["share"]) < 0.03, (x, mptcp["paths"])
 
     tcp_rows = list(csv.DictReader((d / "raw" / runs["tcp"]["id"] / "subflows-pcap.csv").open()))

@@ -25,7 +25,8 @@ def test_verbose_prints_every_command_and_the_set_keeps_them(tmp_path):
     scen = write_scenario(tmp_path / "l.yaml", SHORT)
     r = run_cli(str(scen), "--backend", "native", "-v", "--out", str(tmp_path / "o"))
     assert r.returncode == 0, r.stdout + r.stderr
-    assert re.search(r"^\[h1\] ip mptcp endpoint add 10\.\d+\.\d+\.\d+ dev h1-eth1 subflow", r.stdout, re.M), r.stdout
+    # two-paths: the server announces its second address (signal)
+    assert re.search(r"^\[h2\] ip mptcp endpoint add 10\.0\.2\.2 dev h2-eth1 signal$", r.stdout, re.M), r.stdout
     assert re.search(r"^\[h2\] (mptcpize run )?iperf3 -s", r.stdout, re.M)
     d = next((tmp_path / "o" / "logs").glob("2*"))
     lines = (d / "commands.log").read_text().splitlines()
@@ -37,7 +38,7 @@ def test_verbose_prints_every_command_and_the_set_keeps_them(tmp_path):
     assert any(m.group(4).startswith("tc qdisc") for m in parsed)
     assert any(m.group(2) == "background" and "iperf3" in m.group(4) for m in parsed)
     run_log = (d / "run.log").read_text()
-    assert f"results: {d}" in run_log and "[h1] ip mptcp endpoint add" in run_log and "MPTCP" in run_log
+    assert f"results: {d}" in run_log and "[h2] ip mptcp endpoint add" in run_log and "MPTCP" in run_log
     assert "\x1b[" not in run_log
     assert leftovers() == []
 
