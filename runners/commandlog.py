@@ -15,24 +15,35 @@ from pathlib import Path
 HEADER = "# utc\tnode\texit\tseconds\targv (background: the process was started and left running)\n"
 
 
+FLUSH_EVERY_S = 2.0
+
+
 class CommandLog:
-    """Appends a line per command; the file is opened for each line, so that nothing holds the results
-    disk open (a remount read-only, or an unmount, is not refused because of it)."""
+    """Appends a line per command, in batches at most FLUSH_EVERY_S apart, opening the file for each
+    batch: nothing holds the results disk open (a remount read-only is not refused because of it), and
+    a micro-VM's shared folder (9p, slow to open under TCG) is not opened for every line."""
 
     def __init__(self) -> None:
         self.path: Path | None = None
         self._lock = threading.Lock()
+        self._pending: list[str] = []
+        self._flushed = 0.0
         self.echo = False
 
     def open(self, path: Path, echo: bool = False) -> None:
         self.path, self.echo = path, echo
         if not path.exists():
-            self._append(HEADER)
+            self._pending.append(HEADER)
+            self._flush()
 
     def close(self) -> None:
-        self.path = None
+        with self._lock:
+            if self.path is not None:
+                self._flush()
+            self.path = None
 
-    def _append(self, text: str) -> None:
+    def _flush(self) -> None:
+        text, self._pending, self._flushed = "".join(self._pending), [], time.monotonic()
         try:
             with open(self.path, "a", encoding="utf-8") as f:
                 f.write(text)
@@ -55,7 +66,9 @@ class CommandLog:
             if self.path is None:
                 return
             stamp = time.strftime("%Y-%m-%dT%H:%M:%S", time.gmtime()) + f".{int(time.time() % 1 * 1000):03d}Z"
-            self._append(f"{stamp}\t{node}\t{rc}\t{seconds:.3f}\t{shlex.join(map(str, argv))}\n")
+            self._pending.append(f"{stamp}\t{node}\t{rc}\t{seconds:.3f}\t{shlex.join(map(str, argv))}\n")
+            if time.monotonic() - self._flushed >= FLUSH_EVERY_S:
+                self._flush()
 
 
 COMMANDS = CommandLog()

@@ -9,6 +9,7 @@ from __future__ import annotations
 import re
 import sys
 import threading
+import time
 from pathlib import Path
 
 ANSI = re.compile(r"\x1b\[[0-9;?]*[A-Za-z]|\x1b\][^\x07]*\x07")
@@ -35,13 +36,19 @@ class _Tee:
         return getattr(self.stream, name)
 
 
+FLUSH_EVERY_S = 1.0
+
+
 class RunLog:
-    """Appends complete lines, opening the file for each: nothing holds the results disk open."""
+    """Appends complete lines in batches at most FLUSH_EVERY_S apart, opening the file for each batch:
+    nothing holds the results disk open, and a VM's 9p share is not opened for every line."""
 
     def __init__(self) -> None:
         self.path: Path | None = None
         self._saved = None
         self._partial = ""
+        self._pending: list[str] = []
+        self._flushed = 0.0
         self._lock = threading.Lock()
 
     def start(self, path: Path) -> None:
@@ -54,6 +61,9 @@ class RunLog:
     def stop(self) -> None:
         if self._partial:
             self.note_raw("\n")
+        with self._lock:
+            if self.path is not None:
+                self._flush()
         if self._saved is not None:
             sys.stdout, sys.stderr = self._saved
             self._saved = None
@@ -64,14 +74,19 @@ class RunLog:
             return
         with self._lock:
             text = self._partial + ANSI.sub("", text)
-            complete, _, self._partial = text.rpartition("\n")
-            if not complete and not _:
-                return
-            try:
-                with open(self.path, "a", encoding="utf-8") as f:
-                    f.write(complete + "\n")
-            except OSError:
-                self.path = None    # a full or read-only disk: the console goes on
+            complete, newline, self._partial = text.rpartition("\n")
+            if newline:
+                self._pending.append(complete + "\n")
+            if self._pending and time.monotonic() - self._flushed >= FLUSH_EVERY_S:
+                self._flush()
+
+    def _flush(self) -> None:
+        text, self._pending, self._flushed = "".join(self._pending), [], time.monotonic()
+        try:
+            with open(self.path, "a", encoding="utf-8") as f:
+                f.write(text)
+        except OSError:
+            self.path = None    # a full or read-only disk: the console goes on
 
     def note(self, line: str) -> None:
         self.note_raw(line.rstrip("\n") + "\n")

@@ -39,19 +39,33 @@ from .probe import ProbeReport
 
 @contextmanager
 def sigterm_raises():
+    """SIGTERM, and SIGHUP (the terminal closed: an ssh session lost, a tmux window killed), end the run
+    through its cleanup; Python's default would end the process and leave the network running."""
     def handler(signum, frame):
         raise Terminated()
-    old = signal.signal(signal.SIGTERM, handler)
+    old = {s: signal.signal(s, handler) for s in (signal.SIGTERM, signal.SIGHUP)}
     try:
         yield
     finally:
-        signal.signal(signal.SIGTERM, old)
+        for s, h in old.items():
+            signal.signal(s, h)
+
+
+def never_failing(log: Callable[[str], None]) -> Callable[[str], None]:
+    """The run's log, which must not raise: after a hang-up the terminal answers writes with EIO, and a
+    cleanup that logged its steps stopped at the first."""
+    def say(msg: str) -> None:
+        try:
+            log(msg)
+        except (OSError, ValueError):
+            pass
+    return say
 
 
 @contextmanager
 def signals_blocked():
     """Cleanup must not be cut short by a second Ctrl-C."""
-    old = signal.pthread_sigmask(signal.SIG_BLOCK, {signal.SIGINT, signal.SIGTERM})
+    old = signal.pthread_sigmask(signal.SIG_BLOCK, {signal.SIGINT, signal.SIGTERM, signal.SIGHUP})
     try:
         yield
     finally:
@@ -89,7 +103,7 @@ class NativeRunner:
     def __init__(self, store: ResultStore, probe: ProbeReport, log: Callable[[str], None] = print,
                  on_run: Callable[[Job, dict], None] | None = None, base_dir: Path | None = None,
                  capture: CaptureSpec | None = None, pause_after: str | None = None):
-        self.store, self.probe, self.log, self.on_run = store, probe, log, on_run
+        self.store, self.probe, self.log, self.on_run = store, probe, never_failing(log), on_run
         self.capture, self.pause_after = capture, pause_after
         self.network = Network(store.dir / "controller", Path(base_dir or "."), log)
         self.procs = ProcessRegistry()

@@ -19,6 +19,7 @@ def test_a_command_line_per_command_with_node_exit_code_and_seconds(tmp_path, ca
         t.start()
     for t in threads:
         t.join()
+    log.close()                                   # lines are written in batches; closing writes the rest
     lines = (tmp_path / "commands.log").read_text().splitlines()
     assert lines[0].startswith("# utc\tnode\texit\tseconds")
     assert re.fullmatch(r"\S+Z\th1\t0\t0\.012\tip mptcp endpoint add 10\.0\.2\.1 dev h1-eth1 subflow", lines[1])
@@ -34,6 +35,7 @@ def test_timed_records_the_exit_code_set_inside(tmp_path):
     try:
         with Timed("host", ["true"]) as t:
             t.rc = 0
+        commandlog.COMMANDS.close()
     finally:
         commandlog.COMMANDS.path = saved
     assert "\thost\t0\t" in (tmp_path / "c.log").read_text()
