@@ -517,7 +517,8 @@ def _guest_flags(args) -> list[str]:
         out.append("--allow-commands")
     if args.capture_spec is not None:
         out += ["--capture", ",".join(args.capture_spec.roles), "--snaplen", str(args.capture_spec.snaplen)]
-    out += ["--no-run-log"] + (["--verbose"] if args.verbose else []) + (["--quiet"] if args.quiet else [])
+    # not --quiet: the host shows the guest's errors only, and keeps every line in run.log
+    out += ["--no-run-log"] + (["--verbose"] if args.verbose else [])
     if args.yes:
         out.append("--yes")
     return out
@@ -546,7 +547,10 @@ def _run_vm(args, exp, run_dir: Path) -> int:
     t0 = time.time()
     warm = _usable_warm_vm(plan, run_dir)
     try:
-        code = _submit_warm(warm, guest) if warm is not None else run_in_vm(plan, log=_info, silence=vm_silence_limit(exp))
+        if warm is not None:
+            code = _submit_warm(warm, guest, quiet=args.quiet)
+        else:
+            code = run_in_vm(plan, log=_info, silence=vm_silence_limit(exp), quiet=args.quiet)
     except VmError as e:
         _err(str(e))
         _mark_stopped(run_dir, "failed", failure=str(e))
@@ -644,12 +648,34 @@ def _usable_warm_vm(plan, run_dir: Path):
     return vm
 
 
-def _submit_warm(vm, guest_argv: list[str]) -> int:
+class _QuietGuest:
+    """-q with a warm VM: the job's errors and warnings on the console, every line in run.log."""
+
+    def __init__(self):
+        self.partial = ""
+
+    def write(self, text: str) -> None:
+        from .backends.vm import loud
+        from .runlog import RUN_LOG
+
+        *lines, self.partial = (self.partial + text).split("\n")
+        for line in lines:
+            if loud(line):
+                print(line, flush=True)
+            else:
+                RUN_LOG.note(line)
+
+    def flush(self) -> None:
+        pass
+
+
+def _submit_warm(vm, guest_argv: list[str], quiet: bool = False) -> int:
     from .backends.warmvm import WarmVmGone, submit
 
     _info("warm VM: running the job without a boot")
     try:
-        return submit(vm, guest_argv[3:])   # drop `python -m runners.cli`: the guest calls its main()
+        # drop `python -m runners.cli`: the guest calls its main()
+        return submit(vm, guest_argv[3:], out=_QuietGuest() if quiet else None)
     except WarmVmGone as e:
         _err(str(e))
         return EXIT_FAIL

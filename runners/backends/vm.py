@@ -222,12 +222,14 @@ def plan_vm(guest_argv: list[str], rwdirs: list[Path], kernel: Path | None = Non
                   rwdirs=tuple(str(d) for d in rwdirs), guest_argv=tuple(guest_argv))
 
 
-def run_in_vm(plan: VmPlan, log=print, timeout: float | None = None, silence: float | None = None) -> int:
+def run_in_vm(plan: VmPlan, log=print, timeout: float | None = None, silence: float | None = None,
+              quiet: bool = False) -> int:
     """Boot, run, return the guest command's exit code. Ctrl-C, SIGTERM and `timeout` stop qemu too.
 
     A guest that prints nothing for `silence` seconds is taken as wedged (qemu
     stopped, a hung guest kernel): it is killed and VmError says so. The
-    guest's output reaches this process's stdout through a pipe: given a
+    guest's output reaches this process's stdout through a pipe (with `quiet`,
+    only its errors and warnings; every line still reaches run.log): given a
     file, qemu would open it again with O_TRUNC at offset 0 and overwrite what
     the host had written there.
     """
@@ -239,7 +241,7 @@ def run_in_vm(plan: VmPlan, log=print, timeout: float | None = None, silence: fl
     script_dir = Path(tempfile.mkdtemp(prefix=VM_SCRIPT_PREFIX))
     try:
         (script_dir / GUEST_SCRIPT).write_text(plan.guest_script())
-        return _boot(plan.vng_argv(vng, script_dir), env, log, timeout, silence)
+        return _boot(plan.vng_argv(vng, script_dir), env, log, timeout, silence, quiet)
     finally:
         shutil.rmtree(script_dir, ignore_errors=True)
 
@@ -262,9 +264,10 @@ def compile_bytecode() -> None:
             compileall.compile_dir(REPO / pkg, quiet=1)
 
 
-def _boot(argv: list[str], env: dict, log, timeout: float | None, silence: float | None) -> int:
+def _boot(argv: list[str], env: dict, log, timeout: float | None, silence: float | None,
+          quiet: bool = False) -> int:
     proc = start_reaped(argv, env=env, stdin=subprocess.DEVNULL, stdout=subprocess.PIPE, stderr=subprocess.STDOUT)
-    pump = _OutputPump(proc.stdout)
+    pump = _OutputPump(proc.stdout, quiet)
     pump.start()
 
     def stop(signum, frame):
@@ -301,19 +304,31 @@ def _watch(proc, pump: "_OutputPump", timeout: float | None, silence: float | No
     return None
 
 
+LOUD = ("error", "warning", "Traceback", "qemu-system")   # what -q still shows of the guest's output
+
+
+def loud(line: str) -> bool:
+    return any(w in line for w in LOUD)
+
+
 class _OutputPump(threading.Thread):
     """Forwards the guest's output as it comes (bytes in, text out) and notes when it last came. The
     pipe is drained to the end even when this process's stdout is gone, so qemu never blocks on it."""
 
-    def __init__(self, src):
+    def __init__(self, src, quiet: bool = False):
         super().__init__(daemon=True)
-        self.src = src
+        self.src, self.quiet = src, quiet
         self.last_output = time.monotonic()
 
     def run(self) -> None:
         out_ok = True
+        from ..runlog import RUN_LOG
+
         for line in iter(self.src.readline, b""):
             self.last_output = time.monotonic()
+            if self.quiet and not loud(line.decode(errors="replace")):
+                RUN_LOG.note_raw(line.decode(errors="replace"))
+                continue
             if out_ok:
                 try:
                     sys.stdout.write(line.decode(errors="replace"))
