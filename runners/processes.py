@@ -29,7 +29,10 @@ def run_quietly(argv: list[str], timeout: float = 20) -> subprocess.CompletedPro
 # A reaper shell leads the child's process group. Linux sends it SIGTERM when run-scenario dies, even by
 # SIGKILL (PR_SET_PDEATHSIG), and it then kills the whole group: vng, virtme-run and qemu. Without it a
 # SIGKILLed run left its micro-VM running the set and writing results for 30 s and more.
-REAPER = 'trap \'kill -KILL -$$\' TERM; "$@" & child=$!; wait "$child"; code=$?; exit "$code"'
+# stdin is kept on fd 3 for the child: a background job of a non-interactive shell gets /dev/null as stdin
+# before its own redirections apply, and `run-scenario shell` hands this terminal to the VM.
+REAPER = ('trap \'kill -KILL -$$\' TERM; exec 3<&0; "$@" <&3 3<&- & child=$!; exec 3<&-; wait "$child"; '
+          'code=$?; exit "$code"')
 PR_SET_PDEATHSIG = 1
 
 

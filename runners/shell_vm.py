@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import os
 import shlex
+import signal
 import shutil
 import sys
 import tempfile
@@ -14,6 +15,7 @@ import tty
 from pathlib import Path
 
 from .backends.vm import GUEST_SCRIPT, VmError, plan_vm, vng_binary, vng_env
+from .errors import Terminated
 from .leftovers import VM_SCRIPT_PREFIX
 from .processes import start_reaped, stop_processes
 from .results import ResultStore, new_run_dir
@@ -52,6 +54,10 @@ def _boot_attached(plan) -> int:
     script_dir = Path(tempfile.mkdtemp(prefix=VM_SCRIPT_PREFIX))
     fd = sys.stdin.fileno()
     saved = termios.tcgetattr(fd) if os.isatty(fd) else None
+
+    def ended(signum, frame):   # SIGTERM, or SIGHUP: the terminal closed
+        raise Terminated()
+    old = {sig: signal.signal(sig, ended) for sig in (signal.SIGTERM, signal.SIGHUP)}
     try:
         (script_dir / GUEST_SCRIPT).write_text(plan.guest_script())
         proc = start_reaped(plan.vng_argv(vng, script_dir), env=vng_env(vng))
@@ -64,7 +70,14 @@ def _boot_attached(plan) -> int:
                 stop_processes([proc], grace=10, group=True)
     except KeyboardInterrupt:
         return 130
+    except Terminated:
+        return 143
     finally:
+        for sig, handler in old.items():
+            signal.signal(sig, handler)
         if saved is not None:
-            termios.tcsetattr(fd, termios.TCSADRAIN, saved)
+            try:
+                termios.tcsetattr(fd, termios.TCSADRAIN, saved)
+            except termios.error:
+                pass   # the terminal is gone
         shutil.rmtree(script_dir, ignore_errors=True)
