@@ -59,7 +59,8 @@ subcommands:
 
 exit codes:
   0 ok; 1 failure while running (finished runs are kept) or a failed verdict;
-  2 bad input or bad command line (nothing was started); 130 Ctrl-C; 143 SIGTERM.
+  2 bad input or bad command line (nothing was started); 130 Ctrl-C; 143 SIGTERM or SIGHUP
+  (a closed terminal); each cleans up first.
 
 examples:
   run-scenario scenarios/two-paths.yaml
