@@ -74,8 +74,11 @@ def test_the_shell_in_a_real_terminal(tmp_path):
         screen = term.wait_for("MPTcpExt", within=30)
         term.keys("subflows", "Enter")
         term.wait_for("h2:", within=30)
+        prompts = term.screen().count("mininet>")
         term.keys("h1 ping -c 1 10.0.2.2", "Enter")
         term.wait_for("1 received", within=30)
+        # keys typed while a command runs go to that command's host (Mininet's CLI): wait for the prompt
+        term.wait_for("mininet>", within=60, after=prompts)
         term.keys("exit", "Enter")
         screen = term.wait_for("SHELL-EXITED", within=120)
         assert "SHELL-EXITED 0" in screen and "Traceback" not in screen, screen

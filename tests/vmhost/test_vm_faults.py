@@ -3,6 +3,7 @@ gone, and a wedged guest (qemu stopped). Each boots a real VM (TCG here): no qem
 folder and no guest may outlive run-scenario, and the result set says how it ended."""
 import json
 import os
+import re
 import signal
 import subprocess
 import sys
@@ -109,6 +110,8 @@ def test_run_log_through_the_vm_holds_the_boot_and_the_guest(tmp_path):
     assert "booting micro-VM" not in r.stdout and "MPTCP" in r.stdout           # -q: the summary only
     d = next((tmp_path / "res").glob("*/2*"))
     log = (d / "run.log").read_text()
-    assert "booting micro-VM" in log and "run r001-mptcp-A:" in log and log.count("run r001-mptcp-A:") == 1
+    # the boot (host) and the guest's lines, each once: the run's start and its result
+    assert "booting micro-VM" in log and log.count("run r001-mptcp-A: mptcp with primary path A") == 1
+    assert len(re.findall(r"run r001-mptcp-A: [\d.]+ Mbit/s", log)) == 1, log
     assert "\tiperf3" in (d / "commands.log").read_text() or " iperf3 " in (d / "commands.log").read_text()
     assert find_leftovers() == []

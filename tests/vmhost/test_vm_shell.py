@@ -42,8 +42,11 @@ def test_the_shell_through_the_vm_in_a_real_terminal(tmp_path):
         assert "10.0.2.1" in s and "10 Mbit/s" in s
         subprocess.run(["tmux", "send-keys", "-t", name, "pathz", "BSpace", "s", "Enter"], check=True)
         wait_for(name, "h1-eth1", within=30, after=s.count("h1-eth1"))
+        prompts = screen(name).count("mininet>")
         subprocess.run(["tmux", "send-keys", "-t", name, "h1 ping -c 1 10.0.2.2", "Enter"], check=True)
         wait_for(name, "1 received", within=60)
+        # keys typed while a command runs go to that command's host (Mininet's CLI): wait for the prompt
+        wait_for(name, "mininet>", within=60, after=prompts)
         subprocess.run(["tmux", "send-keys", "-t", name, "exit", "Enter"], check=True)
         s = wait_for(name, "SHELL-EXITED", within=120)
         assert "SHELL-EXITED 0" in s and "Traceback" not in s, s
