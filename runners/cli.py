@@ -887,6 +887,27 @@ def _dry_run(args, exp) -> int:
     return EXIT_OK
 
 
+def _point_arguments(p) -> None:
+    """FILE, --point, --variant and --primary: one point of a scenario (shell, export)."""
+    p.add_argument("scenario", metavar="FILE")
+    p.add_argument("--point", metavar="ID", help="which point of a sweep or variant (p001, p002...; default p001)")
+    p.add_argument("--variant", action="append", metavar="NAME", help="as for a run")
+    p.add_argument("--primary", metavar="PATH", help="the MPTCP primary path (default: the first)")
+
+
+def _load_one_point(p, a):
+    """(experiment, point, primary) from _point_arguments' values, or None after printing why not."""
+    from scenarios.spec.loader import ScenarioError, load_experiment
+
+    try:
+        exp = select_variants(load_experiment(a.scenario), a.variant)
+        check_plans(exp)
+    except ScenarioError as e:
+        print(e.render(), file=sys.stderr)
+        return None
+    return (exp, *_pick_point(p, exp, a.point, a.primary))
+
+
 def _pick_point(p, exp, point_id: str | None, primary: str | None):
     """The point and primary asked for (a usage error naming what there is)."""
     points = {pt.id: pt for pt in exp.points}
@@ -899,28 +920,20 @@ def _pick_point(p, exp, point_id: str | None, primary: str | None):
 
 
 def _cmd_shell(argv: list[str]) -> int:
-    from scenarios.spec.loader import ScenarioError, load_experiment
-
     p = argparse.ArgumentParser(prog="run-scenario shell", description="Build a scenario's network, shape and "
                                 "verify it, configure MPTCP as a run would, print its paths, and open Mininet's CLI "
                                 "with the testbed's commands: paths, subflows, endpoints, counters, traffic "
                                 "(`testbed` lists them). Leaving it (exit, Ctrl-D) cleans up as a run does.")
-    p.add_argument("scenario", metavar="FILE")
-    p.add_argument("--point", metavar="ID", help="which point of a sweep or variant (default p001)")
-    p.add_argument("--variant", action="append", metavar="NAME", help="as for a run")
-    p.add_argument("--primary", metavar="PATH", help="the MPTCP primary path (default: the first)")
+    _point_arguments(p)
     p.add_argument("--backend", choices=["auto", "native", "vm"], default="auto")
     p.add_argument("--out", default=str(REPO / "results"), metavar="DIR",
                    help="where `traffic` stores its runs (a result set like a run's)")
     p.add_argument("--run-dir", help=argparse.SUPPRESS)    # the VM's guest: the host made the folder
     a = p.parse_args(argv)
-    try:
-        exp = select_variants(load_experiment(a.scenario), a.variant)
-        check_plans(exp)
-    except ScenarioError as e:
-        print(e.render(), file=sys.stderr)
+    chosen = _load_one_point(p, a)
+    if chosen is None:
         return EXIT_INPUT
-    point, primary = _pick_point(p, exp, a.point, a.primary)
+    exp, point, primary = chosen
     from .backends import choose_backend
 
     choice = choose_backend(a.backend, [point.scenario])
@@ -966,24 +979,17 @@ def _shell_here(a, exp, point, primary: str, probe_report) -> int:
 
 
 def _cmd_export(argv: list[str]) -> int:
-    from scenarios.spec.loader import ScenarioError, load_experiment
     from .export import export_script
 
     p = argparse.ArgumentParser(prog="run-scenario export", description="Print one point of a scenario as a "
                                 "standalone Python script of plain Mininet, tc, ip mptcp and sysctl commands: the "
                                 "same network, shaping and MPTCP settings, ending in Mininet's CLI.")
-    p.add_argument("scenario", metavar="FILE")
-    p.add_argument("--point", metavar="ID", help="which point of a sweep or variant (p001, p002...; default p001)")
-    p.add_argument("--variant", action="append", metavar="NAME", help="as for a run")
-    p.add_argument("--primary", metavar="PATH", help="the primary path of the MPTCP settings (default: the first)")
+    _point_arguments(p)
     a = p.parse_args(argv)
-    try:
-        exp = select_variants(load_experiment(a.scenario), a.variant)
-        check_plans(exp)
-    except ScenarioError as e:
-        print(e.render(), file=sys.stderr)
+    chosen = _load_one_point(p, a)
+    if chosen is None:
         return EXIT_INPUT
-    point, primary = _pick_point(p, exp, a.point, a.primary)
+    exp, point, primary = chosen
     print(export_script(point, a.scenario, primary), end="")
     return EXIT_OK
 

@@ -130,21 +130,6 @@ def _table(per_node: dict[str, list]) -> str:
     return "\n".join(lines + ["}"])
 
 
-def _links(plan) -> list[tuple]:
-    """Links with the OpenFlow port numbers a run gives them (hosts count their own ports from 0)."""
-    ports = {(w.name, ln): n for w in plan.switches for ln, n in w.ports}
-    host_port: dict[str, int] = {}
-    out = []
-    for ln, a, a_if, b, b_if in plan.links:
-        pa, pb = ports.get((a, ln)), ports.get((b, ln))
-        if pa is None:
-            pa = host_port[a] = host_port.get(a, -1) + 1
-        if pb is None:
-            pb = host_port[b] = host_port.get(b, -1) + 1
-        out.append((a, b, a_if, b_if, pa, pb))
-    return out
-
-
 def _mptcp(scenario, plan, primary: str) -> dict[str, list]:
     per_node: dict[str, list] = {}
     for node in plan.hosts:
@@ -177,7 +162,7 @@ def export_script(point, source: str, primary: str | None = None) -> str:
                          f"(see docs/controller.md) on 127.0.0.1:{plan.controller['port']}.\n" if controlled else ""),
         hosts=_literal(hosts),
         switches=_literal([(w.name, w.dpid, w.type, w.controller) for w in plan.switches]),
-        links=_literal(_links(plan)),
+        links=_literal(plan.link_ports()),
         setup=_table(setup_per_node(plan)), shaping=_table(shaping), mptcp=_table(_mptcp(sc, plan, primary)),
         bridge_class=BRIDGE_CLASS if any(w.type == "bridge" for w in plan.switches) else "",
         controller_port=plan.controller["port"] if controlled else 6653)

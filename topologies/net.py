@@ -60,21 +60,10 @@ def build_network(plan: TopologyPlan, controller_port: int | None = None):
                     w.name, cls=OVSSwitch, dpid=w.dpid, protocols="OpenFlow13",
                     failMode="secure" if w.controller else "standalone",
                     datapath="user" if w.type == "ovs-user" else "kernel")
-        ports = {}
-        for w in plan.switches:
-            for ln, n in w.ports:
-                ports[(w.name, ln)] = n
-        host_port: dict[str, int] = {}
-        for ln, a, a_if, b, b_if in plan.links:
+        for a, b, a_if, b_if, pa, pb in plan.link_ports():
             for n in (a, b):
                 if n not in nodes:
                     nodes[n] = net.addHost(n, ip=None)
-            pa = ports.get((a, ln))
-            pb = ports.get((b, ln))
-            if pa is None:
-                pa = host_port[a] = host_port.get(a, -1) + 1
-            if pb is None:
-                pb = host_port[b] = host_port.get(b, -1) + 1
             net.addLink(nodes[a], nodes[b], port1=pa, port2=pb, intfName1=a_if, intfName2=b_if)
         net.build()
         for w in plan.switches:

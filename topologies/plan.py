@@ -126,6 +126,21 @@ class TopologyPlan:
     controller: dict | None = None                         # app, port, and the config handed to it
     offload_off: tuple[tuple[str, str], ...] = ()          # (node, interface): TX csum/TSO/GSO off (ovs-user)
 
+    def link_ports(self) -> list[tuple[str, str, str, str, int, int]]:
+        """(node a, node b, interface on a, interface on b, port on a, port on b) per link: a switch's
+        ports are its OpenFlow numbers, a host counts its own from 0 in link order."""
+        ports = {(w.name, ln): n for w in self.switches for ln, n in w.ports}
+        host_port: dict[str, int] = {}
+        out = []
+        for ln, a, a_if, b, b_if in self.links:
+            pa, pb = ports.get((a, ln)), ports.get((b, ln))
+            if pa is None:
+                pa = host_port[a] = host_port.get(a, -1) + 1
+            if pb is None:
+                pb = host_port[b] = host_port.get(b, -1) + 1
+            out.append((a, b, a_if, b_if, pa, pb))
+        return out
+
     @property
     def all_clients(self) -> tuple[str, ...]:
         return self.clients or (self.client,)
