@@ -10,6 +10,7 @@ from .. import commands
 from .. import parsers
 from ..errors import RunFailure
 from ..nsexec import run
+from .barrier import StartBarrier
 from .base import BASE_PORT, TrafficReport, TrafficResult, TrafficRun, TrafficTool
 
 
@@ -20,6 +21,7 @@ class Iperf3Tool(TrafficTool):
         super().__init__(host)
         self.servers: dict = {}
         self.stopped_by_us: set[int] = set()
+        self.barrier: StartBarrier | None = None
         # iperf3 3.12 has no --mptcp: mptcpize wraps it instead
         self.iperf = commands.Iperf(native_mptcp=bool(host.probe.facts.get("iperf3_native_mptcp")))
 
@@ -45,6 +47,9 @@ class Iperf3Tool(TrafficTool):
             self._collect_servers(outs)
         finally:
             h.procs.stop_all()
+            if self.barrier is not None:
+                self.barrier.close()    # after the clients: one that opened the FIFO late still got its line
+                self.barrier = None
         h.store.save_raw(req.run_id, "ss-subflows.txt", "\n\n".join(s["raw"] for s in ss_samples))
         for name, out in outs.items():
             self._save(req, name, *out)
@@ -55,14 +60,18 @@ class Iperf3Tool(TrafficTool):
 
     def _start_clients(self, req: TrafficRun) -> dict:
         h = self.host
-        clients = {}
+        argvs = {}
         for i, node in enumerate(h.clients):
             cp = h.plan.for_client(node.name).path(req.primary)
             s_ip, c_ip = cp.server_ip, cp.client_ip
             if commands.needs_v6_socket(h.plan, req.primary, req.mptcp):
                 s_ip, c_ip = commands.v4_mapped(s_ip), commands.v4_mapped(c_ip)
-            clients[node.name] = h.procs.start(node, commands.iperf_client_argv(self.iperf, h.scenario, s_ip, c_ip,
-                                                                         BASE_PORT + i, req.mptcp))
+            argvs[node] = commands.iperf_client_argv(self.iperf, h.scenario, s_ip, c_ip, BASE_PORT + i, req.mptcp)
+        if len(argvs) == 1:
+            return {node.name: h.procs.start(node, argv) for node, argv in argvs.items()}
+        self.barrier = StartBarrier(len(argvs))
+        clients = {node.name: h.procs.start(node, self.barrier.wrap(argv)) for node, argv in argvs.items()}
+        self.barrier.release(list(clients.values()))
         return clients
 
     def _wait_clients(self, clients: dict, run_id: str) -> dict[str, list[bytes]]:
