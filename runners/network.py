@@ -87,7 +87,8 @@ def setup_per_node(plan: TopologyPlan) -> dict[str, list[list[str]]]:
         per_node.setdefault(node, []).extend(argvs)
     for iface in plan.interfaces:
         if iface.shaping is not None:
-            per_node.setdefault(iface.node, []).append(commands.segmentation_offloads_off_argv(iface.name))
+            per_node.setdefault(iface.node, []).extend([commands.segmentation_offloads_off_argv(iface.name),
+                                                        commands.one_segment_per_packet_argv(iface.name)])
     for node, ifname in plan.offload_off:
         # the userspace datapath does not complete checksums or segment: TCP breaks without this
         per_node.setdefault(node, []).append(commands.tx_offloads_off_argv(ifname))

@@ -148,3 +148,18 @@ def test_ping_warms_up_then_measures_with_addresses_kept_out_of_the_script(tmp_p
     # the warm-up's output is discarded; the measured ping got the address as one word
     assert out.strip() == f"[-n][-c][5][-i][0.2][-W][3][-I][{hostile}][10.0.1.2]"
     assert not (tmp_path / "pwned").exists()
+
+
+def test_every_shaped_interface_hands_netem_one_segment_per_packet():
+    """netem drops and queues whole packets: TCP's GSO packets (2+ segments even with `gso off`) turned a
+    5 % loss into bursts and a 100-packet queue into more; each shaped end gets gso_max_segs 1."""
+    from runners.network import setup_per_node
+    p = plan(sc())
+    per_node = setup_per_node(p)
+    shaped = [(i.node, i.name) for i in p.interfaces if i.shaping is not None]
+    assert shaped
+    for node, ifname in shaped:
+        argvs = per_node[node]
+        assert ["ip", "link", "set", "dev", ifname, "gso_max_segs", "1"] in argvs
+        assert argvs.index(commands.segmentation_offloads_off_argv(ifname)) < argvs.index(
+            commands.one_segment_per_packet_argv(ifname))
