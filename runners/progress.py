@@ -7,7 +7,7 @@ import time
 
 def describe_result(result: dict) -> str:
     m = result["metrics"]
-    return (f"{m['throughput_mbps']:.2f} Mbit/s, subflows {m['subflows']}, "
+    return (f"{m['throughput_mbps']:.2f} Mbit/s, subflows {'?' if m['subflows'] is None else m['subflows']}, "
             f"OFO tcp/mptcp {m['ofo_tcp']}/{m['ofo_mptcp']}, retrans {m['retrans_segs']}")
 
 

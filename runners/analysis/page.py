@@ -29,7 +29,7 @@ def _run_rows(runs: list[dict]) -> list[tuple[str, ...]]:
     for r in runs:
         m = r["metrics"]
         out.append((r["id"], r.get("point_label", "base"), r["mode"], r["primary"], r["status"],
-                    f"{m['throughput_mbps']:.2f}", f"{m.get('seconds') or 0:.2f}", str(m.get("subflows")),
+                    f"{m['throughput_mbps']:.2f}", f"{m.get('seconds') or 0:.2f}", str(m.get("subflows") if m.get("subflows") is not None else "?"),
                     f"{m.get('ofo_tcp')}/{m.get('ofo_mptcp')}", str(m.get("retrans_segs"))))
     return out
 

@@ -18,7 +18,7 @@ def summary(runs: list[dict]) -> str:
         m = r["metrics"]
         shares = "  ".join(f"{n}:{(p.get('share') or 0) * 100:.0f}%" for n, p in r["paths"].items())
         table.add_row(r["id"], r["mode"] + ("" if r["status"] == "ok" else f" ({r['status']})"), r["primary"],
-                      f"{m['throughput_mbps']:.2f}", f"{m.get('seconds') or 0:.2f}", str(m["subflows"]),
+                      f"{m['throughput_mbps']:.2f}", f"{m.get('seconds') or 0:.2f}", str(m["subflows"] if m["subflows"] is not None else "?"),
                       f"{m['ofo_tcp']}/{m['ofo_mptcp']}",
                       str(m["retrans_segs"]), shares)
     console = Console(record=True, width=110, force_terminal=False, file=io.StringIO())

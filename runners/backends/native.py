@@ -274,6 +274,10 @@ class NativeRunner:
         if dumps is None:
             return None
         files = dumps.stop()
+        for f in files:
+            if f.get("not_written") or f.get("dropped_by_kernel"):
+                self.log(f"warning: run {run_id}: {f['file']} lacks packets: tcpdump wrote {f.get('packets')} of "
+                         f"{f.get('received_by_filter')} (the kernel dropped {f.get('dropped_by_kernel', 0)})")
         out = {"files": files}
         path_of = {p.client_ip: p.name for p in self.plan.paths}
         for _, paths in self.plan.client_paths:
@@ -295,6 +299,9 @@ class NativeRunner:
                                  fixed_size_bytes=sc.traffic.bytes if sc.traffic.tool == "iperf3" else None)
         result = record.build(record.RunIdentity(job.run_id, job.mode, job.rep, job.primary, started), report, seen,
                               setting)
+        if result["metrics"]["subflows"] is None:
+            self.log(f"warning: run {job.run_id}: no `ss` sample saw the MPTCP connection while it ran (the CPU "
+                     "was too busy: capture under emulation?); its subflow count is unknown")
         if report.clients:
             result["clients"] = report.clients
         if self.plan.switches:

@@ -55,7 +55,10 @@ def build(who: RunIdentity, report: TrafficReport, seen: Observations, setting: 
     counters = counter_deltas(seen)
     paths = path_records(report, seen, setting)
     subflow_list = best_subflows(seen.ss_samples, report) if who.mode == "mptcp" else []
-    metrics = run_metrics(report, counters, paths, setting, len(subflow_list) if who.mode == "mptcp" else 1)
+    # no `ss` sample saw the connection (under TCG with four tcpdumps one `ss` took 7.5 s and ended after
+    # the transfer): the count is unknown, not 0
+    subflows = (len(subflow_list) or None) if who.mode == "mptcp" else 1
+    metrics = run_metrics(report, counters, paths, setting, subflows)
     path_goodput(paths, metrics["throughput_mbps"])
     fallback = who.mode == "mptcp" and counters["server"]["MPTcpExtMPCapableSYNRX"] == 0
     return {
@@ -127,7 +130,8 @@ def path_goodput(paths: dict[str, dict], goodput_mbps: float) -> None:
         p["throughput_mbps"] = p["share"] * goodput_mbps if p["share"] is not None else None
 
 
-def run_metrics(report: TrafficReport, counters: dict, paths: dict, setting: Setting, subflows: int) -> dict:
+def run_metrics(report: TrafficReport, counters: dict, paths: dict, setting: Setting,
+                subflows: int | None) -> dict:
     if report.counters_only:
         # the tool reports nothing itself: what the receiver got on all paths, over the client's run time
         total = sum(p["bytes_received"] for p in paths.values())

@@ -35,7 +35,10 @@ def test_capture_gives_pcaps_and_a_subflow_table_that_agrees_with_ss_and_the_cou
     mptcp = runs["mptcp"]
     files = {f["file"]: f for f in mptcp["capture"]["files"]}
     assert set(files) == {"pcap/h1-h1-eth0.pcap", "pcap/h1-h1-eth1.pcap"}
-    assert all(f["packets"] > 100 and f["dropped_by_kernel"] == 0 for f in files.values()), files
+    counts = {name: {k: f.get(k) for k in ("packets", "received_by_filter", "dropped_by_kernel", "not_written")}
+              for name, f in files.items()}
+    assert all(f["packets"] > 100 and f["dropped_by_kernel"] == 0 and f["not_written"] == 0
+               for f in files.values()), counts
     raw = d / "raw" / mptcp["id"]
     # headers only: no captured frame is longer than the snaplen
     lens = subprocess.run(["tshark", "-r", str(raw / "pcap" / "h1-h1-eth0.pcap"), "-T", "fields", "-e",

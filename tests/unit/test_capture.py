@@ -3,6 +3,7 @@ and the capture options checked before anything starts."""
 import csv
 import io
 import shutil
+import time
 import subprocess
 import sys
 from pathlib import Path
@@ -64,7 +65,32 @@ def test_tshark_reads_a_recorded_pcap_as_recorded():
 
 def test_tcpdump_counts():
     text = "tcpdump: listening on c-eth0\n1402 packets captured\n1402 packets received by filter\n3 packets dropped by kernel\n"
-    assert _tcpdump_counts(text) == {"packets": 1402, "dropped_by_kernel": 3}
+    assert _tcpdump_counts(text) == {"packets": 1402, "received_by_filter": 1402, "dropped_by_kernel": 3,
+                                     "not_written": 0}
+    # stopped while it lagged behind (TCG): the kernel had passed it more than it wrote
+    lagging = "2154 packets captured\n3873 packets received by filter\n0 packets dropped by kernel\n"
+    assert _tcpdump_counts(lagging)["not_written"] == 1719
+
+
+def test_capture_stops_only_once_every_file_has_stopped_growing(tmp_path, monkeypatch):
+    import threading
+    from runners.collect import capture as cap
+    monkeypatch.setattr(cap, "DRAIN_QUIET_S", 0.3)
+    f = tmp_path / "x.part.pcap"
+    f.write_bytes(b"")
+    c = cap.Capture(CaptureSpec(("client",)), procs=None)
+    c.dumps = [cap._Dump("h1", "h1-eth0", f, tmp_path / "x.log", None)]
+
+    def writer():
+        for _ in range(8):
+            with f.open("ab") as out:
+                out.write(b"p" * 100)
+            time.sleep(0.1)
+    t = threading.Thread(target=writer)
+    t.start()
+    c._drain()
+    t.join()
+    assert f.stat().st_size == 800      # it waited for the last write
 
 
 class Plan:

@@ -34,6 +34,25 @@ def ss_samples(raw: Path) -> list[dict]:
     return [{"subflows": parsers.parse_ss_subflows("Netid" + part)} for part in text.split("Netid")[1:]]
 
 
+def recorded(mode: str, samples=None):
+    raw = FIX / mode
+    topo = plan(load_scenario(REPO / "scenarios" / "two-paths.yaml"))
+    pings = {p.name: parsers.parse_ping_after_warmup((raw / f"ping-{p.name}.txt").read_text()) for p in topo.paths}
+    seen = Observations(before=snapshot(raw, "before"), after=snapshot(raw, "after"), pings=pings,
+                        path_samples=[], ss_samples=ss_samples(raw) if samples is None else samples,
+                        server_receives=True)
+    report = TrafficReport.from_iperf3(parsers.parse_iperf3((raw / "iperf3-client.json").read_text()))
+    return build(RunIdentity("r001-mptcp-A", mode, 1, "A", 0.0), report, seen,
+                 Setting(paths=topo.paths, byte_counters="iface", fixed_size_bytes=None, n_clients=1))
+
+
+def test_a_connection_no_ss_sample_saw_has_an_unknown_subflow_count():
+    """Under TCG with four tcpdumps, one `ss` took 7.5 s and ended after the transfer: 0 was wrong."""
+    assert recorded("mptcp", samples=[{"subflows": []}])["metrics"]["subflows"] is None
+    assert recorded("mptcp")["metrics"]["subflows"] == 2
+    assert recorded("tcp", samples=[])["metrics"]["subflows"] == 1
+
+
 @pytest.mark.parametrize("mode", ["mptcp", "tcp"])
 def test_the_record_of_a_recorded_run_is_rebuilt_exactly(mode):
     raw = FIX / mode
