@@ -126,6 +126,7 @@ def build_parser() -> argparse.ArgumentParser:
                    "repetitions) and the estimated wall time on the chosen backend, then exit; starts nothing")
     p.add_argument("--schema", action="store_true", help="print the scenario JSON Schema and exit")
     p.add_argument("--run-dir", help=argparse.SUPPRESS)  # internal: exact result folder (VM guest side)
+    p.add_argument("--scenario-file", help=argparse.SUPPRESS)   # internal: see as_if_from
     # internal (VM guest side): the host finishes the result set after the guest exits, at native speed:
     # summary, report, tool versions and the git revision
     p.add_argument("--no-report", action="store_true", help=argparse.SUPPRESS)
@@ -243,6 +244,16 @@ def select_variants(exp, names: list[str] | None):
     return exp
 
 
+def as_if_from(exp, original: str | None):
+    """A result set's copy of the scenario, read as the file it was copied from: files it names (a
+    controller app) are relative to that file's folder, and messages name it. The VM's guest and
+    --resume read the copy."""
+    if not original:
+        return exp
+    import dataclasses
+    return dataclasses.replace(exp, file=original)
+
+
 def _before_anything_starts(args, exp, backend: str) -> str | None:
     """What would fail late, checked before a result folder exists: tcpdump for --capture, the VM's
     kernel, and what a killed run left behind."""
@@ -299,6 +310,12 @@ def _point_at_the_resumed_set(args, parser) -> None:
         parser.error(f"--resume {rdir}: {args.scenario[0]} differs from the scenario of that result set")
     args.scenario = [str(rdir / "scenario.yaml")]
     args.run_dir = str(rdir)
+    try:
+        original = json.loads((rdir / "metadata.json").read_text()).get("scenario_file")
+    except (OSError, ValueError):
+        original = None
+    if original and Path(original).is_file() and not args.scenario_file:
+        args.scenario_file = original
 
 
 def _after_a_killed_run(run_dir: Path, backend: str) -> str | None:
@@ -408,7 +425,8 @@ def _run_native(args, exp, run_dir: Path, probe_report) -> int:
     run_set = open_run_set(exp, run_dir, args.repeat, _parse_shard(args.shard) if args.shard else None)
     _start_logs(args, run_dir)
     store, started = run_set.store, time.time()
-    store.set_metadata(scenario=exp.scenario.name, backend=os.environ.get("TESTBED_BACKEND", "native"),
+    store.set_metadata(scenario=exp.scenario.name, scenario_file=str(Path(exp.file).resolve()),
+                       backend=os.environ.get("TESTBED_BACKEND", "native"),
                        started_utc=store.metadata.get("started_utc")
                        or time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime(started)),
                        argv=sys.argv, seed=run_set.seed, shard=list(run_set.shard) if run_set.shard else None,
@@ -489,10 +507,16 @@ def _summary_and_report(run_dir: Path, args, code: int) -> int:
 
 def _report(run_dir: Path, baseline: Path | None, svg: bool = False, junit: Path | None = None) -> int:
     """Stats, plots, verdicts and JUnit for a result set; 1 when a verdict failed."""
+    from scenarios.spec.loader import ScenarioError
+
     from .analysis.report import make_report, verdict_table
     from .results import atomic_write
 
-    rep = make_report(run_dir, baseline, svg=svg)
+    try:
+        rep = make_report(run_dir, baseline, svg=svg)
+    except ScenarioError as e:   # a result set's scenario.yaml edited by hand: the file and the field
+        print(e.render(), file=sys.stderr)
+        return EXIT_INPUT
     if rep.verdicts:
         print(verdict_table(rep.verdicts), flush=True)
     _info(f"junit: {run_dir / 'junit.xml'}")
@@ -532,7 +556,8 @@ def _run_vm(args, exp, run_dir: Path) -> int:
     from .session import RESULTS_UNWRITABLE
 
     guest = [sys.executable, "-m", "runners.cli", str(run_dir / "scenario.yaml"),
-             "--backend", "native", "--run-dir", str(run_dir), "--no-report", *_guest_flags(args)]
+             "--backend", "native", "--run-dir", str(run_dir), "--no-report",
+             "--scenario-file", str(Path(exp.file).resolve()), *_guest_flags(args)]
     try:
         plan = plan_vm(guest, [run_dir], kernel=Path(args.kernel) if args.kernel else None,
                        memory=args.vm_memory, cpus=args.vm_cpus, requirement=exp.scenario.requires.kernel)
@@ -682,7 +707,7 @@ def _submit_warm(vm, guest_argv: list[str], quiet: bool = False) -> int:
         return EXIT_FAIL
 
 
-def _cmd_vm(argv: list[str]) -> int:
+def _vm_parser() -> argparse.ArgumentParser:
     p = argparse.ArgumentParser(prog="run-scenario vm", description="A warm VM: one guest kept running, so that "
                                 "runs with the vm backend start without a boot.")
     p.add_argument("action", choices=["up", "status", "down"])
@@ -691,6 +716,11 @@ def _cmd_vm(argv: list[str]) -> int:
     p.add_argument("--vm-cpus", type=int, metavar="N", help="guest CPUs (default: host CPUs, at most 4)")
     p.add_argument("--share", action="append", default=[], metavar="DIR",
                    help="another results folder the guest may write (default: results/ of this checkout)")
+    return p
+
+
+def _cmd_vm(argv: list[str]) -> int:
+    p = _vm_parser()
     a = p.parse_args(argv)
     from .backends import warmvm
     from .backends.vm import VmError
@@ -716,7 +746,7 @@ def _cmd_vm(argv: list[str]) -> int:
     return EXIT_OK
 
 
-def _cmd_report(argv: list[str]) -> int:
+def _report_parser() -> argparse.ArgumentParser:
     p = argparse.ArgumentParser(prog="run-scenario report",
                                 description="Regenerate stats, plots, verdicts and JUnit from saved results "
                                             "(nothing is re-run).")
@@ -724,6 +754,11 @@ def _cmd_report(argv: list[str]) -> int:
     p.add_argument("--baseline", metavar="DIR", help="flag significant regressions against this result set")
     p.add_argument("--svg", action="store_true", help="write every figure as SVG too (default: PNG only)")
     p.add_argument("--junit", metavar="PATH", help="also write the JUnit XML here (for a CI system)")
+    return p
+
+
+def _cmd_report(argv: list[str]) -> int:
+    p = _report_parser()
     a = p.parse_args(argv)
     d = Path(a.dir)
     if not (d / "results.json").exists():
@@ -734,11 +769,16 @@ def _cmd_report(argv: list[str]) -> int:
     return _report(d, Path(a.baseline) if a.baseline else None, svg=a.svg, junit=Path(a.junit) if a.junit else None)
 
 
-def _cmd_merge(argv: list[str]) -> int:
+def _merge_parser() -> argparse.ArgumentParser:
     p = argparse.ArgumentParser(prog="run-scenario merge",
                                 description="Combine result sets of the same scenario (e.g. --shard runs) into one.")
     p.add_argument("dirs", nargs="+", metavar="DIR")
     p.add_argument("--out", default=str(REPO / "results"), metavar="DIR", help="base folder for the merged set")
+    return p
+
+
+def _cmd_merge(argv: list[str]) -> int:
+    p = _merge_parser()
     a = p.parse_args(argv)
     from .merge import MergeError, merge
     try:
@@ -752,7 +792,7 @@ def _cmd_merge(argv: list[str]) -> int:
     return _report(merged, None)
 
 
-def _cmd_compare(argv: list[str]) -> int:
+def _compare_parser() -> argparse.ArgumentParser:
     p = argparse.ArgumentParser(prog="run-scenario compare",
                                 description="Several result sets side by side: a table of means with 95 % "
                                             "intervals, and with --by an overlay figure (nothing is re-run).")
@@ -762,6 +802,11 @@ def _cmd_compare(argv: list[str]) -> int:
     p.add_argument("--by", metavar="PARAM", help="a swept key for the x axis, e.g. traffic.bytes")
     p.add_argument("--out", metavar="DIR", help="where the figure goes (default: the current folder)")
     p.add_argument("--svg", action="store_true", help="write the figure as SVG too")
+    return p
+
+
+def _cmd_compare(argv: list[str]) -> int:
+    p = _compare_parser()
     a = p.parse_args(argv)
     from .analysis.compare import CompareError, compare_rows, load_sets, overlay_figure, render_table
     try:
@@ -779,7 +824,7 @@ def _cmd_compare(argv: list[str]) -> int:
     return EXIT_OK
 
 
-def _cmd_clean(argv: list[str]) -> int:
+def _clean_parser() -> argparse.ArgumentParser:
     p = argparse.ArgumentParser(prog="run-scenario clean",
                                 description="List what runs left behind on this machine (Mininet hosts and "
                                             "links, OVS bridges, iperf3, a controller, micro-VMs of cold boots, "
@@ -787,6 +832,11 @@ def _cmd_clean(argv: list[str]) -> int:
                                             "the machine is clean. Run it when no run is going: it stops those "
                                             "too. After a SIGKILLed run, --resume runs it first.")
     p.add_argument("--yes", action="store_true", help="remove what is listed")
+    return p
+
+
+def _cmd_clean(argv: list[str]) -> int:
+    p = _clean_parser()
     a = p.parse_args(argv)
     from .leftovers import find_leftovers, remove_leftovers
     if os.geteuid() != 0:
@@ -900,7 +950,7 @@ def _load_one_point(p, a):
     from scenarios.spec.loader import ScenarioError, load_experiment
 
     try:
-        exp = select_variants(load_experiment(a.scenario), a.variant)
+        exp = select_variants(as_if_from(load_experiment(a.scenario), getattr(a, "scenario_file", None)), a.variant)
         check_plans(exp)
     except ScenarioError as e:
         print(e.render(), file=sys.stderr)
@@ -919,7 +969,7 @@ def _pick_point(p, exp, point_id: str | None, primary: str | None):
     return point, primary or point.scenario.primaries[0]
 
 
-def _cmd_shell(argv: list[str]) -> int:
+def _shell_parser() -> argparse.ArgumentParser:
     p = argparse.ArgumentParser(prog="run-scenario shell", description="Build a scenario's network, shape and "
                                 "verify it, configure MPTCP as a run would, print its paths, and open Mininet's CLI "
                                 "with the testbed's commands: paths, subflows, endpoints, counters, traffic "
@@ -929,6 +979,12 @@ def _cmd_shell(argv: list[str]) -> int:
     p.add_argument("--out", default=str(REPO / "results"), metavar="DIR",
                    help="where `traffic` stores its runs (a result set like a run's)")
     p.add_argument("--run-dir", help=argparse.SUPPRESS)    # the VM's guest: the host made the folder
+    p.add_argument("--scenario-file", help=argparse.SUPPRESS)   # the VM's guest: see as_if_from
+    return p
+
+
+def _cmd_shell(argv: list[str]) -> int:
+    p = _shell_parser()
     a = p.parse_args(argv)
     chosen = _load_one_point(p, a)
     if chosen is None:
@@ -978,13 +1034,18 @@ def _shell_here(a, exp, point, primary: str, probe_report) -> int:
     return EXIT_OK
 
 
-def _cmd_export(argv: list[str]) -> int:
-    from .export import export_script
-
+def _export_parser() -> argparse.ArgumentParser:
     p = argparse.ArgumentParser(prog="run-scenario export", description="Print one point of a scenario as a "
                                 "standalone Python script of plain Mininet, tc, ip mptcp and sysctl commands: the "
                                 "same network, shaping and MPTCP settings, ending in Mininet's CLI.")
     _point_arguments(p)
+    return p
+
+
+def _cmd_export(argv: list[str]) -> int:
+    from .export import export_script
+
+    p = _export_parser()
     a = p.parse_args(argv)
     chosen = _load_one_point(p, a)
     if chosen is None:
@@ -994,14 +1055,19 @@ def _cmd_export(argv: list[str]) -> int:
     return EXIT_OK
 
 
-def _cmd_list(argv: list[str]) -> int:
-    from scenarios.spec.loader import ScenarioError, load_experiment
-    from .preview import duration, job_table
-
+def _list_parser() -> argparse.ArgumentParser:
     p = argparse.ArgumentParser(prog="run-scenario list", description="One line per scenario file in DIR: name, "
                                 "number of runs, estimated time on the backend `auto` would choose, description.")
     p.add_argument("dir", nargs="?", default=str(REPO / "scenarios"), metavar="DIR")
     p.add_argument("--backend", choices=["auto", "native", "vm"], default="auto")
+    return p
+
+
+def _cmd_list(argv: list[str]) -> int:
+    from scenarios.spec.loader import ScenarioError, load_experiment
+    from .preview import duration, job_table
+
+    p = _list_parser()
     a = p.parse_args(argv)
     files = sorted(Path(a.dir).glob("*.yaml")) + sorted(Path(a.dir).glob("*.yml"))
     if not Path(a.dir).is_dir() or not files:
@@ -1031,6 +1097,19 @@ def _cmd_list(argv: list[str]) -> int:
 def _subcommands() -> dict:
     return {"report": _cmd_report, "merge": _cmd_merge, "compare": _cmd_compare, "vm": _cmd_vm,
             "clean": _cmd_clean, "list": _cmd_list, "export": _cmd_export, "shell": _cmd_shell}
+
+
+def _subcommand_parsers() -> dict:
+    return {"report": _report_parser, "merge": _merge_parser, "compare": _compare_parser, "vm": _vm_parser,
+            "clean": _clean_parser, "list": _list_parser, "export": _export_parser, "shell": _shell_parser}
+
+
+def parse_command_line(argv: list[str]) -> tuple[str, argparse.Namespace]:
+    """(subcommand or "run", its arguments) as run-scenario would read them, starting nothing; a bad
+    command line exits 2 with argparse's message. The lab handouts' test checks their commands with it."""
+    if argv and argv[0] in SUBCOMMANDS:
+        return argv[0], _subcommand_parsers()[argv[0]]().parse_args(argv[1:])
+    return "run", build_parser().parse_args(argv)
 
 
 def process_age() -> float:
@@ -1084,7 +1163,7 @@ def _main(argv: list[str] | None = None) -> int:
     if len(args.scenario) > 1:
         parser.error("give one scenario file to run (several only with --check)")
     try:
-        exp = load_experiment(args.scenario[0])
+        exp = as_if_from(load_experiment(args.scenario[0]), args.scenario_file)
         exp = select_variants(exp, args.variant)
         check_plans(exp)
     except ScenarioError as e:

@@ -171,7 +171,11 @@ class Controller:
         self.proc: subprocess.Popen | None = None
         self._report_pos = 0
 
-    def start(self, timeout: float = 30) -> None:
+    # os-ken's imports take 20-40 s in a TCG guest with cold caches: 30 s failed a first run of E5 and
+    # a user's app in lab 5 (2026-11-23). A controller that fails exits, which is seen at once.
+    START_TIMEOUT_S = 120
+
+    def start(self, timeout: float = START_TIMEOUT_S) -> None:
         if port_open(self.port):
             raise ControlPlaneError(f"controller port {self.port} is already in use on 127.0.0.1; "
                                     "stop whatever listens there or set topology.controller.port")

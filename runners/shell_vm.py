@@ -31,7 +31,7 @@ def shell_in_vm(a, exp) -> int:
     run_dir = new_run_dir(Path(a.out).resolve(), exp.scenario.name)
     ResultStore(run_dir).write_scenario(exp.text)
     inner = [sys.executable, "-m", "runners.cli", "shell", str(run_dir / "scenario.yaml"), "--backend", "native",
-             "--run-dir", str(run_dir)]
+             "--run-dir", str(run_dir), "--scenario-file", str(Path(exp.file).resolve())]
     for flag in ("point", "primary"):
         if getattr(a, flag):
             inner += [f"--{flag}", getattr(a, flag)]

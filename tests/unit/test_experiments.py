@@ -331,3 +331,12 @@ def test_e4_full_scenario_covers_the_papers_figures():
     assert all(p.scenario.primaries == ["A", "B"] for p in exp.points)
     claimed = {p.id for p in exp.points for e in exp.scenario.expect if e.applies(p.params)}
     assert not any(p.id in claimed and p.params.get("paths.A.delay") == "15ms" for p in exp.points)
+
+
+def test_report_on_a_hand_edited_scenario_names_the_field_without_a_traceback(tmp_path, capsys):
+    from runners.cli import main
+    d = fake_result_set(tmp_path, "set", {"p001"})
+    (d / "scenario.yaml").write_text((d / "scenario.yaml").read_text().replace("name: t\n", "name: 'bad name!'\n"))
+    assert main(["report", str(d)]) == 2
+    err = capsys.readouterr().err
+    assert "scenario.yaml: name (line 1)" in err and "Traceback" not in err

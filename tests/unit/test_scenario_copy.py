@@ -1,0 +1,48 @@
+"""A result set's copy of a scenario is read as the file it came from (the VM's guest and --resume read
+the copy): a controller app named relative to the scenario is found beside the original."""
+import shutil
+
+import pytest
+
+from runners.cli import as_if_from, check_plans, parse_command_line
+from scenarios.spec.loader import ScenarioError, load_experiment
+
+SCENARIO = """\
+name: own-app
+topology:
+  kind: switched
+  server: h1
+  clients: [h2]
+  switches:
+    - {name: s1, type: ovs, controller: true}
+  controller: {app: my_app.py}
+  links:
+    - {name: h1a, between: [h1, s1], bw: 10}
+    - {name: h2a, between: [h2, s1], bw: 10}
+  paths:
+    - {name: A, client_if: 0, server_if: 0}
+traffic: {duration: 2}
+"""
+
+
+def test_the_copy_finds_the_app_beside_the_original(tmp_path):
+    src = tmp_path / "mine"
+    src.mkdir()
+    (src / "s.yaml").write_text(SCENARIO)
+    (src / "my_app.py").write_text("# an app\n")
+    run_dir = tmp_path / "results" / "own-app" / "20260101T000000Z"
+    run_dir.mkdir(parents=True)
+    shutil.copy(src / "s.yaml", run_dir / "scenario.yaml")
+    with pytest.raises(ScenarioError, match="no such file"):
+        check_plans(load_experiment(run_dir / "scenario.yaml"))     # what the guest did before
+    exp = as_if_from(load_experiment(run_dir / "scenario.yaml"), str(src / "s.yaml"))
+    check_plans(exp)
+    assert exp.file == str(src / "s.yaml")
+
+
+def test_the_guest_and_the_shell_take_the_original_file():
+    _, args = parse_command_line(["r/scenario.yaml", "--scenario-file", "/x/s.yaml"])
+    assert args.scenario_file == "/x/s.yaml"
+    _, args = parse_command_line(["shell", "r/scenario.yaml", "--scenario-file", "/x/s.yaml"])
+    assert args.scenario_file == "/x/s.yaml"
+    assert as_if_from("unchanged", None) == "unchanged"
