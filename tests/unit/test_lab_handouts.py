@@ -1,0 +1,118 @@
+"""The lab handouts (labs/*.md): every run-scenario command in them parses as run-scenario would read it,
+every file it names exists, every scenario loads with the variants, points and primaries it asks for,
+and each lab has its parts and its answer key."""
+import re
+import shlex
+from pathlib import Path
+
+import pytest
+
+from runners.cli import parse_command_line, select_variants
+from scenarios.spec.loader import load_experiment
+
+REPO = Path(__file__).resolve().parents[2]
+LABS = REPO / "labs"
+HANDOUTS = sorted(LABS.glob("lab[0-9]-*.md"))
+SECTIONS = ("## Objective", "## Steps", "## Questions", "## What you should see")
+
+
+def shell_lines(text: str) -> list[str]:
+    """The command lines of the ```sh blocks, comments and prompts removed, continuations joined."""
+    lines, joined = [], ""
+    for block in re.findall(r"```sh\n(.*?)```", text, flags=re.S):
+        for raw in block.splitlines():
+            line = joined + raw.split(" #")[0].rstrip()
+            joined = ""
+            if line.endswith("\\"):
+                joined = line[:-1] + " "
+                continue
+            if line.strip() and not line.lstrip().startswith("#"):
+                lines.append(line.strip())
+    return lines
+
+
+def run_scenario_commands(text: str) -> list[list[str]]:
+    """The arguments of every run-scenario command, up to a pipe, a list operator or a redirection."""
+    out = []
+    for line in shell_lines(text):
+        lexer = shlex.shlex(line, posix=True, punctuation_chars=True)
+        lexer.whitespace_split = True
+        command: list[str] = []
+        for word in [*lexer, ";"]:
+            if word and set(word) <= set("&|;<>()"):
+                names = [i for i, w in enumerate(command) if w.endswith("run-scenario")]
+                if names:
+                    out.append(command[names[0] + 1:])
+                command = [] if word != ">" else ["> "]     # a redirection's target is no argument
+                continue
+            if command == ["> "]:
+                command = []
+                continue
+            command.append(word)
+    return out
+
+
+def test_there_are_five_labs_and_an_index():
+    assert [h.name.split("-")[0] for h in HANDOUTS] == [f"lab{i}" for i in range(1, 6)]
+    index = (LABS / "README.md").read_text()
+    for h in HANDOUTS:
+        assert f"({h.name})" in index, h.name
+
+
+@pytest.mark.parametrize("handout", HANDOUTS, ids=lambda p: p.stem)
+def test_handout_has_its_parts_and_an_answer_key(handout):
+    text = handout.read_text()
+    for section in SECTIONS:
+        assert section in text, f"{handout.name}: no '{section}'"
+    questions = text.split("## Questions", 1)[1].split("\n## ", 1)[0]
+    assert len(re.findall(r"^\d+\. ", questions, flags=re.M)) >= 3, f"{handout.name}: fewer than 3 questions"
+    key = LABS / "answers" / handout.name
+    assert key.exists(), f"no answer key {key.relative_to(REPO)}"
+    answers = key.read_text()
+    assert len(re.findall(r"^\d+\. ", answers, flags=re.M)) >= len(re.findall(r"^\d+\. ", questions, flags=re.M))
+
+
+@pytest.mark.parametrize("handout", HANDOUTS, ids=lambda p: p.stem)
+def test_every_command_in_the_handout_parses_and_names_files_that_exist(handout, capsys):
+    text = handout.read_text()
+    commands = run_scenario_commands(text)
+    assert commands, f"{handout.name}: no run-scenario command"
+    made = {m for line in shell_lines(text) for m in re.findall(r">\s*([\w./-]+)", line)}   # files a step writes
+    for argv in commands:
+        try:
+            name, args = parse_command_line(argv)
+        except SystemExit:
+            pytest.fail(f"{handout.name}: `run-scenario {shlex.join(argv)}` does not parse: "
+                        f"{capsys.readouterr().err.strip()}")
+        for word in argv:
+            if word.endswith((".yaml", ".py")) and not word.startswith("results/") and word not in made:
+                assert (REPO / word).exists(), f"{handout.name}: `{word}` does not exist"
+        scenario = getattr(args, "scenario", None)
+        if isinstance(scenario, list):
+            scenario = scenario[0] if scenario else None
+        if scenario and scenario.endswith(".yaml") and scenario not in made:
+            exp = select_variants(load_experiment(REPO / scenario), args.variant)
+            points = {p.id: p for p in exp.points}
+            point = getattr(args, "point", None)
+            assert point is None or point in points, f"{handout.name}: no point {point} in {scenario}"
+            primary = getattr(args, "primary", None)
+            if primary is not None:
+                assert primary in exp.points[0].scenario.primaries, f"{handout.name}: no primary {primary}"
+
+
+@pytest.mark.parametrize("handout", HANDOUTS, ids=lambda p: p.stem)
+def test_every_lab_scenario_is_used_and_states_its_claim(handout):
+    text = handout.read_text()
+    named = set(re.findall(r"labs/(lab\d-[\w-]+\.yaml)", text))
+    prefix = handout.name.split("-")[0]
+    own = {f.name for f in LABS.glob(f"{prefix}-*.yaml")}
+    assert own and own <= named, f"{handout.name} does not use {sorted(own - named)}"
+    for f in own:
+        exp = load_experiment(LABS / f)
+        assert exp.scenario.expect, f"{f}: the lab's claim is not an expect"
+
+
+def test_the_command_extraction_sees_chains_and_continuations():
+    text = ("```sh\nsudo .venv/bin/run-scenario a.yaml --repeat 1 && \\\n  .venv/bin/run-scenario list labs  # all\n"
+            ".venv/bin/run-scenario export b.yaml > net.py; grep -E 'a|b' x\n```\n")
+    assert run_scenario_commands(text) == [["a.yaml", "--repeat", "1"], ["list", "labs"], ["export", "b.yaml"]]
