@@ -69,6 +69,17 @@ def build_network(plan: TopologyPlan, controller_port: int | None = None):
         for w in plan.switches:
             nodes[w.name].start([ctrl] if (w.controller and ctrl is not None) else [])
     except BaseException:
-        net.stop()
+        _stop_after_a_failed_build(net)
         raise
     return net
+
+
+def _stop_after_a_failed_build(net) -> None:
+    """net.stop() after the build stopped part-way. A signal (SIGTERM mid-build raises Terminated from
+    its handler) can land while a node's shell still runs a command: Mininet then refuses every further
+    command on that node (AssertionError in sendCmd) and nothing would be torn down. The pending
+    command (a build step: an `ifconfig up`, an `ip link`) is read to its end first."""
+    for node in (*net.hosts, *net.switches):
+        if getattr(node, "waiting", False) and getattr(node, "shell", None):
+            node.waitOutput()
+    net.stop()
