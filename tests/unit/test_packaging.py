@@ -97,3 +97,16 @@ def test_the_readme_stays_a_quick_start():
     for page in ("scenario-format", "backends", "results-and-metrics", "experiments", "ci", "benchmark",
                  "controller"):
         assert f"(docs/{page}.md)" in text, page
+
+
+def test_kernel_reproducers_parse_and_are_linked_from_the_kernels_page():
+    """docs/repro/*.sh run as root in a VM by hand (docs/kernels.md shows how): here at least they parse,
+    take no argument they do not know, and the page that explains them links each."""
+    scripts = sorted((REPO / "docs" / "repro").glob("*.sh"))
+    assert scripts
+    page = (REPO / "docs" / "kernels.md").read_text()
+    for script in scripts:
+        assert subprocess.run(["sh", "-n", str(script)]).returncode == 0, script
+        assert f"repro/{script.name}" in page, script.name
+        bad = subprocess.run(["sh", str(script), "--no-such-mode"], capture_output=True, text=True)
+        assert bad.returncode == 2 and "usage" in bad.stderr, bad
