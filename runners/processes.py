@@ -7,13 +7,14 @@ import signal
 import subprocess
 
 
-def run_command(argv: list[str], timeout: float = 20) -> subprocess.CompletedProcess:
-    """Run to the end with captured text output and no stdin; raises subprocess.TimeoutExpired.
-    Recorded in commands.log as run on the host (the root namespace)."""
+def run_command(argv: list[str], timeout: float = 20, input: str | None = None) -> subprocess.CompletedProcess:
+    """Run to the end with captured text output and no stdin (or `input` as stdin); raises
+    subprocess.TimeoutExpired. Recorded in commands.log as run on the host (the root namespace)."""
     from .commandlog import Timed
 
     with Timed("host", argv) as t:
-        r = subprocess.run(argv, stdin=subprocess.DEVNULL, capture_output=True, text=True, timeout=timeout)
+        stdin = {"input": input} if input is not None else {"stdin": subprocess.DEVNULL}
+        r = subprocess.run(argv, capture_output=True, text=True, timeout=timeout, **stdin)
         t.rc = r.returncode
     return r
 

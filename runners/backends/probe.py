@@ -19,6 +19,7 @@ from scenarios.spec.kernel import satisfies
 from scenarios.spec.model import Scenario
 from ..processes import run_command
 from ..tools import missing_python_modules, missing_tools
+from . import kernel_features
 
 PROC = Path("/proc/sys")
 
@@ -179,6 +180,7 @@ def _probe(scenario: Scenario, netem: tuple[bool, str] | None, iperf3: dict) -> 
             if not ok:
                 rep.missing.append(f"{what}: this kernel refuses `ip mptcp endpoint add ... {' '.join(flags)}` "
                                    f"({why})")
+    rep.facts["mptcp_features"] = kernel_features.inventory(bool(ip["iperf3_native_mptcp"]))
     sched_file = PROC / "net/mptcp/scheduler"
     rep.facts["mptcp_scheduler_sysctl"] = sched_file.exists()
     if scenario.mptcp.scheduler != "default":

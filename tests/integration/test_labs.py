@@ -53,6 +53,9 @@ def test_lab1_two_paths_aggregate(tmp_path):
         assert (d / f).exists(), f
     meta = json.loads((d / "metadata.json").read_text())
     assert meta["status"] == "ok" and meta["backend_kernel"] and "iperf3" in meta
+    features = meta["probe"]["mptcp_features"]     # what this kernel's MPTCP offers, asked, not assumed
+    assert features["mptcp"] and "default" in features["schedulers"] and "enabled" in features["sysctls"]
+    assert features["endpoint_flags"]["signal"] and features["endpoint_flags"]["backup"], features
     mp = [x for x in runs if x["mode"] == "mptcp"]
     assert len(mp) == 3 and all(x["status"] == "ok" and x["metrics"]["subflows"] == 2 for x in mp)
     for x in mp:    # equal paths: each carries a real share

@@ -1,0 +1,85 @@
+"""What this kernel's MPTCP offers, found by asking it: schedulers, path managers, the endpoint flags it
+accepts, and its net.mptcp sysctls. Recorded in every result set's metadata (probe.mptcp_features), so
+that sets made on different kernels can be told apart and compared.
+
+Endpoint flags are tried, one `ip mptcp endpoint add` each, in a throwaway namespace: `ip -batch` would
+be one process, but iproute2 exits the whole batch on a flag it does not know itself (an older ip and
+`laminar`), and that must read as "not accepted" for that flag alone.
+"""
+from __future__ import annotations
+
+import functools
+import os
+from concurrent.futures import ThreadPoolExecutor
+from pathlib import Path
+
+from ..processes import run_command
+
+MPTCP_SYSCTLS = Path("/proc/sys/net/mptcp")
+# name -> the flags tried; each on its own address
+ENDPOINT_FLAG_PROBES: dict[str, tuple[str, ...]] = {
+    "signal": ("signal",),
+    "subflow": ("subflow",),
+    "backup": ("subflow", "backup"),
+    "fullmesh": ("subflow", "fullmesh"),
+    "port": ("signal", "port", "5300"),
+    "laminar": ("laminar",),
+}
+
+
+def schedulers(sysctl_dir: Path = MPTCP_SYSCTLS) -> list[str]:
+    """The packet schedulers a connection may use; a kernel without the sysctl (before 6.6) has one."""
+    avail = sysctl_dir / "available_schedulers"
+    return avail.read_text().split() if avail.exists() else ["default"]
+
+
+def path_managers(sysctl_dir: Path = MPTCP_SYSCTLS) -> list[str]:
+    """In-kernel always; userspace from the pm_type sysctl on (5.19); 6.15 lists them by name."""
+    avail = sysctl_dir / "available_path_managers"
+    if avail.exists():
+        return avail.read_text().split()
+    return ["kernel", "userspace"] if (sysctl_dir / "pm_type").exists() else ["kernel"]
+
+
+def sysctl_names(sysctl_dir: Path = MPTCP_SYSCTLS) -> list[str]:
+    return sorted(p.name for p in sysctl_dir.iterdir()) if sysctl_dir.is_dir() else []
+
+
+def setup_batch(n_addresses: int) -> str:
+    """ip -batch lines for a veth end with one address per flag probe (veth: the developers' host kernel
+    has no dummy module)."""
+    lines = ["link add name p0 type veth peer name p1", "link set p0 up"]
+    lines += [f"addr add 10.99.0.{i + 1}/24 dev p0" for i in range(n_addresses)]
+    return "\n".join(lines) + "\n"
+
+
+def endpoint_argv(ns: str, index: int, flags: tuple[str, ...]) -> list[str]:
+    return ["ip", "-n", ns, "mptcp", "endpoint", "add", f"10.99.0.{index + 1}", "dev", "p0", *flags]
+
+
+@functools.lru_cache(maxsize=None)   # one kernel's answer; the warm VM asks once for every job
+def endpoint_flags() -> dict[str, bool]:
+    ns = f"mptb-features-{os.getpid()}"
+    try:
+        if run_command(["ip", "netns", "add", ns], 20).returncode != 0:
+            return {}
+        made = run_command(["ip", "netns", "exec", ns, "ip", "-batch", "-"], 20,
+                           input=setup_batch(len(ENDPOINT_FLAG_PROBES)))
+        if made.returncode != 0:
+            return {}
+        probes = list(ENDPOINT_FLAG_PROBES.items())
+        with ThreadPoolExecutor(max_workers=len(probes)) as pool:
+            answers = pool.map(lambda item: run_command(endpoint_argv(ns, *item), 20).returncode == 0,
+                               [(i, flags) for i, (_, flags) in enumerate(probes)])
+            return {name: ok for (name, _), ok in zip(probes, answers)}
+    finally:
+        run_command(["ip", "netns", "del", ns], 20)
+
+
+def inventory(iperf3_native_mptcp: bool) -> dict:
+    """Everything above, for metadata.json; endpoint flags only as root (they need a namespace)."""
+    if not MPTCP_SYSCTLS.is_dir():
+        return {"mptcp": False}
+    return {"mptcp": True, "schedulers": schedulers(), "path_managers": path_managers(),
+            "endpoint_flags": endpoint_flags() if os.geteuid() == 0 else None,
+            "sysctls": sysctl_names(), "iperf3_native_mptcp": iperf3_native_mptcp}

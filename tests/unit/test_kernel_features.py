@@ -1,0 +1,42 @@
+"""The per-kernel MPTCP inventory's pure parts, on sysctl folders laid out as each kernel has them."""
+from pathlib import Path
+
+from runners.backends import kernel_features as kf
+
+
+def folder(tmp_path: Path, files: dict[str, str]) -> Path:
+    d = tmp_path / "mptcp"
+    d.mkdir()
+    for name, text in files.items():
+        (d / name).write_text(text)
+    return d
+
+
+def test_a_6_1_kernel_has_one_scheduler_and_both_path_managers(tmp_path):
+    d = folder(tmp_path, {"enabled": "1\n", "pm_type": "0\n", "add_addr_timeout": "120\n"})
+    assert kf.schedulers(d) == ["default"]
+    assert kf.path_managers(d) == ["kernel", "userspace"]
+    assert kf.sysctl_names(d) == ["add_addr_timeout", "enabled", "pm_type"]
+
+
+def test_newer_kernels_list_schedulers_and_path_managers_by_name(tmp_path):
+    d = folder(tmp_path, {"available_schedulers": "default bpf_rr\n", "available_path_managers": "kernel userspace\n",
+                          "pm_type": "0\n"})
+    assert kf.schedulers(d) == ["default", "bpf_rr"]
+    assert kf.path_managers(d) == ["kernel", "userspace"]
+
+
+def test_before_pm_type_only_the_in_kernel_path_manager(tmp_path):
+    assert kf.path_managers(folder(tmp_path, {"enabled": "1\n"})) == ["kernel"]
+    assert kf.sysctl_names(tmp_path / "absent") == []
+
+
+def test_each_flag_is_tried_on_its_own_address():
+    batch = kf.setup_batch(len(kf.ENDPOINT_FLAG_PROBES)).splitlines()
+    addresses = [line.split()[2] for line in batch if line.startswith("addr add")]
+    assert len(addresses) == len(set(addresses)) == len(kf.ENDPOINT_FLAG_PROBES)
+    argvs = [kf.endpoint_argv("ns", i, flags) for i, flags in enumerate(kf.ENDPOINT_FLAG_PROBES.values())]
+    used = [a[6] for a in argvs]
+    assert [a + "/24" for a in used] == addresses
+    assert all(a[:6] == ["ip", "-n", "ns", "mptcp", "endpoint", "add"] and a[7:9] == ["dev", "p0"] for a in argvs)
+    assert kf.ENDPOINT_FLAG_PROBES["port"] == ("signal", "port", "5300")
