@@ -116,3 +116,43 @@ def test_the_command_extraction_sees_chains_and_continuations():
     text = ("```sh\nsudo .venv/bin/run-scenario a.yaml --repeat 1 && \\\n  .venv/bin/run-scenario list labs  # all\n"
             ".venv/bin/run-scenario export b.yaml > net.py; grep -E 'a|b' x\n```\n")
     assert run_scenario_commands(text) == [["a.yaml", "--repeat", "1"], ["list", "labs"], ["export", "b.yaml"]]
+
+
+TESTBED_CLI = {"paths", "subflows", "endpoints", "counters", "traffic", "testbed", "exit", "help", "sh"}
+
+
+def shell_sessions(text: str) -> list[tuple[list[str], list[str]]]:
+    """(run-scenario shell arguments, the lines typed at its `mininet>` prompt): each ```sh block that
+    opens a shell, and the plain ``` block after it."""
+    out = []
+    blocks = re.findall(r"```(\w*)\n(.*?)```", text, flags=re.S)
+    for (lang, body), (next_lang, next_body) in zip(blocks, blocks[1:]):
+        opened = [a for a in run_scenario_commands(f"```sh\n{body}```") if a[:1] == ["shell"]] if lang == "sh" else []
+        if opened and next_lang == "":
+            out.append((opened[0], [x.strip() for x in next_body.splitlines() if x.strip()]))
+    return out
+
+
+@pytest.mark.parametrize("handout", HANDOUTS, ids=lambda p: p.stem)
+def test_lines_typed_in_a_shell_name_its_nodes_and_the_servers_addresses(handout):
+    """Lab 3 once sent students' iperf3 to a router's address (10.1.3.2, not the server's 10.1.4.2): the
+    transfer never started and `subflows` showed nothing. Every line typed at the prompt starts with a
+    testbed command or a node of that network, and every iperf3 `-c ADDRESS` is one of the server's addresses."""
+    from topologies.kinds import plan
+
+    for argv, typed in shell_sessions(handout.read_text()):
+        _, args = parse_command_line(argv)
+        exp = select_variants(load_experiment(REPO / args.scenario), args.variant)
+        topo = plan(exp.points[0].scenario)
+        nodes = set(topo.hosts) | set(topo.routers) | {w.name for w in topo.switches}
+        servers = {p.server_ip for p in topo.paths}
+        for line in typed:
+            first = line.split()[0]
+            assert first in TESTBED_CLI or first in nodes, f"{handout.name}: `{line}`: no node {first}"
+            for address in re.findall(r"-c\s+(\S+)", line) if "iperf3" in line else []:
+                assert address in servers, f"{handout.name}: `{line}`: {address} is not the server's ({servers})"
+
+
+def test_shell_sessions_are_found_with_what_is_typed_in_them():
+    text = "```sh\n.venv/bin/run-scenario shell labs/x.yaml --primary A\n```\n\n```\npaths\nh1 ping -c 1 h2\n```\n"
+    assert shell_sessions(text) == [(["shell", "labs/x.yaml", "--primary", "A"], ["paths", "h1 ping -c 1 h2"])]
