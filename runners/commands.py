@@ -287,6 +287,12 @@ def ss_argv() -> Argv:
     return ["ss", "-t", "-i", "-n", "-M", "-O", "state", "established"]
 
 
+def ss_with_memory_argv() -> Argv:
+    """ss_argv and socket memory (skmem: the send buffer), for a person in the shell; the runs' samples
+    stay without it (every extra ss field costs time under TCG)."""
+    return ["ss", "-t", "-i", "-n", "-M", "-O", "-m", "state", "established"]
+
+
 def tx_offloads_off_argv(ifname: str) -> Argv:
     """For ports of an OVS userspace datapath: it neither fills in TX checksums nor segments TSO/GSO."""
     return ["ethtool", "-K", ifname, "tx", "off", "tso", "off", "gso", "off"]

@@ -223,8 +223,9 @@ def _split_hostport(s: str) -> tuple[str, int]:
     return host.strip("[]"), int(port) if port.isdigit() else -1
 
 
-def parse_ss_subflows(text: str) -> list[dict[str, Any]]:
-    """TCP sockets that are MPTCP subflows (they carry `tcp-ulp-mptcp`) from `ss -tinMO`."""
+def parse_ss_subflows(text: str, windows: bool = False) -> list[dict[str, Any]]:
+    """TCP sockets that are MPTCP subflows (they carry `tcp-ulp-mptcp`) from `ss -tinMO`; `windows`: also
+    cwnd and the send buffer (for the shell; a run's records keep their fields)."""
     out = []
     for line in text.splitlines():
         if "tcp-ulp-mptcp" not in line:
@@ -249,12 +250,43 @@ def parse_ss_subflows(text: str) -> list[dict[str, Any]]:
         if tm:
             # remote/local; the local token names this end's MPTCP connection.
             entry.update(token=tm.group(3), remote_id=int(tm.group(2)), local_id=int(tm.group(4)))
+        if windows:
+            entry.update(_cwnd_and_send_buffer(line))
         fm = re.search(r"tcp-ulp-mptcp flags:(\S+)", line)
         if fm:
             entry["flags"] = fm.group(1)
             # ss prints 'b' when the local end asked for backup, 'B' for the peer's request.
             entry["backup"] = "b" in fm.group(1) or "B" in fm.group(1)
         out.append(entry)
+    return out
+
+
+def _cwnd_and_send_buffer(line: str) -> dict[str, int]:
+    """cwnd (segments) and, with `ss -m`, the send buffer (skmem tb) and what is queued in it (t)."""
+    out = {}
+    cm = re.search(r"\bcwnd:(\d+)", line)
+    if cm:
+        out["cwnd"] = int(cm.group(1))
+    sm = re.search(r"skmem:\(([^)]*)\)", line)
+    if sm:
+        fields = dict(re.findall(r"([a-z]+)(\d+)", sm.group(1)))
+        if "tb" in fields:
+            out["sndbuf_bytes"] = int(fields["tb"])
+        if "t" in fields:
+            out["sndbuf_used_bytes"] = int(fields["t"])
+    return out
+
+
+def parse_ss_mptcp_sockets(text: str) -> dict[str, dict[str, int]]:
+    """The MPTCP sockets of `ss -tinMOm` (netid mptcp), by their local token: the connection-level send
+    buffer, which before Linux 6.7 follows the largest subflow's."""
+    out = {}
+    for line in text.splitlines():
+        if not line.startswith("mptcp "):
+            continue
+        tm = re.search(r"\btoken:([0-9a-f]+)", line)
+        if tm:
+            out[tm.group(1)] = _cwnd_and_send_buffer(line)
     return out
 
 

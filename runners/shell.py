@@ -14,7 +14,7 @@ from .progress import describe_result
 
 SHELL_HELP = """testbed commands (besides Mininet's: `h1 ping h2`, `h1 ip addr`, `xterm h1`, `help`):
   paths      each path: addresses, rate, delay, loss, queue, interfaces
-  subflows   ss -tiM on the client(s) and the server, grouped per MPTCP connection
+  subflows   ss -tiMm on the client(s) and the server, grouped per MPTCP connection (cwnd, send buffers)
   endpoints  ip mptcp endpoint and limits on the client(s) and the server
   counters   MPTCP and out-of-order counters since the shell opened (nstat), per host
   traffic    the scenario's traffic once, as a run (stored in this shell's result set)
@@ -37,19 +37,27 @@ def path_table(plan, scenario) -> str:
 def grouped_subflows(text: str) -> str:
     """ss's subflows of one host, one block per MPTCP connection (its local token)."""
     groups: dict[str, list[dict]] = {}
-    for s in parsers.parse_ss_subflows(text):
+    for s in parsers.parse_ss_subflows(text, windows=True):
         groups.setdefault(s.get("token", "?"), []).append(s)
     if not groups:
         return "  no MPTCP subflows"
+    sockets = parsers.parse_ss_mptcp_sockets(text)
     lines = []
     for token, subs in groups.items():
-        lines.append(f"  connection token {token}: {len(subs)} subflow(s)")
+        lines.append(f"  connection token {token}: {len(subs)} subflow(s)" + _buffer(sockets.get(token, {}), "; "))
         for s in subs:
             lines.append(f"    {s['local']}:{s['local_port']} -> {s['remote']}:{s['remote_port']} ({s['family']})"
                          f"  sent {s.get('bytes_sent', 0)} B, received {s.get('bytes_received', 0)} B"
                          + (f", rtt {s['rtt_ms']:g} ms" if "rtt_ms" in s else "")
+                         + (f", cwnd {s['cwnd']}" if "cwnd" in s else "") + _buffer(s, ", ")
                          + (" backup" if s.get("backup") else ""))
     return "\n".join(lines)
+
+
+def _buffer(sock: dict, sep: str) -> str:
+    if "sndbuf_bytes" not in sock:
+        return ""
+    return f"{sep}send buffer {sock['sndbuf_bytes']} B ({sock.get('sndbuf_used_bytes', 0)} B queued)"
 
 
 def counter_lines(before: dict[str, int], after: dict[str, int]) -> list[str]:
@@ -77,10 +85,10 @@ def make_cli(runner, point, primary: str):
             self.stdout.write(path_table(self.runner.plan, self.runner.scenario) + "\n")
 
         def do_subflows(self, _line):
-            """ss -tiM on the client(s) and the server, grouped per MPTCP connection."""
-            from .commands import ss_argv
+            """ss -tiMm on the client(s) and the server, grouped per MPTCP connection (cwnd, send buffers)."""
+            from .commands import ss_with_memory_argv
             for h in self.hosts:
-                self.stdout.write(f"{h.name}:\n{grouped_subflows(run_in(h, ss_argv()).out)}\n")
+                self.stdout.write(f"{h.name}:\n{grouped_subflows(run_in(h, ss_with_memory_argv()).out)}\n")
 
         def do_endpoints(self, _line):
             """ip mptcp endpoint show and limits show on every host."""
