@@ -149,6 +149,8 @@ def test_lines_typed_in_a_shell_name_its_nodes_and_the_servers_addresses(handout
         for line in typed:
             first = line.split()[0]
             assert first in TESTBED_CLI or first in nodes, f"{handout.name}: `{line}`: no node {first}"
+            if "ovs-ofctl" in line:     # build_network gives OVS switches OpenFlow 1.3 only
+                assert "-O OpenFlow13" in line, f"{handout.name}: `{line}` fails: version negotiation"
             for address in re.findall(r"-c\s+(\S+)", line) if "iperf3" in line else []:
                 assert address in servers, f"{handout.name}: `{line}`: {address} is not the server's ({servers})"
 
