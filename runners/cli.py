@@ -663,7 +663,8 @@ def _usable_warm_vm(plan, run_dir: Path):
         return None
     problem = vm.problem()
     if problem is not None:
-        _info(f"warm VM: {problem}; replacing it")
+        kept = warmvm.keep_console(vm) if "gone" in problem or "wedged" in problem else None
+        _info(f"warm VM: {problem}; replacing it" + (f" (its console is kept in {kept})" if kept else ""))
         warmvm.stop(vm, log=lambda m: None)
         try:
             warmvm.up(vm, warmvm.plan_warm(Path(st["kernel_image"]), st["memory"], st["cpus"], vm,

@@ -186,6 +186,20 @@ def stop(vm: WarmVm, log=print, grace: float = 20.0) -> bool:
     return True
 
 
+def keep_console(vm: WarmVm) -> Path | None:
+    """A guest that died takes its story with it: stop() removes console.log. Keep a copy first (the
+    guest kernel's last words: a panic, the OOM killer) as failed-console.log, the latest failure only."""
+    console = vm.home / "console.log"
+    if not console.exists():
+        return None
+    kept = vm.home / "failed-console.log"
+    try:
+        kept.write_bytes(console.read_bytes()[-256 * 1024:])
+    except OSError:
+        return None
+    return kept
+
+
 def _reap(pid: int) -> None:
     """vm up's own child (in tests and `vm down` from the same process) becomes a zombie otherwise."""
     try:
@@ -258,9 +272,11 @@ def submit(vm: WarmVm, argv: list[str], out=None, poll: float = 0.2) -> int:
             # not problem(): an edit to the checkout while a job runs must not stop the guest under it
             problem = vm.health()
             if problem is not None and problem != "still booting":
+                kept = keep_console(vm)
                 stop(vm, log=lambda m: None)
                 raise WarmVmGone(f"the warm VM failed during the job: {problem}; it was stopped "
-                                 "(the next run boots a fresh one, or `run-scenario vm up`)")
+                                 "(the next run boots a fresh one, or `run-scenario vm up`)"
+                                 + (f"; its console is kept in {kept}" if kept else ""))
             time.sleep(poll)
     finally:
         for s, h in old.items():

@@ -63,9 +63,11 @@ def test_a_dead_guest_is_reported_and_the_job_fails_clearly(guest):
     os.killpg(proc.pid, signal.SIGKILL)
     proc.wait()
     assert "gone" in vm.problem()
-    with pytest.raises(warmvm.WarmVmGone, match="gone"):
+    (vm.home / "console.log").write_text("[  161.2] Kernel panic - not syncing: the guest's last words\n")
+    with pytest.raises(warmvm.WarmVmGone, match="gone.*console is kept in .*failed-console.log"):
         warmvm.submit(vm, ["--check", str(REPO / "scenarios" / "two-paths.yaml")], out=io.StringIO())
     assert vm.state() is None   # stopped and cleared: the next run boots a replacement
+    assert "Kernel panic" in (vm.home / "failed-console.log").read_text()     # kept for the diagnosis
 
 
 def test_a_silent_guest_is_wedged(guest):
