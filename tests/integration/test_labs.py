@@ -5,7 +5,7 @@ Four tests are folded in here, since the labs run the same networks with more re
 scenario's (lab 1: two-paths.yaml's network; the fresh-machine test still runs two-paths.yaml itself),
 E4's delay case (lab 2: the primary on the long path costs a 2 MiB upload time, a conclusive verdict;
 the old test's timed throughput and OFO means over 3 runs were no verdict, and 5 runs of each left OFO
-inconclusive), E1 non-congruent (lab 3) and E2's steered transfer (lab 5: 12 MiB in at most 0.7x TCP's
+inconclusive), E1 non-congruent (lab 3) and E2's steered transfer (lab 5: 12 MiB in at most 0.8x TCP's
 time). CI's 90 minutes are shared by every test.
 """
 import json
@@ -95,7 +95,7 @@ def test_lab4_default_buffer_is_efficient_a_capped_one_is_not(tmp_path):
 
 def test_lab5_steered_subflows_halve_the_transfer(tmp_path):
     runs, _ = run_lab(tmp_path, "lab5-steering")
-    assert mean(runs, "seconds", mode="mptcp") <= 0.7 * mean(runs, "seconds", mode="tcp")
+    assert mean(runs, "seconds", mode="mptcp") <= 0.8 * mean(runs, "seconds", mode="tcp")
     for x in runs:
         if x["mode"] == "mptcp":
             up = x["steering"]["switches"]["s2"]["uplinks"]
