@@ -22,6 +22,7 @@ from topologies.kinds import plan as make_plan
 from .. import procfs
 from ..collect import record
 from ..collect.capture import Capture, CaptureSpec, capture_nodes, subflows_csv
+from ..collect.capture import incomplete as capture_incomplete
 from ..collect.counters import Counters
 from ..collect.pings import Pinger
 from ..collect.steering import Steering
@@ -275,7 +276,7 @@ class NativeRunner:
             return None
         files = dumps.stop()
         for f in files:
-            if f.get("not_written") or f.get("dropped_by_kernel"):
+            if capture_incomplete(f):
                 self.log(f"warning: run {run_id}: {f['file']} lacks packets: tcpdump wrote {f.get('packets')} of "
                          f"{f.get('received_by_filter')} (the kernel dropped {f.get('dropped_by_kernel', 0)})")
         out = {"files": files}
