@@ -283,14 +283,10 @@ def qdisc_stats_argv() -> Argv:
     return ["tc", "-s", "-j", "qdisc", "show"]
 
 
-def ss_argv() -> Argv:
-    return ["ss", "-t", "-i", "-n", "-M", "-O", "state", "established"]
-
-
-def ss_with_memory_argv() -> Argv:
-    """ss_argv and socket memory (skmem: the send buffer), for a person in the shell; the runs' samples
+def ss_argv(memory: bool = False) -> Argv:
+    """`memory`: socket memory too (skmem: the send buffer), for a person in the shell; the runs' samples
     stay without it (every extra ss field costs time under TCG)."""
-    return ["ss", "-t", "-i", "-n", "-M", "-O", "-m", "state", "established"]
+    return ["ss", "-t", "-i", "-n", "-M", "-O", *(["-m"] if memory else []), "state", "established"]
 
 
 def tx_offloads_off_argv(ifname: str) -> Argv:

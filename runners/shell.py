@@ -86,9 +86,9 @@ def make_cli(runner, point, primary: str):
 
         def do_subflows(self, _line):
             """ss -tiMm on the client(s) and the server, grouped per MPTCP connection (cwnd, send buffers)."""
-            from .commands import ss_with_memory_argv
+            from .commands import ss_argv
             for h in self.hosts:
-                self.stdout.write(f"{h.name}:\n{grouped_subflows(run_in(h, ss_with_memory_argv()).out)}\n")
+                self.stdout.write(f"{h.name}:\n{grouped_subflows(run_in(h, ss_argv(memory=True)).out)}\n")
 
         def do_endpoints(self, _line):
             """ip mptcp endpoint show and limits show on every host."""

@@ -30,4 +30,4 @@ def test_without_socket_memory_the_lines_stay_as_they_were():
 
 
 def test_only_the_shell_asks_ss_for_socket_memory():
-    assert "-m" in commands.ss_with_memory_argv() and "-m" not in commands.ss_argv()
+    assert "-m" in commands.ss_argv(memory=True) and "-m" not in commands.ss_argv()
