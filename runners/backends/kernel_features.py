@@ -20,7 +20,7 @@ MPTCP_SYSCTLS = Path("/proc/sys/net/mptcp")
 ENDPOINT_FLAG_PROBES: dict[str, tuple[str, ...]] = {
     "signal": ("signal",),
     "subflow": ("subflow",),
-    "backup": ("subflow", "backup"),
+    "backup": ("signal", "backup"),
     "fullmesh": ("subflow", "fullmesh"),
     "port": ("signal", "port", "5300"),
     "laminar": ("laminar",),
@@ -58,22 +58,33 @@ def endpoint_argv(ns: str, index: int, flags: tuple[str, ...]) -> list[str]:
 
 
 @functools.lru_cache(maxsize=None)   # one kernel's answer; the warm VM asks once for every job
-def endpoint_flags() -> dict[str, bool]:
+def endpoint_answers() -> dict[str, tuple[bool, str]]:
+    """{flag probe: (accepted, why not)}, from one throwaway namespace. The native probe refuses a
+    scenario whose endpoints the kernel refuses from the same answers that metadata records."""
     ns = f"mptb-features-{os.getpid()}"
     try:
-        if run_command(["ip", "netns", "add", ns], 20).returncode != 0:
-            return {}
-        made = run_command(["ip", "netns", "exec", ns, "ip", "-batch", "-"], 20,
-                           input=setup_batch(len(ENDPOINT_FLAG_PROBES)))
+        made = run_command(["ip", "netns", "add", ns], 20)
+        if made.returncode == 0:
+            made = run_command(["ip", "netns", "exec", ns, "ip", "-batch", "-"], 20,
+                               input=setup_batch(len(ENDPOINT_FLAG_PROBES)))
         if made.returncode != 0:
-            return {}
+            why = f"the probe's namespace could not be made: {made.stderr.strip() or 'ip failed'}"
+            return {name: (False, why) for name in ENDPOINT_FLAG_PROBES}
         probes = list(ENDPOINT_FLAG_PROBES.items())
+
+        def answer(item: tuple[int, tuple[str, ...]]) -> tuple[bool, str]:
+            r = run_command(endpoint_argv(ns, *item), 20)
+            ok = r.returncode == 0
+            return ok, "" if ok else (r.stderr.strip() or "refused")
         with ThreadPoolExecutor(max_workers=len(probes)) as pool:
-            answers = pool.map(lambda item: run_command(endpoint_argv(ns, *item), 20).returncode == 0,
-                               [(i, flags) for i, (_, flags) in enumerate(probes)])
-            return {name: ok for (name, _), ok in zip(probes, answers)}
+            answers = pool.map(answer, [(i, flags) for i, (_, flags) in enumerate(probes)])
+            return {name: result for (name, _), result in zip(probes, answers)}
     finally:
         run_command(["ip", "netns", "del", ns], 20)
+
+
+def endpoint_flags() -> dict[str, bool]:
+    return {name: ok for name, (ok, _) in endpoint_answers().items()}
 
 
 def inventory(iperf3_native_mptcp: bool) -> dict:

@@ -76,25 +76,6 @@ def netem_works() -> tuple[bool, str]:
         _run(["ip", "netns", "del", ns])
 
 
-@functools.lru_cache(maxsize=None)
-def mptcp_endpoint_works(flags: tuple[str, ...]) -> tuple[bool, str]:
-    """Probe a path-manager feature: can an endpoint with these flags be created (in a throwaway netns)?"""
-    ns = f"mptb-probe-ep-{os.getpid()}"
-    try:
-        if _run(["ip", "netns", "add", ns]).returncode != 0:
-            return False, "cannot create a network namespace"
-        for argv in (["ip", "-n", ns, "link", "add", "d0", "type", "dummy"],
-                     ["ip", "-n", ns, "addr", "add", "10.99.0.1/24", "dev", "d0"],
-                     ["ip", "-n", ns, "link", "set", "d0", "up"]):
-            r = _run(argv)
-            if r.returncode != 0:
-                return False, f"`{' '.join(argv)}` failed: {r.stderr.strip()}"
-        r = _run(["ip", "-n", ns, "mptcp", "endpoint", "add", "10.99.0.1", "dev", "d0", *flags])
-        return r.returncode == 0, (r.stderr.strip() or "refused")
-    finally:
-        _run(["ip", "netns", "del", ns])
-
-
 def available_congestion() -> list[str]:
     try:
         return (PROC / "net/ipv4/tcp_available_congestion_control").read_text().split()
@@ -172,14 +153,14 @@ def _probe(scenario: Scenario, netem: tuple[bool, str] | None, iperf3: dict) -> 
     if os.geteuid() == 0 and (PROC / "net/mptcp/enabled").exists():
         features = []
         if scenario.mptcp.signal_ports:
-            features.append(("signal endpoints with a port (mptcp.signal_ports)", ("signal", "port", "5300")))
+            features.append(("signal endpoints with a port (mptcp.signal_ports)", "port"))
         if scenario.mptcp.backup:
-            features.append(("backup endpoints (mptcp.backup)", ("signal", "backup")))
-        for what, flags in features:
-            ok, why = mptcp_endpoint_works(flags)
+            features.append(("backup endpoints (mptcp.backup)", "backup"))
+        for what, name in features:
+            ok, why = kernel_features.endpoint_answers()[name]
             if not ok:
-                rep.missing.append(f"{what}: this kernel refuses `ip mptcp endpoint add ... {' '.join(flags)}` "
-                                   f"({why})")
+                flags = " ".join(kernel_features.ENDPOINT_FLAG_PROBES[name])
+                rep.missing.append(f"{what}: this kernel refuses `ip mptcp endpoint add ... {flags}` ({why})")
     rep.facts["mptcp_features"] = kernel_features.inventory(bool(ip["iperf3_native_mptcp"]))
     sched_file = PROC / "net/mptcp/scheduler"
     rep.facts["mptcp_scheduler_sysctl"] = sched_file.exists()

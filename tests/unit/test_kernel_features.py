@@ -40,3 +40,24 @@ def test_each_flag_is_tried_on_its_own_address():
     assert [a + "/24" for a in used] == addresses
     assert all(a[:6] == ["ip", "-n", "ns", "mptcp", "endpoint", "add"] and a[7:9] == ["dev", "p0"] for a in argvs)
     assert kf.ENDPOINT_FLAG_PROBES["port"] == ("signal", "port", "5300")
+
+
+def test_the_native_probe_refuses_endpoints_from_the_same_answers_metadata_records(monkeypatch):
+    """One throwaway namespace answers both: what metadata records, and what a scenario needs."""
+    import pytest
+    from runners.backends import probe
+    from scenarios.spec.loader import load_scenario
+
+    if not probe.PROC.joinpath("net/mptcp/enabled").exists():
+        pytest.skip("this kernel has no MPTCP: the probe stops before endpoints")
+    monkeypatch.setattr(probe.os, "geteuid", lambda: 0)
+    answers = {name: (True, "") for name in kf.ENDPOINT_FLAG_PROBES}
+    answers["port"] = (False, "Error: invalid flag.")
+    monkeypatch.setattr(kf, "endpoint_answers", lambda: answers)
+    scenario = load_scenario(Path(__file__).resolve().parents[2] / "labs" / "lab5-steering.yaml")
+    rep = probe._probe(scenario, (True, ""), {"iperf3": "/usr/bin/iperf3", "iperf3_version": "3.12",
+                                               "iperf3_native_mptcp": False})
+    refused = [m for m in rep.missing if "endpoint" in m]
+    assert refused == ["signal endpoints with a port (mptcp.signal_ports): this kernel refuses "
+                       "`ip mptcp endpoint add ... signal port 5300` (Error: invalid flag.)"]
+    assert rep.facts["mptcp_features"]["endpoint_flags"]["port"] is False
