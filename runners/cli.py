@@ -17,6 +17,9 @@ import time
 from pathlib import Path
 
 from .analysis.summary import summary
+from .backends.kernel_images import native_refusal
+from .kernel_sets import (EXIT_KERNEL_REFUSED, kernel_base, only_kernel, record_kernel, sweeps_kernels,
+                          vm_kernels_problem)
 from .paths import REPO
 
 from .session import EXIT_FAIL, EXIT_INPUT, EXIT_OK
@@ -68,6 +71,8 @@ examples:
   run-scenario scenarios/e4-primary-path.yaml --shard 1/4
   run-scenario --resume results/e4-primary-path/20261121T101500Z
   run-scenario scenarios/e5-exp3.yaml --variant paper-1g
+  run-scenario scenarios/two-paths.yaml --kernel 6.1 --kernel 6.12 --repeat 3
+  run-scenario scenarios/kernels.yaml
   run-scenario --check scenarios/*.yaml
   run-scenario scenarios/e4-delay.yaml --repeat 5 --dry-run
   run-scenario --schema > scenario.schema.json
@@ -86,9 +91,15 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--backend", choices=["auto", "native", "vm"], default="auto",
                    help="where to run (default: auto)")
     p.add_argument("--repeat", type=int, metavar="N", help="override runs.repeat")
-    p.add_argument("--kernel", metavar="PATH",
-                   help="vm backend: kernel image to boot (default: the newest non-backports /boot/vmlinuz-*, "
-                        "or the newest that meets requires.kernel)")
+    p.add_argument("--kernel", action="append", metavar="KERNEL",
+                   help="vm backend: the kernel to boot, a release prefix of one in /boot (6.1, 6.12) or an image's "
+                        "path (default: the newest non-backports /boot/vmlinuz-*, or the newest that meets "
+                        "requires.kernel). Twice or more: run the scenario on each, in one result set (as "
+                        "`sweep: {kernel: [...]}` does)")
+    p.add_argument("--modules", metavar="DIR",
+                   help="vm backend: modules of a kernel given by path, when they are not in lib/modules/<release> "
+                        "above the image: an INSTALL_MOD_PATH (DIR/lib/modules/<release>) or that folder")
+    p.add_argument("--only-kernel", help=argparse.SUPPRESS)   # internal (VM guest side): this kernel's points
     p.add_argument("--vm-memory", default="2G", metavar="SIZE", help="vm backend: guest memory (default: 2G)")
     p.add_argument("--vm-cpus", type=int, metavar="N", help="vm backend: guest CPUs (default: host CPUs, at most 4)")
     p.add_argument("--shard", metavar="K/N", help="run only shard K of N of the sweep's points (combine with merge)")
@@ -267,13 +278,41 @@ def _before_anything_starts(args, exp, backend: str) -> str | None:
     if backend == "vm" and args.pause_after and not os.environ.get("TESTBED_IN_VM"):
         return ("--pause-after needs the native backend (a micro-VM's hosts cannot be entered from here); "
                 "`run-scenario shell` opens a network inside the VM")
-    if backend == "vm":
-        from .backends.vm import VmError, choose_kernel
+    if backend == "vm" and sweeps_kernels(exp):
+        problem = vm_kernels_problem(exp, args.modules)
+        if problem:
+            return problem
+    elif backend == "vm":
+        from .backends.vm import VmError, choose_kernel, modules_dir
         try:
-            choose_kernel(args.kernel, exp.scenario.requires.kernel)
+            image = choose_kernel(args.kernel[0] if args.kernel else None, exp.scenario.requires.kernel)
+            if args.modules:
+                modules_dir(image, Path(args.modules))
         except VmError as e:
             return str(e)
     return _after_a_killed_run(Path(args.resume), backend) if args.resume else None
+
+
+def _check_kernel_arguments(args, parser) -> None:
+    """--kernel values are kernels (a release prefix or an image's path, made absolute so that the guest
+    reads the same points); --modules is a folder."""
+    from scenarios.spec.kernel import kernel_label_problem
+
+    for i, k in enumerate(args.kernel or []):
+        problem = kernel_label_problem(k)
+        if problem:
+            parser.error(f"--kernel {problem}")
+        if "/" in k:
+            args.kernel[i] = str(Path(k).resolve())
+    if args.kernel and len(set(args.kernel)) != len(args.kernel):
+        parser.error("--kernel: a kernel is given twice")
+    if args.modules is not None and not Path(args.modules).is_dir():
+        parser.error(f"--modules {args.modules}: not a folder")
+
+
+def kernel_sweep(args) -> list[str] | None:
+    """The kernels of a sweep made on the command line (two or more --kernel), else None."""
+    return list(args.kernel) if args.kernel and len(args.kernel) > 1 else None
 
 
 def _bad_folders(args) -> str | None:
@@ -316,6 +355,12 @@ def _point_at_the_resumed_set(args, parser) -> None:
         original = None
     if original and Path(original).is_file() and not args.scenario_file:
         args.scenario_file = original
+    try:
+        swept = json.loads((rdir / "metadata.json").read_text()).get("kernel_sweep")
+    except (OSError, ValueError):
+        swept = None
+    if swept and not args.kernel:
+        args.kernel = list(swept)
 
 
 def _after_a_killed_run(run_dir: Path, backend: str) -> str | None:
@@ -430,9 +475,14 @@ def _run_native(args, exp, run_dir: Path, probe_report) -> int:
                        started_utc=store.metadata.get("started_utc")
                        or time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime(started)),
                        argv=sys.argv, seed=run_set.seed, shard=list(run_set.shard) if run_set.shard else None,
-                       repeat=run_set.repeat, points={p.id: {"label": p.label, "params": p.params}
-                                                      for p in run_set.points}, user_code=user_code(exp),
+                       repeat=run_set.repeat, points={**(store.metadata.get("points") or {}),
+                                                      **{p.id: {"label": p.label, "params": p.params}
+                                                         for p in run_set.points}}, user_code=user_code(exp),
                        **native_metadata(probe_report.facts, host_finishes=args.no_report), probe=probe_report.facts)
+    if args.only_kernel:
+        record_kernel(run_dir, args.only_kernel, release=platform.release(),
+                      mptcp_features=probe_report.facts.get("mptcp_features"))
+        store.metadata = json.loads((run_dir / "metadata.json").read_text())
     prepared_mono = time.monotonic()
     kept, jobs = run_set.pending_jobs()
     _info(f"results: {run_dir}")
@@ -495,8 +545,13 @@ def _summary_and_report(run_dir: Path, args, code: int) -> int:
     """Print the summary, write stats/plots/verdicts/JUnit, time it; a failed verdict turns exit 0 into 1."""
     from .results import ResultStore, load_results
 
+    from .kernel_sets import refusal_lines
+
     t0 = time.monotonic()
-    print(summary(load_results(run_dir)["runs"]), flush=True)
+    doc = load_results(run_dir)
+    print(summary(doc["runs"]), flush=True)
+    for line in refusal_lines(doc.get("metadata") or {}):
+        print(line, flush=True)
     verdict_code = _report(run_dir, Path(args.baseline) if args.baseline else None, svg=args.svg,
                            junit=Path(args.junit) if args.junit else None)
     store = ResultStore(run_dir)
@@ -551,23 +606,82 @@ def _guest_flags(args) -> list[str]:
 
 def _run_vm(args, exp, run_dir: Path) -> int:
     from .results import ResultStore
-    from .backends.vm import VmError, kernel_release, plan_vm, run_in_vm
+    from .runlog import RUN_LOG
+
+    ResultStore(run_dir).write_scenario(exp.text)
+    RUN_LOG.start(run_dir / "run.log")
+    _info(f"results: {run_dir}")
+    if sweeps_kernels(exp):
+        code = _run_vm_per_kernel(args, exp, run_dir)
+    else:
+        code = _run_one_vm(args, exp, run_dir, args.kernel[0] if args.kernel else None, exp.scenario.requires.kernel)
+    meta_path = run_dir / "metadata.json"
+    if code == 0 and not meta_path.exists():
+        _err("the VM finished but wrote no results")
+        return EXIT_FAIL
+    if code not in (0, 130, 143) and not (run_dir / "results.json").exists():
+        _err(f"the VM run failed (exit {code}) before any run finished")
+        if not meta_path.exists():
+            _mark_stopped(run_dir, "failed", failure=f"the VM run failed (exit {code}) before any run finished; "
+                                                     "its output is above this line on the console")
+    if (run_dir / "results.json").exists() and code != 2:
+        code = _summary_and_report(run_dir, args, code)
+    return code if code in (0, 1, 2, 130, 143) else EXIT_FAIL
+
+
+def _run_vm_per_kernel(args, exp, run_dir: Path) -> int:
+    """Boot each kernel of the sweep in turn (or use the warm VM that runs it) for its points, all into
+    one result set. A kernel that cannot run the scenario is recorded as refused; the others go on."""
+    from scenarios.spec.kernel import satisfies
+
+    from .backends.kernel_images import image_release, kernel_groups, resolve_kernel
+    from .kernel_sets import guest_kernel_flags
+    from .results import ResultStore
+
+    if kernel_sweep(args):
+        ResultStore(run_dir).set_metadata(kernel_sweep=kernel_sweep(args))
+    requirement, codes = exp.scenario.requires.kernel, []
+    for label, points in kernel_groups(exp.points).items():
+        image = resolve_kernel(label, kernel_base(exp))
+        release = image_release(image)
+        if not satisfies(release, requirement):
+            why = f"requires.kernel {requirement}: kernel {release} does not meet it"
+            record_kernel(run_dir, label, release=release, image=str(image), refused=why)
+            _info(f"kernel {label}: not run: {why}")
+            continue
+        _info(f"kernel {label} ({release}): {len(points)} point(s)")
+        code = _run_one_vm(args, exp, run_dir, image, None,
+                           ["--only-kernel", label, *guest_kernel_flags(kernel_sweep(args))], label)
+        if code in (130, 143):
+            return code
+        if code != EXIT_KERNEL_REFUSED:
+            codes.append(code)
+    if not codes:
+        _err("no kernel of the sweep could run the scenario (see above)")
+        _mark_stopped(run_dir, "failed", failure="no kernel of the sweep could run the scenario")
+        return EXIT_FAIL
+    if any(codes):
+        _mark_stopped(run_dir, "failed", failure="a kernel's runs failed (see run.log)")
+        return EXIT_FAIL
+    return EXIT_OK
+
+
+def _run_one_vm(args, exp, run_dir: Path, kernel, requirement: str | None, more_flags: tuple = (),
+                label: str | None = None) -> int:
+    """One guest (booted, or the warm VM) runs the set's points (or one kernel's, `label`); the host then
+    adds what only it knows to metadata.json. The guest's exit code."""
+    from .backends.vm import VmError, plan_vm, run_in_vm
     from .errors import Terminated
-    from .session import RESULTS_UNWRITABLE
 
     guest = [sys.executable, "-m", "runners.cli", str(run_dir / "scenario.yaml"),
              "--backend", "native", "--run-dir", str(run_dir), "--no-report",
-             "--scenario-file", str(Path(exp.file).resolve()), *_guest_flags(args)]
+             "--scenario-file", str(Path(exp.file).resolve()), *_guest_flags(args), *more_flags]
     try:
-        plan = plan_vm(guest, [run_dir], kernel=Path(args.kernel) if args.kernel else None,
-                       memory=args.vm_memory, cpus=args.vm_cpus, requirement=exp.scenario.requires.kernel)
+        plan = plan_vm(guest, [run_dir], kernel=kernel, memory=args.vm_memory, cpus=args.vm_cpus,
+                       requirement=requirement, modules=Path(args.modules) if args.modules else None)
     except VmError as e:
         _err(str(e))
         return EXIT_FAIL
-    ResultStore(run_dir).write_scenario(exp.text)
-    from .runlog import RUN_LOG
-    RUN_LOG.start(run_dir / "run.log")
-    _info(f"results: {run_dir}")
     if args.capture_spec is not None and not plan.kvm:
         _info("capture: under TCG every captured packet costs the emulated CPU; rates may come out lower")
     t0 = time.time()
@@ -588,38 +702,37 @@ def _run_vm(args, exp, run_dir: Path) -> int:
         _mark_stopped(run_dir, status)
         _err(f"{status}; finished runs are kept in {run_dir} (continue with: run-scenario --resume {run_dir})")
         return code
-    host_seconds = time.time() - t0
-    # The guest wrote metadata.json; add what only the host knows.
-    meta_path = run_dir / "metadata.json"
-    if meta_path.exists():
-        store = ResultStore(run_dir)
-        store.metadata = json.loads(meta_path.read_text())
-        phases = dict(store.metadata.get("phases", {}))
-        guest_seconds = store.metadata.get("process_seconds")
-        if warm is not None:
-            phases["vm_boot_and_exit"] = 0.0
-            phases["warm_vm_job_overhead"] = round(host_seconds - (guest_seconds or 0.0), 3)
-        elif guest_seconds is not None:
-            # initramfs, qemu, the guest kernel and its init, and the power-off: all but the guest's process
-            phases["vm_boot_and_exit"] = round(host_seconds - guest_seconds, 3)
-        if store.metadata.get("status") == RESULTS_UNWRITABLE:
-            return EXIT_FAIL   # the guest said why; nothing more fits on that disk
-        store.finish_metadata(backend="vm", vm={"kernel_image": str(plan.kernel), "kernel": kernel_release(plan.kernel),
-                                             "accel": "kvm" if plan.kvm else "tcg", "accel_reason": plan.accel_reason,
-                                             "cpus": plan.cpus, "memory": plan.memory, "warm": warm is not None,
-                                             "wall_seconds_with_boot": round(host_seconds, 2)},
-                              host_kernel=platform.release(), phases=phases, **userland_metadata())
-    elif code == 0:
-        _err("the VM finished but wrote no results")
+    if (run_dir / "metadata.json").exists() and code != EXIT_KERNEL_REFUSED:
+        code = _host_metadata(run_dir, plan, warm is not None, time.time() - t0, label) or code
+    return code
+
+
+def _host_metadata(run_dir: Path, plan, warm: bool, host_seconds: float, label: str | None) -> int | None:
+    """What only the host knows, added to the guest's metadata.json: the VM, the boot's time, the tools.
+    EXIT_FAIL when the guest found the results disk full (it said why)."""
+    from .backends.vm import kernel_release
+    from .results import ResultStore
+    from .session import RESULTS_UNWRITABLE
+
+    store = ResultStore(run_dir)
+    store.metadata = json.loads((run_dir / "metadata.json").read_text())
+    phases = dict(store.metadata.get("phases", {}))
+    guest_seconds = store.metadata.get("process_seconds")
+    if warm:
+        phases["vm_boot_and_exit"] = 0.0
+        phases["warm_vm_job_overhead"] = round(host_seconds - (guest_seconds or 0.0), 3)
+    elif guest_seconds is not None:
+        # initramfs, qemu, the guest kernel and its init, and the power-off: all but the guest's process
+        phases["vm_boot_and_exit"] = round(host_seconds - guest_seconds, 3)
+    if store.metadata.get("status") == RESULTS_UNWRITABLE:
         return EXIT_FAIL
-    if code not in (0, 130, 143) and not (run_dir / "results.json").exists():
-        _err(f"the VM run failed (exit {code}) before any run finished")
-        if not meta_path.exists():
-            _mark_stopped(run_dir, "failed", failure=f"the VM run failed (exit {code}) before any run finished; "
-                                                     "its output is above this line on the console")
-    if (run_dir / "results.json").exists() and code != 2:
-        code = _summary_and_report(run_dir, args, code)
-    return code if code in (0, 1, 2, 130, 143) else EXIT_FAIL
+    vm = {"kernel_image": str(plan.kernel), "kernel": kernel_release(plan.kernel), "modules": plan.modules,
+          "accel": "kvm" if plan.kvm else "tcg", "accel_reason": plan.accel_reason, "cpus": plan.cpus,
+          "memory": plan.memory, "warm": warm, "wall_seconds_with_boot": round(host_seconds, 2)}
+    store.finish_metadata(backend="vm", vm=vm, host_kernel=platform.release(), phases=phases, **userland_metadata())
+    if label is not None:
+        record_kernel(run_dir, label, vm=vm, phases=phases)
+    return None
 
 
 def vm_silence_limit(exp) -> float:
@@ -887,7 +1000,7 @@ def _check_files(args) -> int:
     bad = 0
     for f in args.scenario:
         try:
-            exp = select_variants(load_experiment(f), args.variant)
+            exp = select_variants(load_experiment(f, kernel_sweep(args)), args.variant)
             check_plans(exp)
             note = _needs_consent(exp, args, quiet=True)
             print(f"{f}: ok ({_size_of(exp, args.repeat)})" + (f"; to run it: {note}" if note else ""), flush=True)
@@ -1157,6 +1270,7 @@ def _main(argv: list[str] | None = None) -> int:
     args.capture_spec = _capture_spec(args, parser)
     if args.resume:
         _point_at_the_resumed_set(args, parser)
+    _check_kernel_arguments(args, parser)
     if not args.scenario:
         parser.error("a scenario file is required (see --help)")
     if args.check:
@@ -1164,8 +1278,8 @@ def _main(argv: list[str] | None = None) -> int:
     if len(args.scenario) > 1:
         parser.error("give one scenario file to run (several only with --check)")
     try:
-        exp = as_if_from(load_experiment(args.scenario[0]), args.scenario_file)
-        exp = select_variants(exp, args.variant)
+        exp = as_if_from(load_experiment(args.scenario[0], kernel_sweep(args)), args.scenario_file)
+        exp = only_kernel(select_variants(exp, args.variant), args.only_kernel)
         check_plans(exp)
     except ScenarioError as e:
         print(e.render(), file=sys.stderr)
@@ -1181,7 +1295,18 @@ def _main(argv: list[str] | None = None) -> int:
     from .results import new_run_dir
 
     scenario = exp.scenario
+    elsewhere = native_refusal(exp.points, platform.release(), kernel_base(exp)) if sweeps_kernels(exp) else None
+    if elsewhere and args.backend == "native":
+        print(f"{args.scenario[0]}: {elsewhere}", file=sys.stderr)
+        return EXIT_INPUT
+    if elsewhere and args.backend == "auto":
+        _info("auto: the scenario runs on several kernels: using the vm backend")
+        args.backend = "vm"
     choice = choose_backend(args.backend, [pt.scenario for pt in exp.points])
+    if choice.refusal and args.only_kernel:   # the VM's guest of one kernel: the host goes on with the others
+        record_kernel(Path(args.run_dir), args.only_kernel, release=platform.release(), refused=choice.refusal)
+        _err(f"kernel {args.only_kernel}: {choice.refusal}")
+        return EXIT_KERNEL_REFUSED
     if choice.refusal:
         _err(choice.refusal)
         return EXIT_FAIL

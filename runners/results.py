@@ -99,8 +99,8 @@ def tidy_rows(runs: list[dict]) -> list[dict]:
     rows = []
     for r in runs:
         base = {"run_id": r["id"], "point": r.get("point", "p001"), "label": r.get("point_label", "base"),
-                **(r.get("params") or {}), "mode": r["mode"], "repeat": r["repeat"], "primary": r.get("primary", ""),
-                "status": r["status"]}
+                **run_kernel_columns(r), **(r.get("params") or {}), "mode": r["mode"], "repeat": r["repeat"],
+                "primary": r.get("primary", ""), "status": r["status"]}
         for name, unit in RUN_METRICS.items():
             v = (r.get("metrics") or {}).get(name)
             if v is not None:
@@ -118,12 +118,20 @@ def tidy_rows(runs: list[dict]) -> list[dict]:
     return rows
 
 
+def run_kernel_columns(run: dict) -> dict:
+    """`kernel`: the swept kernel's label (6.12), or the release the run ran on when kernels are not swept;
+    `kernel_release`: that release, always."""
+    return {"kernel": run.get("kernel"), "kernel_release": run.get("kernel")}
+
+
 def param_columns(runs: list[dict]) -> list[str]:
-    """One column per swept key (and `variant`), in the order they first appear."""
+    """One column per swept key (and `variant`), in the order they first appear, then the kernel's."""
     cols: dict[str, None] = {}
     for r in runs:
         for k in r.get("params") or {}:
             cols.setdefault(k, None)
+    cols.setdefault("kernel", None)
+    cols.setdefault("kernel_release", None)
     return [k for k in cols if k not in CSV_FIELDS]
 
 

@@ -81,6 +81,8 @@ def open_run_set(exp, run_dir: Path, repeat: int | None, shard: tuple[int, int] 
         old = json.loads((run_dir / "results.json").read_text())
         store.runs = list(old.get("runs", []))
         store.metadata = dict(old.get("metadata", {}))
+    elif (run_dir / "metadata.json").is_file():   # what the host recorded first (a kernel sweep's refusals)
+        store.metadata = json.loads((run_dir / "metadata.json").read_text())
     store.write_scenario(exp.text)
     seed = scenario.runs.seed if scenario.runs.seed is not None else store.metadata.get("seed")
     if seed is None:

@@ -225,7 +225,8 @@ def write_plots(out: Path, doc: dict, stats: list[dict], svg: bool = False) -> l
         written += boxplots(out, doc, metric, formats)
     first = next((r for r in doc["runs"] if r["mode"] == "mptcp" and r["status"] == "ok"), doc["runs"][0])
     written += timeseries(out, first, formats)
-    keys = sorted({k for r in doc["runs"] for k in r.get("params", {}) if k != "variant"})
+    # a kernel is a category, not a number on an axis (6.10 is not 6.1): its points are boxes of their own
+    keys = sorted({k for r in doc["runs"] for k in r.get("params", {}) if k not in ("variant", "kernel")})
     for key in keys:
         for metric in ("throughput_mbps", "ofo_mptcp", "seconds"):
             written += against_parameter(out, stats, key, metric, formats)

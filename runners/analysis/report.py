@@ -17,10 +17,10 @@ from scenarios.spec.expect import METRICS
 from scenarios.spec.loader import load_experiment
 
 from .junit import render_junit
-from ..results import atomic_write, load_results
+from ..results import atomic_write, load_results, run_kernel_columns
 from ..derived import case_of, group_runs
 from .stats import describe
-from .verdicts import FAIL, INCONCLUSIVE, PASS, Verdict, evaluate_points, regressions
+from .verdicts import AT_A_POINT, FAIL, INCONCLUSIVE, PASS, Verdict, evaluate_points, regressions
 
 STAT_METRICS = ("throughput_mbps", "efficiency", "seconds", "ofo_tcp", "ofo_mptcp", "retrans_segs", "subflows")
 
@@ -36,19 +36,20 @@ class Report:
         return any(v.outcome == FAIL for v in self.verdicts)
 
     def inconclusive_points(self) -> set[str]:
-        return {v.point for v in self.verdicts if v.outcome == INCONCLUSIVE and not v.name.startswith("baseline")}
+        return {v.point for v in self.verdicts if v.outcome == INCONCLUSIVE and v.kind == AT_A_POINT}
 
 
 def point_stats(doc: dict) -> list[dict]:
     rows = []
     for pid, (label, runs) in group_runs(doc).items():
         params = runs[0].get("params", {})
+        kernel = run_kernel_columns(runs[0])
         for case in sorted({case_of(r) for r in runs}):
             sel = [r for r in runs if case_of(r) == case and r["status"] == "ok"]
             for metric in STAT_METRICS:
                 vals = [r["metrics"][metric] for r in sel if r["metrics"].get(metric) is not None]
                 if vals:
-                    rows.append({"point": pid, "label": label, "params": params, "case": case, "metric": metric,
+                    rows.append({"point": pid, "label": label, "params": params, **kernel, "case": case, "metric": metric,
                                  "unit": METRICS.get(metric, ""), **describe(vals, floor=0.0).to_dict()})
     return rows
 
@@ -56,12 +57,13 @@ def point_stats(doc: dict) -> list[dict]:
 def render_stats_csv(rows: list[dict]) -> str:
     """One row per point, case and metric: the point's label and swept values as columns, the unit."""
     params = list(dict.fromkeys(k for r in rows for k in r["params"]))
-    fields = ["point", "label", *params, "case", "metric", "unit", "n", "mean", "median", "q1", "q3", "min", "max",
-              "stdev", "ci_low", "ci_high", "ci_clipped"]
+    kernel = [k for k in ("kernel", "kernel_release") if k not in params]   # `kernel` is a param when swept
+    fields = ["point", "label", *params, *kernel, "case", "metric", "unit", "n", "mean", "median", "q1", "q3", "min",
+              "max", "stdev", "ci_low", "ci_high", "ci_clipped"]
     buf = io.StringIO()
     w = csv.DictWriter(buf, fieldnames=fields, extrasaction="ignore", lineterminator="\n")
     w.writeheader()
-    w.writerows({**r["params"], **r} for r in rows)
+    w.writerows({**r, **r["params"]} for r in rows)
     return buf.getvalue()
 
 

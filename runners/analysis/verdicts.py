@@ -11,10 +11,12 @@ from __future__ import annotations
 from dataclasses import asdict, dataclass
 
 from scenarios.spec.expect import LOWER_IS_BETTER, Check, Side, parse_check
+from scenarios.spec.kernel import KERNEL_KEY, release_matches
 
 from .stats import const_ci, diff_ci
 
 PASS, FAIL, INCONCLUSIVE = "pass", "fail", "inconclusive"
+AT_A_POINT, ACROSS_KERNELS, AGAINST_BASELINE = "point", "kernels", "baseline"
 
 
 @dataclass(frozen=True)
@@ -30,6 +32,7 @@ class Verdict:
     n_left: int
     n_right: int
     detail: str
+    kind: str = AT_A_POINT     # at a point, across kernels (points joined by '+'), or against a baseline
 
     def to_dict(self) -> dict:
         return asdict(self)
@@ -38,7 +41,33 @@ class Verdict:
 def select(runs: list[dict], side: Side) -> list[float]:
     return [float(r["metrics"][side.metric]) for r in runs
             if r["mode"] == side.mode and (side.primary is None or r["primary"] == side.primary)
+            and (side.kernel is None or on_kernel(r, side.kernel))
             and r["status"] == "ok" and r["metrics"].get(side.metric) is not None]
+
+
+def on_kernel(run: dict, kernel: str) -> bool:
+    """Did the run use this kernel: its point's `kernel` (a label such as 6.12) or the release it ran on
+    (a kernel given by its image's path is named by its release in a check)?"""
+    label = (run.get("params") or {}).get(KERNEL_KEY)
+    return label == kernel or release_matches(kernel, label) or release_matches(kernel, run.get("kernel"))
+
+
+def without_kernel(params: dict) -> tuple:
+    """A point's parameters but its kernel: the points of one case on every kernel share it."""
+    return tuple(sorted((k, str(v)) for k, v in params.items() if k != KERNEL_KEY))
+
+
+def kernel_groups(points_runs: dict[str, tuple[str, list[dict]]]) -> list[tuple[str, str, list[dict]]]:
+    """(ids joined by '+', label without the kernel, all runs) for points that differ only in their kernel."""
+    groups: dict[tuple, list[tuple[str, str, list[dict]]]] = {}
+    for pid, (label, runs) in points_runs.items():
+        if runs:
+            groups.setdefault(without_kernel(runs[0].get("params") or {}), []).append((pid, label, runs))
+    out = []
+    for key, members in groups.items():
+        label = ", ".join(f"{k}={v}" for k, v in key) or "base"
+        out.append(("+".join(m[0] for m in members), label, [r for m in members for r in m[2]]))
+    return out
 
 
 def decide(op: str, low: float | None, high: float | None) -> str:
@@ -54,12 +83,13 @@ def decide(op: str, low: float | None, high: float | None) -> str:
     return PASS if holds else FAIL if broken else INCONCLUSIVE
 
 
-def evaluate(check: Check, runs: list[dict], point: str = "", label: str = "", name: str = "") -> Verdict:
+def evaluate(check: Check, runs: list[dict], point: str = "", label: str = "", name: str = "",
+             kind: str = AT_A_POINT) -> Verdict:
     left = select(runs, check.left)
     right = select(runs, check.right) if check.right else []
     if not left or (check.right and not right):
         return Verdict(point, label, name or str(check), str(check), INCONCLUSIVE, None, None, None,
-                       len(left), len(right), "no successful runs for one side")
+                       len(left), len(right), "no successful runs for one side", kind)
     if check.right is None:
         est, lo, hi = const_ci(left, check.const)
     else:
@@ -70,7 +100,8 @@ def evaluate(check: Check, runs: list[dict], point: str = "", label: str = "", n
     else:
         detail = (f"difference {est:+.4g}, 95% CI [{lo:+.4g}, {hi:+.4g}]"
                   + ("; inconclusive, needs more repetitions" if outcome == INCONCLUSIVE else ""))
-    return Verdict(point, label, name or str(check), str(check), outcome, est, lo, hi, len(left), len(right), detail)
+    return Verdict(point, label, name or str(check), str(check), outcome, est, lo, hi, len(left), len(right), detail,
+                   kind)
 
 
 def evaluate_points(scenario, points_runs: dict[str, tuple[str, list[dict]]]) -> list[Verdict]:
@@ -78,6 +109,11 @@ def evaluate_points(scenario, points_runs: dict[str, tuple[str, list[dict]]]) ->
     out = []
     for e in scenario.expect:
         check = parse_check(e.check)
+        if check.kernels:   # across kernels: the points that differ only in their kernel, together
+            for pids, label, runs in kernel_groups(points_runs):
+                if e.applies({**runs[0].get("params", {}), KERNEL_KEY: check.kernels[0]}):
+                    out.append(evaluate(check, runs, pids, label, e.label, kind=ACROSS_KERNELS))
+            continue
         for pid, (label, runs) in points_runs.items():
             if runs and e.applies(runs[0].get("params", {})):
                 out.append(evaluate(check, runs, pid, label, e.label))
@@ -93,14 +129,23 @@ def regressions(points_runs: dict[str, tuple[str, list[dict]]], baseline: dict[s
     """Against a saved result set: a significant change in the bad direction fails.
 
     Points are matched by their label (the parameters), so a baseline from an
-    earlier revision with the same sweep lines up point by point.
+    earlier revision with the same sweep lines up point by point. A point
+    without a match is matched on its parameters but the kernel: a set run on
+    6.12 lines up with a baseline run on 6.1 (with --kernel, or a kernel sweep).
     """
     by_label = {label: runs for label, runs in baseline.values()}
+    by_case: dict[tuple, list[dict]] = {}
+    for _, runs in baseline.values():
+        if runs:
+            by_case.setdefault(without_kernel(runs[0].get("params") or {}), []).extend(runs)
     out = []
     for pid, (label, runs) in points_runs.items():
         base = by_label.get(label)
+        if base is None and runs:
+            base = by_case.get(without_kernel(runs[0].get("params") or {}))
         if base is None:
             continue
+        kernels = _kernels_named(runs, base)
         cases = sorted({(r["mode"], r["primary"]) for r in runs})
         fixed_size = any("delivered_fraction" in r["metrics"] for r in runs)
         for metric in metrics:
@@ -121,5 +166,12 @@ def regressions(points_runs: dict[str, tuple[str, list[dict]]], baseline: dict[s
                           f"now - baseline {est:+.4g}, 95% CI [{lo:+.4g}, {hi:+.4g}]"
                           + (" : significant regression" if bad else " : no significant regression"))
                 out.append(Verdict(pid, label, f"baseline {side}", f"{side} not worse than baseline", outcome,
-                                   est, lo, hi, len(now), len(then), detail))
+                                   est, lo, hi, len(now), len(then), detail + kernels, AGAINST_BASELINE))
     return out
+
+
+def _kernels_named(now: list[dict], then: list[dict]) -> str:
+    """'; kernel 6.12.95+deb12-amd64 against 6.1.0-56-amd64' when the two sides ran on different kernels."""
+    a = sorted({r.get("kernel") for r in now if r.get("kernel")})
+    b = sorted({r.get("kernel") for r in then if r.get("kernel")})
+    return f"; kernel {', '.join(a)} against {', '.join(b)}" if a and b and a != b else ""

@@ -22,6 +22,8 @@ from pathlib import Path
 
 from scenarios.spec.kernel import satisfies
 
+from .kernel_images import KernelNotFound, image_release, installed_kernels, modules_for, resolve_kernel, stage_image
+
 from ..leftovers import VM_SCRIPT_PREFIX
 from ..errors import Terminated
 from ..paths import REPO
@@ -56,12 +58,8 @@ class VmError(RuntimeError):
     """The VM could not be started (no kernel, no virtme-ng, no qemu)."""
 
 
-def _version_key(path: Path) -> list:
-    return [int(x) if x.isdigit() else x for x in re.split(r"[.-]", path.name.removeprefix("vmlinuz-"))]
-
-
 def find_kernels() -> list[Path]:
-    return sorted((p for p in Path("/boot").glob("vmlinuz-*") if p.is_file()), key=_version_key)
+    return installed_kernels()
 
 
 def is_backport(kernel: Path) -> bool:
@@ -101,7 +99,7 @@ def default_kernel(requirement: str | None = None) -> Path:
 
 
 def kernel_release(kernel: Path) -> str:
-    return kernel.name.removeprefix("vmlinuz-")
+    return image_release(kernel)
 
 
 def kvm_usable() -> tuple[bool, str]:
@@ -147,6 +145,7 @@ class VmPlan:
     cpus: int
     rwdirs: tuple[str, ...]
     guest_argv: tuple[str, ...]
+    modules: str | None = None       # --modules: the kernel's lib/modules/<release> folder
 
     def guest_script(self) -> str:
         """The guest command as a shell script; every word quoted."""
@@ -160,7 +159,7 @@ class VmPlan:
         2048 bytes: a long command (a pytest run of every integration test)
         was cut and the guest hung at boot. A script file keeps it short.
         """
-        argv = [vng, "--run", str(self.kernel), "--memory", self.memory, "--cpus", str(self.cpus),
+        argv = [vng, "--run", str(self.boot_image(script_dir)), "--memory", self.memory, "--cpus", str(self.cpus),
                 "--append", "modprobe.blacklist=" + ",".join(GUEST_MODULE_BLACKLIST)]
         if not self.kvm:
             argv.append("--disable-kvm")
@@ -170,6 +169,16 @@ class VmPlan:
             argv += ["--rwdir", d]
         argv += ["--rodir", str(script_dir), "--exec", f"sh {shlex.quote(str(script_dir / GUEST_SCRIPT))}"]
         return argv
+
+
+    def boot_image(self, script_dir: Path) -> Path:
+        """The image virtme-ng boots: the kernel, or with --modules a link to it in a staged root
+        (in `script_dir`, which the guest sees) beside its modules, where virtme-ng looks for them."""
+        if self.modules is None:
+            return self.kernel
+        root = script_dir / "kernel-root"
+        shutil.rmtree(root, ignore_errors=True)
+        return stage_image(self.kernel, kernel_release(self.kernel), Path(self.modules), root)
 
 
 VIRTIOFSD_PATHS = ("/usr/libexec/virtiofsd", "/usr/lib/virtiofsd/virtiofsd", "/usr/lib/virtiofsd",
@@ -201,9 +210,15 @@ def rust_virtiofsd() -> bool:
     return False
 
 
-def choose_kernel(kernel: Path | str | None, requirement: str | None) -> Path:
-    """--kernel, or the default for the scenario's requires.kernel; VmError (listing what is installed)
-    when none fits. Called before the result folder is made, so a refusal leaves nothing behind."""
+def choose_kernel(kernel: Path | str | None, requirement: str | None, base: Path | None = None) -> Path:
+    """--kernel (an image's path, or a release prefix such as 6.12), or the default for the scenario's
+    requires.kernel; VmError (listing what is installed) when none fits. Called before the result
+    folder is made, so a refusal leaves nothing behind."""
+    if kernel and "/" not in str(kernel) and re.match(r"^\d+(\.\d+)*", str(kernel)) and not Path(kernel).is_file():
+        try:
+            kernel = resolve_kernel(str(kernel), base)
+        except KernelNotFound as e:
+            raise VmError(str(e)) from None
     k = Path(kernel) if kernel else default_kernel(requirement)
     if not k.is_file():
         raise VmError(f"--kernel {k}: no such kernel image")
@@ -213,13 +228,26 @@ def choose_kernel(kernel: Path | str | None, requirement: str | None) -> Path:
     return k
 
 
-def plan_vm(guest_argv: list[str], rwdirs: list[Path], kernel: Path | None = None,
-            memory: str = "2G", cpus: int | None = None, requirement: str | None = None) -> VmPlan:
+def plan_vm(guest_argv: list[str], rwdirs: list[Path], kernel: Path | str | None = None,
+            memory: str = "2G", cpus: int | None = None, requirement: str | None = None,
+            modules: Path | None = None) -> VmPlan:
     vng_binary()   # every missing program named at once, before a kernel is chosen
     k = choose_kernel(kernel, requirement)
     kvm, why = kvm_usable()
     return VmPlan(kernel=k, kvm=kvm, accel_reason=why, memory=memory, cpus=cpus or min(os.cpu_count() or 1, 4),
-                  rwdirs=tuple(str(d) for d in rwdirs), guest_argv=tuple(guest_argv))
+                  rwdirs=tuple(str(d) for d in rwdirs), guest_argv=tuple(guest_argv),
+                  modules=str(modules_dir(k, modules)) if modules is not None else None)
+
+
+def modules_dir(kernel: Path, modules: Path) -> Path:
+    """--modules DIR's folder for this kernel's release; VmError when DIR holds none."""
+    release = kernel_release(kernel)
+    found = modules_for(release, modules)
+    if found is None:
+        raise VmError(f"--modules {modules}: no modules for kernel {release} there (expected "
+                      f"{modules}/lib/modules/{release}, as `make modules_install INSTALL_MOD_PATH={modules}` "
+                      f"writes, or {modules}/{release})")
+    return found
 
 
 def run_in_vm(plan: VmPlan, log=print, timeout: float | None = None, silence: float | None = None,

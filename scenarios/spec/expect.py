@@ -4,14 +4,21 @@
     mptcp@B.throughput_mbps > mptcp@A.throughput_mbps      (primary B beats primary A)
     mptcp@A.ofo_mptcp > mptcp@B.ofo_mptcp
     mptcp.subflows >= 2
+    mptcp@6.12.throughput_mbps >= 0.95 * mptcp@6.1.throughput_mbps   (kernel 6.12 against 6.1)
+    mptcp@6.12@B.seconds <= mptcp@6.1@B.seconds                        (a kernel and a primary path)
 
-A side is `<mode>[@<primary path>].<metric>`; the right side may be a number
+A side is `<mode>[@<kernel>][@<primary path>].<metric>`; a kernel is a release
+prefix (digits and dots; path names start with a letter) and needs a scenario
+that sweeps `kernel`: such a check compares the points that differ only in
+their kernel; the right side may be a number
 or `<factor> * <side>`. Parsed with one regular expression, never eval'd.
 """
 from __future__ import annotations
 
 import re
 from dataclasses import dataclass
+
+from .kernel import KERNEL_IN_CHECK
 
 # Run metrics an expectation may name (the keys of every run's `metrics`).
 METRICS = {
@@ -42,7 +49,8 @@ METRICS = {
 LOWER_IS_BETTER = {"seconds", "iperf_retransmits", "retrans_segs", "ofo_tcp", "ofo_mptcp", "ofo_mptcp_tail",
                    "sender_mean_rtt_ms"}
 
-_SIDE = r"(?P<{p}mode>mptcp|tcp)(?:@(?P<{p}primary>[A-Za-z][A-Za-z0-9_-]*))?\.(?P<{p}metric>[a-z_]+)"
+_SIDE = (r"(?P<{p}mode>mptcp|tcp)(?:@(?P<{p}kernel>" + KERNEL_IN_CHECK + r"))?"
+         r"(?:@(?P<{p}primary>[A-Za-z][A-Za-z0-9_-]*))?\.(?P<{p}metric>[a-z_]+)")
 _NUM = r"\d+(?:\.\d+)?"
 _CHECK = re.compile(
     rf"^\s*{_SIDE.format(p='l')}\s*(?P<op>>=|<=|>|<)\s*"
@@ -54,9 +62,11 @@ class Side:
     mode: str
     primary: str | None
     metric: str
+    kernel: str | None = None
 
     def __str__(self) -> str:
-        return f"{self.mode}{'@' + self.primary if self.primary else ''}.{self.metric}"
+        return (f"{self.mode}{'@' + self.kernel if self.kernel else ''}"
+                f"{'@' + self.primary if self.primary else ''}.{self.metric}")
 
 
 @dataclass(frozen=True)
@@ -73,6 +83,11 @@ class Check:
         f = f"{self.factor:g} * " if self.factor != 1 else ""
         return f"{self.left} {self.op} {f}{self.right}"
 
+    @property
+    def kernels(self) -> list[str]:
+        """The kernels the check names (a cross-kernel check), in order."""
+        return [s.kernel for s in (self.left, self.right) if s is not None and s.kernel]
+
 
 def parse_check(text: str) -> Check:
     m = _CHECK.match(text)
@@ -82,9 +97,12 @@ def parse_check(text: str) -> Check:
         metric = m.group(f"{p}metric")
         if metric is not None and metric not in METRICS:
             raise ValueError(f"unknown metric {metric!r} (known: {', '.join(METRICS)})")
-    left = Side(m.group("lmode"), m.group("lprimary"), m.group("lmetric"))
+    left = Side(m.group("lmode"), m.group("lprimary"), m.group("lmetric"), m.group("lkernel"))
     right = None
     if m.group("rmode"):
-        right = Side(m.group("rmode"), m.group("rprimary"), m.group("rmetric"))
+        right = Side(m.group("rmode"), m.group("rprimary"), m.group("rmetric"), m.group("rkernel"))
+    if left.kernel and right is not None and not right.kernel or right is not None and right.kernel and not left.kernel:
+        raise ValueError(f"{text!r}: name a kernel on both sides (mptcp@6.12.throughput_mbps >= "
+                         "0.95 * mptcp@6.1.throughput_mbps), or on neither")
     return Check(left=left, op=m.group("op"), right=right,
                  factor=float(m.group("factor") or 1), const=float(m.group("const")) if m.group("const") else None)

@@ -16,6 +16,7 @@ import yaml
 from pydantic import ValidationError
 
 from .model import IDENT, KERNEL_IDENT, SCENARIO_NAME, TOPOLOGY_KINDS, Scenario
+from .kernel import KERNEL_KEY
 from .sweep import Point, SweepError, point_documents
 
 
@@ -280,8 +281,47 @@ def _construct(text: str, file):
         raise ScenarioError(file, [f"YAML error: {e}"]) from None
 
 
-def parse_experiment(text: str, file: str | Path = "<string>") -> Experiment:
-    """Parse, validate, and expand the sweep; every point is validated as a whole scenario."""
+def _kernels_as_written(node: yaml.Node, data: dict) -> None:
+    """`sweep: {kernel: [6.1, 6.10]}` as the user wrote it: YAML would read both as the float 6.1."""
+    def entry(mapping, key):
+        if isinstance(mapping, yaml.MappingNode):
+            for k, v in mapping.value:
+                if isinstance(k, yaml.ScalarNode) and k.value == key:
+                    return v
+        return None
+
+    def fix(grid_node, grid):
+        values = entry(grid_node, KERNEL_KEY)
+        if isinstance(values, yaml.SequenceNode) and isinstance(grid, dict) and isinstance(grid.get(KERNEL_KEY), list):
+            grid[KERNEL_KEY] = [v.value if isinstance(v, yaml.ScalarNode) and isinstance(w, (int, float)) else w
+                                for v, w in zip(values.value, grid[KERNEL_KEY])]
+
+    fix(entry(node, "sweep"), data.get("sweep"))
+    variants = entry(node, "variants")
+    if isinstance(variants, yaml.SequenceNode) and isinstance(data.get("variants"), list):
+        for vnode, v in zip(variants.value, data["variants"]):
+            if isinstance(v, dict):
+                fix(entry(vnode, "sweep"), v.get("sweep"))
+                if isinstance(v.get("set"), dict) and isinstance(v["set"].get(KERNEL_KEY), (int, float)):
+                    v["set"][KERNEL_KEY] = entry(entry(vnode, "set"), KERNEL_KEY).value
+
+
+def with_kernels(data: dict, kernels: list[str] | None) -> dict:
+    """`--kernel A --kernel B`: the kernels replace the scenario's own `kernel` sweep (or become one)."""
+    if not kernels or len(kernels) < 2:
+        return data
+    data = dict(data)
+    data["sweep"] = {**(data.get("sweep") if isinstance(data.get("sweep"), dict) else {}), KERNEL_KEY: list(kernels)}
+    variants = data.get("variants")
+    if isinstance(variants, list):
+        data["variants"] = [{**v, "sweep": {k: x for k, x in (v.get("sweep") or {}).items() if k != KERNEL_KEY}}
+                            if isinstance(v, dict) and isinstance(v.get("sweep"), dict) else v for v in variants]
+    return data
+
+
+def parse_experiment(text: str, file: str | Path = "<string>", kernels: list[str] | None = None) -> Experiment:
+    """Parse, validate, and expand the sweep; every point is validated as a whole scenario. `kernels`
+    (two or more, from the command line) sweep the kernel."""
     node = _compose(text, file)
     if node is None:
         raise ScenarioError(file, ["the file is empty; a scenario needs at least `name` and `topology`"])
@@ -293,6 +333,8 @@ def parse_experiment(text: str, file: str | Path = "<string>") -> Experiment:
     data = _construct(text, file)
     if not isinstance(data, dict):
         raise ScenarioError(file, [f"the top level must be a mapping of keys (got {type(data).__name__})"])
+    _kernels_as_written(node, data)
+    data = with_kernels(data, kernels)
     try:
         scenario = Scenario.model_validate(data)
     except ValidationError as e:
@@ -321,7 +363,7 @@ def load_scenario(path: str | Path) -> Scenario:
     return load_experiment(path).scenario
 
 
-def load_experiment(path: str | Path) -> Experiment:
+def load_experiment(path: str | Path, kernels: list[str] | None = None) -> Experiment:
     """Read a scenario file; a missing or unreadable file is a ScenarioError too."""
     p = Path(path)
     try:
@@ -332,7 +374,7 @@ def load_experiment(path: str | Path) -> Experiment:
         raise ScenarioError(p, ["is a directory, not a scenario file"]) from None
     except (OSError, UnicodeDecodeError) as e:
         raise ScenarioError(p, [f"cannot read: {e}"]) from None
-    return parse_experiment(text, p)
+    return parse_experiment(text, p, kernels)
 
 
 def _read_capped(p: Path) -> str:

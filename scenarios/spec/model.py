@@ -17,7 +17,7 @@ from pydantic import (AfterValidator, BaseModel, BeforeValidator, ConfigDict, Fi
 from . import units
 from .expect import parse_check
 from .graph import adjacency, first_cycle_edge, first_overlap, reachable
-from .kernel import KERNEL_REQ
+from .kernel import KERNEL_KEY, KERNEL_REQ, is_kernel_path, kernel_label_problem, release_matches
 
 FORMAT_VERSION = 1
 
@@ -638,7 +638,8 @@ class Expectation(Strict):
         return self.name or self.check
 
 
-SweepKey = Annotated[str, Field(pattern=r"^[A-Za-z_][A-Za-z0-9_-]*(\.[A-Za-z0-9_-]+)+$")]
+# a dotted field path, or `kernel` (the kernel the point runs on: scenarios/spec/kernel.py)
+SweepKey = Annotated[str, Field(pattern=r"^([A-Za-z_][A-Za-z0-9_-]*(\.[A-Za-z0-9_-]+)+|kernel)$")]
 class ValueRange(Strict):
     """`count` values from `from` in steps of `step`, with `unit` appended (e.g. 256, 512, ... KiB)."""
 
@@ -770,6 +771,40 @@ class Scenario(Strict):
                     raise ValueError(f"expect[{i}].check: mode {side.mode!r} is not in runs.compare")
                 if side.primary is not None and side.primary not in names:
                     raise ValueError(f"expect[{i}].check: no path named {side.primary!r}")
+        return self
+
+    @model_validator(mode="after")
+    def _kernels(self) -> "Scenario":
+        """Kernel sweep values are kernels; a check that names a kernel needs a kernel sweep that has it."""
+        grids = [("sweep", self.sweep)] + [(f"variants[{i}].sweep", v.sweep) for i, v in enumerate(self.variants)]
+        labels: list[str] = []
+        for where, grid in grids:
+            values = grid.get(KERNEL_KEY)
+            if values is None:
+                continue
+            if isinstance(values, ValueRange):
+                raise ValueError(f"{where}.kernel: list the kernels, e.g. [6.1, 6.12]")
+            for j, v in enumerate(values):
+                problem = kernel_label_problem(v)
+                if problem:
+                    raise ValueError(f"{where}.kernel[{j}]: {problem}")
+            if len(set(values)) != len(values):
+                raise ValueError(f"{where}.kernel: lists a kernel twice")
+            labels += values
+        for i, v in enumerate(self.variants):
+            if KERNEL_KEY in v.set:
+                problem = kernel_label_problem(v.set[KERNEL_KEY])
+                if problem:
+                    raise ValueError(f"variants[{i}].set.kernel: {problem}")
+                labels.append(v.set[KERNEL_KEY])
+        for i, e in enumerate(self.expect):
+            for k in parse_check(e.check).kernels:
+                if not labels:
+                    raise ValueError(f"expect[{i}].check: names kernel {k}, but the scenario does not sweep kernels "
+                                     "(add `sweep: {kernel: [6.1, 6.12]}`, or run with --kernel A --kernel B)")
+                if not any(release_matches(k, x) or is_kernel_path(x) for x in labels):
+                    raise ValueError(f"expect[{i}].check: kernel {k} is not among the swept kernels "
+                                     f"({', '.join(dict.fromkeys(labels))})")
         return self
 
     @property

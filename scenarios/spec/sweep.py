@@ -1,6 +1,8 @@
 """Expand a scenario's `variants` and `sweep` grid into points, each a fully validated Scenario.
 
-Override keys are dotted paths into the scenario document. `paths.<name>.<field>`
+The key `kernel` is not a field: it names the kernel a point runs on (a
+release prefix such as 6.12, or a kernel image's path), and the VM backend
+boots each kernel once for its points. Other override keys are dotted paths into the scenario document. `paths.<name>.<field>`
 and `links.<name>.<field>` are short for the field of the path (or link) with
 that name (`paths.A.delay`, `links.P1.bw`), so a sweep does not depend on list
 positions. Every point is validated like a whole
@@ -13,6 +15,7 @@ import itertools
 from dataclasses import dataclass, field
 from typing import Any
 
+from .kernel import KERNEL_KEY
 from .model import Scenario, ValueRange
 
 ENGINE_KEYS = ("sweep", "variants", "expect")
@@ -27,6 +30,11 @@ class Point:
     id: str
     params: dict[str, Any]
     scenario: Scenario = field(compare=False)
+
+    @property
+    def kernel(self) -> str | None:
+        """The kernel this point runs on when the scenario sweeps kernels ('6.12', or an image's path)."""
+        return self.params.get(KERNEL_KEY)
 
     @property
     def label(self) -> str:
@@ -104,9 +112,13 @@ def point_documents(raw: dict) -> list[tuple[dict[str, Any], dict]]:
             if variant is not None:
                 params["variant"] = variant["name"]
                 for k, v in (variant.get("set") or {}).items():
-                    set_dotted(doc, k, v)
+                    if k == KERNEL_KEY:   # not a field of the scenario: where it runs
+                        params[k] = v
+                    else:
+                        set_dotted(doc, k, v)
             for k, v in zip(keys, combo):
-                set_dotted(doc, k, v)
+                if k != KERNEL_KEY:
+                    set_dotted(doc, k, v)
                 params[k] = v
             out.append((params, doc))
     return out

@@ -4,7 +4,7 @@ from pathlib import Path
 
 import pytest
 
-from runners.backends import vm
+from runners.backends import kernel_images, vm
 from scenarios.spec.kernel import release_version, satisfies
 
 
@@ -49,7 +49,7 @@ def test_missing_kernel_is_a_clear_error(tmp_path):
 
 def test_kernel_versions_sort_numerically():
     names = ["vmlinuz-6.12.9+bpo-amd64", "vmlinuz-6.1.0-56-amd64", "vmlinuz-6.9.1"]
-    assert [p.name for p in sorted(map(Path, names), key=vm._version_key)] == [
+    assert [p.name for p in sorted(map(Path, names), key=kernel_images._version_key)] == [
         "vmlinuz-6.1.0-56-amd64", "vmlinuz-6.9.1", "vmlinuz-6.12.9+bpo-amd64"]
 
 

@@ -1,0 +1,121 @@
+"""Kernels a scenario names, as images the VM backend can boot: release prefixes, paths, modules.
+
+A `kernel` sweep value (or `--kernel`) is a release prefix of a kernel in
+/boot ('6.1', '6.12') or the path of an image (a bzImage of one's own tree,
+or a distribution kernel unpacked somewhere). An image's release is read
+from its x86 boot header, so a file named `bzImage` still has one; virtme-ng
+needs it to find the image's modules. `--modules DIR` gives those modules
+when they are not in `<root>/lib/modules/<release>` above the image (where
+virtme-ng looks): DIR may be an `INSTALL_MOD_PATH` (holding
+`lib/modules/<release>`) or the `<release>` folder itself.
+"""
+from __future__ import annotations
+
+import re
+import struct
+from pathlib import Path
+
+from scenarios.spec.kernel import is_kernel_path, release_matches
+
+BOOT = Path("/boot")
+
+
+class KernelNotFound(ValueError):
+    """A kernel label that names no image."""
+
+
+def header_release(image: Path) -> str | None:
+    """The release an x86 bzImage names in its setup header ('6.1.0-56-amd64'), or None."""
+    try:
+        with open(image, "rb") as f:
+            head = f.read(0x10000)
+    except OSError:
+        return None
+    if len(head) < 0x210 or head[0x202:0x206] != b"HdrS":
+        return None
+    offset = struct.unpack_from("<H", head, 0x20E)[0] + 0x200
+    text = head[offset:offset + 256].split(b"\0", 1)[0].decode("ascii", "replace")
+    release = text.split(" ", 1)[0]
+    return release if re.match(r"^\d+\.\d+[A-Za-z0-9.+~_-]*$", release) else None
+
+
+def image_release(image: Path) -> str:
+    """What `uname -r` will say in a guest booted from `image`: its header's release, else its file name."""
+    return header_release(image) or image.name.removeprefix("vmlinuz-")
+
+
+def installed_kernels(boot: Path = BOOT) -> list[Path]:
+    return sorted((p for p in boot.glob("vmlinuz-*") if p.is_file()), key=_version_key)
+
+
+def _version_key(path: Path) -> list:
+    return [(0, int(x), "") if x.isdigit() else (1, 0, x)
+            for x in re.split(r"[.+-]", path.name.removeprefix("vmlinuz-"))]
+
+
+def resolve_kernel(label: str, base: Path | None = None, boot: Path = BOOT) -> Path:
+    """The image a kernel label names: a path (relative to `base`, the scenario's folder), or the newest
+    kernel in /boot whose release starts with the prefix. KernelNotFound says what is installed."""
+    if is_kernel_path(label):
+        path = Path(label) if Path(label).is_absolute() or base is None else base / label
+        if not path.is_file():
+            raise KernelNotFound(f"kernel {label}: no such kernel image ({path})")
+        return path.resolve()
+    found = [k for k in installed_kernels(boot) if release_matches(label, k.name.removeprefix("vmlinuz-"))]
+    if not found:
+        have = ", ".join(k.name.removeprefix("vmlinuz-") for k in installed_kernels(boot)) or "none"
+        raise KernelNotFound(f"kernel {label}: no kernel in {boot} has that release (installed: {have}); "
+                             "give a release prefix such as 6.1, or the path of a kernel image")
+    return found[-1]
+
+
+def modules_for(release: str, modules: Path | None) -> Path | None:
+    """The `lib/modules/<release>` folder under --modules DIR, or None when DIR holds none for it."""
+    if modules is None:
+        return None
+    for candidate in (modules / "lib" / "modules" / release, modules / release, modules):
+        if (candidate / "modules.order").is_file() or (candidate / "kernel").is_dir():
+            if candidate == modules and modules.name != release and (modules / "lib").exists():
+                continue
+            return candidate
+    return None
+
+
+def stage_image(image: Path, release: str, moddir: Path, into: Path) -> Path:
+    """A root for virtme-ng to find `image` and its modules in: `into`/boot/vmlinuz-<release> and
+    `into`/lib/modules/<release>, both links. virtme-ng looks for modules above the image's path."""
+    (into / "boot").mkdir(parents=True, exist_ok=True)
+    (into / "lib" / "modules").mkdir(parents=True, exist_ok=True)
+    staged = into / "boot" / f"vmlinuz-{release}"
+    staged.symlink_to(image.resolve())
+    (into / "lib" / "modules" / release).symlink_to(moddir.resolve())
+    return staged
+
+
+def kernel_groups(points: list) -> dict[str | None, list]:
+    """Points by the kernel they run on, in the order the kernels first appear (None: no kernel sweep)."""
+    groups: dict[str | None, list] = {}
+    for pt in points:
+        groups.setdefault(pt.kernel, []).append(pt)
+    return groups
+
+
+def native_refusal(points: list, running: str, base: Path | None = None) -> str | None:
+    """Why the native backend cannot run these points: they sweep kernels other than the running one."""
+    others = []
+    for label in kernel_groups(points):
+        if label is None:
+            continue
+        if is_kernel_path(label):
+            try:
+                same = image_release(resolve_kernel(label, base)) == running
+            except KernelNotFound:
+                same = False
+        else:
+            same = release_matches(label, running)
+        if not same:
+            others.append(label)
+    if not others:
+        return None
+    return (f"this scenario runs on kernels {', '.join(others)}, and the native backend runs only the running "
+            f"kernel ({running}): use --backend vm, which boots each kernel in turn")

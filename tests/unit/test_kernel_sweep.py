@@ -1,0 +1,222 @@
+"""Kernels as a sweep dimension (no root, no VM): names resolved to images, points expanded per kernel,
+verdicts and baselines across kernels, the native backend's refusal, and the kernel columns."""
+import csv
+import io
+import json
+import struct
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from runners.analysis.report import make_report, render_stats_csv
+from runners.analysis.verdicts import ACROSS_KERNELS, FAIL, INCONCLUSIVE, PASS, evaluate_points, regressions
+from runners.backends.kernel_images import (KernelNotFound, header_release, image_release, kernel_groups,
+                                            modules_for, native_refusal, resolve_kernel, stage_image)
+from runners.derived import group_runs
+from runners.kernel_sets import guest_kernel_flags, refusal_lines, refused_kernels
+from runners.results import ResultStore, render_csv
+from scenarios.spec.loader import ScenarioError, parse_experiment
+
+REPO = Path(__file__).resolve().parents[2]
+BASE = """name: k
+topology:
+  kind: dual-homed
+  paths:
+    - {name: A, bw: 10, delay: 5ms}
+    - {name: B, bw: 10, delay: 5ms}
+traffic: {duration: 2}
+"""
+
+
+def fake_bzimage(path: Path, release: str) -> Path:
+    """The first bytes of an x86 bzImage: 'HdrS' at 0x202, the version string's offset (- 0x200) at 0x20E."""
+    head = bytearray(0x1000)
+    head[0x202:0x206] = b"HdrS"
+    struct.pack_into("<H", head, 0x20E, 0x400)
+    text = f"{release} (someone@example.org) #1 SMP PREEMPT_DYNAMIC".encode()
+    head[0x600:0x600 + len(text)] = text
+    path.write_bytes(bytes(head))
+    return path
+
+
+def boot_dir(tmp_path: Path) -> Path:
+    boot = tmp_path / "boot"
+    boot.mkdir()
+    for rel in ("6.1.0-56-amd64", "6.12.95+deb12-amd64", "6.12.9+deb12-amd64"):
+        fake_bzimage(boot / f"vmlinuz-{rel}", rel)
+    return boot
+
+
+def test_release_prefixes_name_the_newest_matching_kernel_and_paths_name_an_image(tmp_path):
+    boot = boot_dir(tmp_path)
+    assert resolve_kernel("6.1", boot=boot).name == "vmlinuz-6.1.0-56-amd64"     # not 6.12
+    assert resolve_kernel("6.12", boot=boot).name == "vmlinuz-6.12.95+deb12-amd64"   # the newest 6.12
+    assert resolve_kernel("6.12.9", boot=boot).name == "vmlinuz-6.12.9+deb12-amd64"
+    own = fake_bzimage(tmp_path / "bzImage", "6.18.0-rc1-mine")
+    assert resolve_kernel("./bzImage", base=tmp_path, boot=boot) == own.resolve()   # relative to the scenario
+    assert image_release(own) == "6.18.0-rc1-mine"      # from the header: the file is just `bzImage`
+    with pytest.raises(KernelNotFound, match=r"kernel 6.13: no kernel in .* \(installed: 6.1.0-56-amd64, "
+                                             r"6.12.9\+deb12-amd64, 6.12.95\+deb12-amd64\)"):
+        resolve_kernel("6.13", boot=boot)
+    with pytest.raises(KernelNotFound, match="no such kernel image"):
+        resolve_kernel("./nope/bzImage", base=tmp_path, boot=boot)
+
+
+def test_the_release_is_read_from_a_real_debian_image_header():
+    images = sorted(Path("/boot").glob("vmlinuz-*"))
+    if not images:
+        pytest.skip("no kernel in /boot on this machine")
+    for image in images:
+        assert header_release(image) == image.name.removeprefix("vmlinuz-")
+
+
+def test_modules_are_found_in_an_install_mod_path_or_the_release_folder_and_staged_beside_the_image(tmp_path):
+    mods = tmp_path / "mods" / "lib" / "modules" / "6.18.0-mine"
+    (mods / "kernel").mkdir(parents=True)
+    (mods / "modules.order").write_text("")
+    assert modules_for("6.18.0-mine", tmp_path / "mods") == mods          # INSTALL_MOD_PATH
+    assert modules_for("6.18.0-mine", mods) == mods                        # the release folder itself
+    assert modules_for("6.1.0-56-amd64", tmp_path / "mods") is None
+    image = fake_bzimage(tmp_path / "bzImage", "6.18.0-mine")
+    staged = stage_image(image, "6.18.0-mine", mods, tmp_path / "root")
+    # virtme-ng walks up from the image to the folder holding lib/modules/<release>
+    assert staged == tmp_path / "root" / "boot" / "vmlinuz-6.18.0-mine" and staged.resolve() == image.resolve()
+    assert (tmp_path / "root" / "lib" / "modules" / "6.18.0-mine").resolve() == mods.resolve()
+
+
+def test_a_kernel_sweep_makes_a_point_per_kernel_as_written(tmp_path):
+    exp = parse_experiment(BASE + "sweep: {kernel: [6.1, 6.10, 6.12], paths.A.delay: [5ms, 50ms]}\n")
+    assert [p.kernel for p in exp.points] == ["6.1", "6.1", "6.10", "6.10", "6.12", "6.12"]   # 6.10 is not 6.1
+    assert exp.points[0].label == "kernel=6.1, paths.A.delay=5ms"
+    assert all(p.scenario.model_dump() == exp.points[0].scenario.model_dump() for p in exp.points[::2])
+    assert list(kernel_groups(exp.points)) == ["6.1", "6.10", "6.12"]
+
+
+def test_the_command_line_kernels_replace_the_scenarios_sweep():
+    exp = parse_experiment(BASE + "sweep: {kernel: [6.1, 6.12]}\n", kernels=["6.12", "/k/bzImage"])
+    assert [p.kernel for p in exp.points] == ["6.12", "/k/bzImage"]
+    exp = parse_experiment(BASE, kernels=["6.1", "6.12"])
+    assert [p.label for p in exp.points] == ["kernel=6.1", "kernel=6.12"]
+    assert len(parse_experiment(BASE, kernels=["6.12"]).points) == 1      # one --kernel: no sweep, as before
+    assert guest_kernel_flags(["6.1", "6.12"]) == ["--kernel", "6.1", "--kernel", "6.12"]
+    assert guest_kernel_flags(["6.1"]) == []
+
+
+@pytest.mark.parametrize("extra, message", [
+    ("sweep: {kernel: [6.1, '6.1;reboot']}\n", "sweep.kernel[1] (line 8): '6.1;reboot' is not a kernel"),
+    ("sweep: {kernel: [6.1, 6.1]}\n", "sweep.kernel (line 8): lists a kernel twice"),
+    ("sweep: {kernel: {from: 6, step: 1, count: 2}}\n", "sweep.kernel (line 8): list the kernels"),
+    ("expect: [{check: 'mptcp@6.12.throughput_mbps >= mptcp@6.1.throughput_mbps'}]\n",
+     "names kernel 6.12, but the scenario does not sweep kernels"),
+    ("sweep: {kernel: [6.1, 6.12]}\nexpect: [{check: 'mptcp@6.6.throughput_mbps >= mptcp@6.1.throughput_mbps'}]\n",
+     "kernel 6.6 is not among the swept kernels (6.1, 6.12)"),
+    ("sweep: {kernel: [6.1, 6.12]}\nexpect: [{check: 'mptcp@6.12.seconds <= tcp.seconds'}]\n",
+     "name a kernel on both sides"),
+])
+def test_bad_kernel_sweeps_and_checks_are_refused_with_the_field(extra, message):
+    with pytest.raises(ScenarioError) as e:
+        parse_experiment(BASE + extra, "s.yaml")
+    assert message in e.value.render()
+
+
+def run(point, label, kernel_label, release, mode, value, rep, **params):
+    return {"id": f"{point}-r{rep:03d}-{mode}-A", "point": point, "point_label": label, "mode": mode,
+            "repeat": rep, "primary": "A", "status": "ok", "kernel": release,
+            "params": {"kernel": kernel_label, **params} if kernel_label else dict(params),
+            "metrics": {"throughput_mbps": value, "subflows": 2}}
+
+
+def two_kernel_runs(new: list[float], old: list[float]) -> dict:
+    runs = [run("p001", "kernel=6.1", "6.1", "6.1.0-56-amd64", "mptcp", v, i + 1) for i, v in enumerate(old)]
+    runs += [run("p002", "kernel=6.12", "6.12", "6.12.95+deb12-amd64", "mptcp", v, i + 1) for i, v in enumerate(new)]
+    return {"runs": runs}
+
+
+@pytest.mark.parametrize("new, outcome", [([18.9, 19.0, 19.1], PASS), ([12.0, 12.2, 12.1], FAIL),
+                                          ([19.0], INCONCLUSIVE)])
+def test_a_cross_kernel_check_compares_the_points_that_differ_only_in_their_kernel(new, outcome):
+    exp = parse_experiment(BASE + "sweep: {kernel: [6.1, 6.12]}\nexpect:\n  - name: no-regression\n"
+                           "    check: mptcp@6.12.throughput_mbps >= 0.95 * mptcp@6.1.throughput_mbps\n")
+    [v] = evaluate_points(exp.scenario, group_runs(two_kernel_runs(new, [19.0, 19.1, 18.9])))
+    assert (v.point, v.label, v.kind, v.outcome) == ("p001+p002", "base", ACROSS_KERNELS, outcome)
+    assert (v.n_left, v.n_right) == (len(new), 3)
+
+
+def test_cross_kernel_checks_group_by_the_other_parameters():
+    runs = []
+    for i, (kl, rel) in enumerate((("6.1", "6.1.0-56-amd64"), ("6.12", "6.12.95+deb12-amd64"))):
+        for j, delay in enumerate(("5ms", "50ms")):
+            pid = f"p00{2 * i + j + 1}"
+            value = 10.0 if delay == "5ms" else (8.0 if kl == "6.1" else 4.0)   # 6.12 is worse at 50 ms only
+            runs += [run(pid, f"kernel={kl}, paths.A.delay={delay}", kl, rel, "mptcp", value + d, r + 1,
+                         **{"paths.A.delay": delay}) for r, d in enumerate((0.0, 0.1, -0.1))]
+    exp = parse_experiment(BASE + "sweep: {kernel: [6.1, 6.12], paths.A.delay: [5ms, 50ms]}\nexpect:\n"
+                           "  - check: mptcp@6.12.throughput_mbps >= 0.95 * mptcp@6.1.throughput_mbps\n")
+    verdicts = {v.label: v for v in evaluate_points(exp.scenario, group_runs({"runs": runs}))}
+    assert verdicts["paths.A.delay=5ms"].outcome == PASS and verdicts["paths.A.delay=5ms"].point == "p001+p003"
+    assert verdicts["paths.A.delay=50ms"].outcome == FAIL
+
+
+def test_a_kernel_given_by_path_is_named_by_its_release_in_a_check():
+    runs = [run("p001", "kernel=6.1", "6.1", "6.1.0-56-amd64", "mptcp", v, i + 1) for i, v in enumerate((10, 10.1))]
+    runs += [run("p002", "kernel=/k/bzImage", "/k/bzImage", "6.18.0-mine", "mptcp", v, i + 1)
+             for i, v in enumerate((10, 10.1))]
+    exp = parse_experiment(BASE + "sweep: {kernel: [6.1, /k/bzImage]}\nexpect:\n"
+                           "  - check: mptcp@6.18.throughput_mbps >= 0.9 * mptcp@6.1.throughput_mbps\n")
+    [v] = evaluate_points(exp.scenario, group_runs({"runs": runs}))
+    assert v.outcome == PASS and (v.n_left, v.n_right) == (2, 2)
+
+
+def test_a_baseline_from_another_kernel_lines_up_point_by_point():
+    now = {"runs": [run("p001", "base", None, "6.12.95+deb12-amd64", "mptcp", v, i + 1)
+                    for i, v in enumerate((12.0, 12.1, 11.9))]}
+    then = {"runs": [run("p001", "base", None, "6.1.0-56-amd64", "mptcp", v, i + 1)
+                     for i, v in enumerate((19.0, 19.1, 18.9))]}
+    [v] = regressions(group_runs(now), group_runs(then), metrics=("throughput_mbps",))
+    assert v.outcome == FAIL and "kernel 6.12.95+deb12-amd64 against 6.1.0-56-amd64" in v.detail
+    # a sweep's point on 6.12 against a baseline point on 6.1: matched on everything but the kernel
+    swept = {"runs": [run("p002", "kernel=6.12", "6.12", "6.12.95+deb12-amd64", "mptcp", v, i + 1)
+                      for i, v in enumerate((19.0, 19.2, 18.8))]}
+    [v] = regressions(group_runs(swept), group_runs(then), metrics=("throughput_mbps",))
+    assert v.outcome == PASS and v.point == "p002"
+
+
+def test_the_native_backend_refuses_other_kernels():
+    exp = parse_experiment(BASE + "sweep: {kernel: [6.1, 6.12]}\n")
+    why = native_refusal(exp.points, "6.12.95+deb12-amd64")
+    assert why.startswith("this scenario runs on kernels 6.1, and the native backend runs only the running kernel "
+                          "(6.12.95+deb12-amd64): use --backend vm")
+    assert native_refusal([p for p in exp.points if p.kernel == "6.12"], "6.12.95+deb12-amd64") is None
+
+
+def test_a_native_run_of_a_kernel_sweep_exits_2_before_anything_starts(tmp_path):
+    f = tmp_path / "k.yaml"
+    f.write_text(BASE)
+    r = subprocess.run([sys.executable, "-m", "runners.cli", str(f), "--backend", "native", "--kernel", "5.4",
+                        "--kernel", "5.10", "--out", str(tmp_path / "out")], cwd=REPO, capture_output=True,
+                       text=True, timeout=60)
+    assert r.returncode == 2, r.stderr
+    assert "runs on kernels 5.4, 5.10, and the native backend runs only the running kernel" in r.stderr
+    assert "Traceback" not in r.stderr and not (tmp_path / "out").exists()
+    r = subprocess.run([sys.executable, "-m", "runners.cli", str(f), "--kernel", "6.1;x"], cwd=REPO,
+                       capture_output=True, text=True, timeout=60)
+    assert r.returncode == 2 and "--kernel '6.1;x' is not a kernel" in r.stderr
+
+
+def test_kernel_columns_and_refusals_reach_the_csvs_and_the_summary(tmp_path):
+    store = ResultStore(tmp_path)
+    (tmp_path / "scenario.yaml").write_text(BASE + "sweep: {kernel: [6.1, 6.12]}\n")
+    for r in two_kernel_runs([19.0, 19.1], [19.0, 19.2])["runs"]:
+        store.add_run(r)
+    rows = list(csv.DictReader(io.StringIO(render_csv(store.runs))))
+    assert {(r["point"], r["kernel"], r["kernel_release"]) for r in rows} == {
+        ("p001", "6.1", "6.1.0-56-amd64"), ("p002", "6.12", "6.12.95+deb12-amd64")}
+    rep = make_report(tmp_path, plots=False)
+    stats = list(csv.DictReader(io.StringIO(render_stats_csv(rep.stats))))
+    assert {(r["point"], r["kernel"], r["kernel_release"]) for r in stats} == {
+        ("p001", "6.1", "6.1.0-56-amd64"), ("p002", "6.12", "6.12.95+deb12-amd64")}
+    meta = {"kernels": {"6.1": {"release": "6.1.0-56-amd64"}, "5.10": {"refused": "requires.kernel >=6.1: no"}}}
+    assert refused_kernels(meta) == {"5.10": "requires.kernel >=6.1: no"}
+    assert refusal_lines(meta) == ["kernel 5.10: not run (requires.kernel >=6.1: no)"]
