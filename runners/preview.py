@@ -73,8 +73,10 @@ def job_table(exp, repeat: int | None, costs: Costs) -> tuple[list[Row], int, fl
         rows.append(Row(point=pt.id, label=pt.label, modes=", ".join(pt.scenario.runs.compare),
                         primaries=", ".join(sorted({j.primary for j in mine})), repeats=repeats, runs=len(mine),
                         seconds=len(mine) * (run_seconds(pt.scenario) - RUN_OVERHEAD_S + costs.run_overhead)))
-    networks = len({topology_signature(p) for p in exp.points})
-    total = costs.start + networks * costs.build + sum(r.seconds for r in rows) + costs.report
+    # each kernel of a kernel sweep is a boot of its own, and builds its own networks
+    networks = len({(p.kernel, topology_signature(p)) for p in exp.points})
+    kernels = len({p.kernel for p in exp.points})
+    total = kernels * costs.start + networks * costs.build + sum(r.seconds for r in rows) + costs.report
     return rows, networks, total
 
 
@@ -85,7 +87,9 @@ def render_table(exp, repeat: int | None, costs: Costs, backend: str) -> str:
     widths = [max(len(x) for x in col) for col in zip(head, *body)]
     lines = ["  ".join(c.ljust(w) for c, w in zip(line, widths)).rstrip() for line in (head, *body)]
     runs = sum(r.runs for r in rows)
-    lines += ["", f"{runs} runs on {networks} network(s), about {duration(total)} on the {backend} backend",
+    kernels = sorted({p.kernel for p in exp.points if p.kernel})
+    on = f" and {len(kernels)} kernels ({', '.join(kernels)}: a boot each)" if kernels else ""
+    lines += ["", f"{runs} runs on {networks} network(s){on}, about {duration(total)} on the {backend} backend",
               f"costs: {costs.describe()}"]
     return "\n".join(lines)
 

@@ -657,6 +657,8 @@ class ValueRange(Strict):
 
 
 Grid = dict[SweepKey, Union[Annotated[list[Any], Field(min_length=1)], ValueRange]]
+# a variant may also replace a whole section (`topology`, `runs`...): one file, several networks
+SetKey = Annotated[str, Field(pattern=r"^([A-Za-z_][A-Za-z0-9_-]*(\.[A-Za-z0-9_-]+)*)$")]
 
 
 class Variant(Strict):
@@ -664,7 +666,8 @@ class Variant(Strict):
 
     name: Ident
     description: str = ""
-    set: dict[SweepKey, Any] = Field(default_factory=dict, description="dotted key -> value, e.g. {paths.A.bw: 2}")
+    set: dict[SetKey, Any] = Field(default_factory=dict, description="dotted key -> value, e.g. {paths.A.bw: 2}, "
+                                   "or a whole section, e.g. {topology: {...}} (scenarios/kernels.yaml)")
     sweep: Grid = Field(default_factory=dict, description="a grid swept in this variant only (added to the global one)")
     optional: bool = Field(default=False, description="run only when named with --variant (e.g. rates a "
                                                       "micro-VM cannot reproduce)")

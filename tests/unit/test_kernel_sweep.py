@@ -220,3 +220,26 @@ def test_kernel_columns_and_refusals_reach_the_csvs_and_the_summary(tmp_path):
     meta = {"kernels": {"6.1": {"release": "6.1.0-56-amd64"}, "5.10": {"refused": "requires.kernel >=6.1: no"}}}
     assert refused_kernels(meta) == {"5.10": "requires.kernel >=6.1: no"}
     assert refusal_lines(meta) == ["kernel 5.10: not run (requires.kernel >=6.1: no)"]
+
+
+def test_a_kernel_whose_probe_refuses_the_scenario_is_recorded_and_the_guest_says_so(tmp_path, monkeypatch):
+    """The guest of one kernel (what the VM backend starts per kernel): a refusal by that kernel's probe is
+    written into metadata.json, and exit code 3 tells the host to go on with the other kernels."""
+    import platform
+
+    import runners.backends
+    from runners import cli
+    from runners.backends import BackendChoice
+
+    release = platform.release()
+    f = tmp_path / "k.yaml"
+    f.write_text(BASE + f"sweep: {{kernel: ['{release}', '5.4']}}\n")
+    monkeypatch.setattr(runners.backends, "choose_backend",
+                        lambda requested, scenarios: BackendChoice("native", refusal="no sch_netem (kmod: netem)"))
+    run_dir = tmp_path / "set"
+    run_dir.mkdir()
+    code = cli.main([str(f), "--backend", "native", "--only-kernel", release, "--run-dir", str(run_dir),
+                     "--no-report"])
+    assert code == 3
+    meta = json.loads((run_dir / "metadata.json").read_text())
+    assert refused_kernels(meta) == {release: "no sch_netem (kmod: netem)"}
