@@ -18,8 +18,7 @@ from pathlib import Path
 
 from .analysis.summary import summary
 from .backends.kernel_images import native_refusal
-from .kernel_sets import (EXIT_KERNEL_REFUSED, kernel_base, only_kernel, record_kernel, sweeps_kernels,
-                          vm_kernels_problem)
+from .kernel_sets import EXIT_KERNEL_REFUSED, kernel_base, record_kernel, sweeps_kernels, vm_kernels_problem
 from .paths import REPO
 
 from .session import EXIT_FAIL, EXIT_INPUT, EXIT_OK
@@ -467,7 +466,8 @@ def _run_native(args, exp, run_dir: Path, probe_report) -> int:
     from .errors import results_disk_error
     from .session import RESULTS_UNWRITABLE, open_run_set, run_to_the_end
 
-    run_set = open_run_set(exp, run_dir, args.repeat, _parse_shard(args.shard) if args.shard else None)
+    run_set = open_run_set(exp, run_dir, args.repeat, _parse_shard(args.shard) if args.shard else None,
+                           only_kernel=args.only_kernel)
     _start_logs(args, run_dir)
     store, started = run_set.store, time.time()
     store.set_metadata(scenario=exp.scenario.name, scenario_file=str(Path(exp.file).resolve()),
@@ -640,8 +640,11 @@ def _run_vm_per_kernel(args, exp, run_dir: Path) -> int:
 
     if kernel_sweep(args):
         ResultStore(run_dir).set_metadata(kernel_sweep=kernel_sweep(args))
+    from scenarios.spec.sweep import shard_points
+
     requirement, codes = exp.scenario.requires.kernel, []
-    for label, points in kernel_groups(exp.points).items():
+    shard = _parse_shard(args.shard) if args.shard else None
+    for label, points in kernel_groups(shard_points(exp.points, shard)).items():
         image = resolve_kernel(label, kernel_base(exp))
         release = image_release(image)
         if not satisfies(release, requirement):
@@ -1279,7 +1282,7 @@ def _main(argv: list[str] | None = None) -> int:
         parser.error("give one scenario file to run (several only with --check)")
     try:
         exp = as_if_from(load_experiment(args.scenario[0], kernel_sweep(args)), args.scenario_file)
-        exp = only_kernel(select_variants(exp, args.variant), args.only_kernel)
+        exp = select_variants(exp, args.variant)
         check_plans(exp)
     except ScenarioError as e:
         print(e.render(), file=sys.stderr)
@@ -1295,7 +1298,8 @@ def _main(argv: list[str] | None = None) -> int:
     from .results import new_run_dir
 
     scenario = exp.scenario
-    elsewhere = native_refusal(exp.points, platform.release(), kernel_base(exp)) if sweeps_kernels(exp) else None
+    here = [p for p in exp.points if args.only_kernel in (None, p.kernel)]   # a VM guest: its kernel's points
+    elsewhere = native_refusal(here, platform.release(), kernel_base(exp)) if sweeps_kernels(exp) else None
     if elsewhere and args.backend == "native":
         print(f"{args.scenario[0]}: {elsewhere}", file=sys.stderr)
         return EXIT_INPUT

@@ -56,14 +56,6 @@ def kernel_base(exp) -> Path:
     return Path(exp.file).resolve().parent
 
 
-def only_kernel(exp, label: str | None):
-    """The guest of one kernel: the experiment with only that kernel's points."""
-    if label is None:
-        return exp
-    import dataclasses
-    return dataclasses.replace(exp, points=[p for p in exp.points if p.kernel == label])
-
-
 def sweeps_kernels(exp) -> bool:
     return any(p.kernel is not None for p in exp.points)
 

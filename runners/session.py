@@ -73,7 +73,10 @@ def too_long(exp, repeat: int | None) -> str | None:
     return None
 
 
-def open_run_set(exp, run_dir: Path, repeat: int | None, shard: tuple[int, int] | None) -> RunSet:
+def open_run_set(exp, run_dir: Path, repeat: int | None, shard: tuple[int, int] | None,
+                 only_kernel: str | None = None) -> RunSet:
+    """The set in `run_dir` (new or resumed). `only_kernel`: a VM guest of a kernel sweep runs that
+    kernel's points of the shard (the shard is taken over all points, as the host took it)."""
     scenario = exp.scenario
     store = ResultStore(run_dir)
     resumed = (run_dir / "results.json").exists()
@@ -90,7 +93,8 @@ def open_run_set(exp, run_dir: Path, repeat: int | None, shard: tuple[int, int] 
     if shard is None and store.metadata.get("shard"):
         shard = tuple(store.metadata["shard"])
     return RunSet(exp=exp, store=store, resumed=resumed, seed=seed, shard=shard,
-                  points=shard_points(exp.points, shard), repeat=repeat or scenario.runs.repeat)
+                  points=[p for p in shard_points(exp.points, shard) if only_kernel in (None, p.kernel)],
+                  repeat=repeat or scenario.runs.repeat)
 
 
 def more_rounds(runner, run_set: RunSet, max_repeat: int, progress) -> None:

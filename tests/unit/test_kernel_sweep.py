@@ -243,3 +243,15 @@ def test_a_kernel_whose_probe_refuses_the_scenario_is_recorded_and_the_guest_say
     assert code == 3
     meta = json.loads((run_dir / "metadata.json").read_text())
     assert refused_kernels(meta) == {release: "no sch_netem (kmod: netem)"}
+
+
+def test_a_kernels_guest_takes_the_shard_over_all_points_as_the_host_did(tmp_path):
+    from runners.session import open_run_set
+    from scenarios.spec.sweep import shard_points
+
+    exp = parse_experiment(BASE + "sweep: {kernel: [6.1, 6.12], paths.A.delay: [5ms, 50ms]}\n")
+    host = kernel_groups(shard_points(exp.points, (1, 2)))          # p001 (6.1, 5ms), p003 (6.12, 5ms)
+    assert {k: [p.id for p in pts] for k, pts in host.items()} == {"6.1": ["p001"], "6.12": ["p003"]}
+    for label, ids in (("6.1", ["p001"]), ("6.12", ["p003"])):
+        rs = open_run_set(exp, tmp_path / label, None, (1, 2), only_kernel=label)
+        assert [p.id for p in rs.points] == ids and rs.multi_point     # run ids keep their point prefix
