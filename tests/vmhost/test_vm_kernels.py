@@ -44,7 +44,7 @@ def own_kernel() -> tuple[Path, Path]:
     names = subprocess.run(["apt-cache", "search", "--names-only", r"^linux-image-6\.1\.0-[0-9]+-amd64$"],
                            capture_output=True, text=True, timeout=120).stdout.split()
     abis = sorted({n.removeprefix("linux-image-") for n in names if n.startswith("linux-image-6.1.0-")},
-                  key=lambda r: int(r.split("-")[2]), reverse=True)
+                  key=lambda r: int(r.split("-")[1]), reverse=True)
     for release in [r for r in abis if r not in installed_abis()]:
         home = CACHE / release
         image, modules = home / "bzImage", home / "modules"
