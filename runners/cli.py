@@ -766,13 +766,13 @@ def _usable_warm_vm(plan, run_dir: Path):
     from .backends import warmvm
     from .backends.vm import VmError
 
-    vm = warmvm.default()
+    vm = warmvm.for_kernel(plan.kernel)
+    if vm is None:
+        up = [v.state()["kernel"] for v in warmvm.running()]
+        if up:
+            _info(f"warm VM: runs kernel {', '.join(up)}, this run needs {plan.kernel.name}: booting a VM for it")
+        return None
     st = vm.state()
-    if st is None:
-        return None
-    if st["kernel_image"] != str(plan.kernel):
-        _info(f"warm VM: runs kernel {st['kernel']}, this run needs {plan.kernel.name}: booting a VM for it")
-        return None
     if not vm.shares(run_dir):
         print(f"warm VM: does not share {run_dir} (it shares {', '.join(st['rwdirs'])}; see `run-scenario vm up "
               "--share`): booting a VM for this run", flush=True)
@@ -825,10 +825,12 @@ def _submit_warm(vm, guest_argv: list[str], quiet: bool = False) -> int:
 
 
 def _vm_parser() -> argparse.ArgumentParser:
-    p = argparse.ArgumentParser(prog="run-scenario vm", description="A warm VM: one guest kept running, so that "
-                                "runs with the vm backend start without a boot.")
+    p = argparse.ArgumentParser(prog="run-scenario vm", description="A warm VM: a guest kept running (one per "
+                                "kernel), so that runs with the vm backend start without a boot.")
     p.add_argument("action", choices=["up", "status", "down"])
-    p.add_argument("--kernel", metavar="PATH", help="kernel image to boot (default: as for --backend vm)")
+    p.add_argument("--kernel", metavar="KERNEL", help="up: the kernel to boot, a release prefix (6.12) or an image's "
+                   "path (default: as for --backend vm); one warm VM per kernel may be up. down: only this "
+                   "kernel's (default: every warm VM)")
     p.add_argument("--vm-memory", default="2G", metavar="SIZE", help="guest memory (default: 2G)")
     p.add_argument("--vm-cpus", type=int, metavar="N", help="guest CPUs (default: host CPUs, at most 4)")
     p.add_argument("--share", action="append", default=[], metavar="DIR",
@@ -842,21 +844,33 @@ def _cmd_vm(argv: list[str]) -> int:
     from .backends import warmvm
     from .backends.vm import VmError
 
-    vm = warmvm.default()
+    from .backends.vm import choose_kernel
+
+    try:
+        image = choose_kernel(a.kernel, None) if a.action == "up" or a.kernel else None
+    except VmError as e:
+        _err(str(e))
+        return EXIT_FAIL
     if a.action == "status":
-        ok, lines = warmvm.status_lines(vm)
-        print("\n".join(lines))
-        return EXIT_OK if ok else EXIT_FAIL
-    if a.action == "down":
-        if not warmvm.stop(vm):
-            print("warm VM: none was running")
+        vms = warmvm.running() or [warmvm.default()]
+        oks = []
+        for vm in vms:
+            ok, lines = warmvm.status_lines(vm)
+            print("\n".join(lines))
+            oks.append(ok)
+        return EXIT_OK if all(oks) else EXIT_FAIL
+    if a.action == "down":   # every warm VM, or the one of --kernel
+        vms = [warmvm.for_kernel(image)] if image is not None else warmvm.running()
+        if not [vm for vm in vms if vm is not None and warmvm.stop(vm)]:
+            print("warm VM: none was running" + (f" kernel {image.name}" if image is not None else ""))
         return EXIT_OK
     shares = [warmvm.RESULTS, *(Path(d).resolve() for d in a.share)]
     for d in shares:
         d.mkdir(parents=True, exist_ok=True)
+    vm = warmvm.slot_for(image)
     vm.home.mkdir(parents=True, exist_ok=True)
     try:
-        warmvm.up(vm, warmvm.plan_warm(Path(a.kernel) if a.kernel else None, a.vm_memory, a.vm_cpus, vm, shares))
+        warmvm.up(vm, warmvm.plan_warm(image, a.vm_memory, a.vm_cpus, vm, shares))
     except VmError as e:
         _err(str(e))
         return EXIT_FAIL
@@ -1019,7 +1033,7 @@ def _estimate_backend(requested: str, exp) -> tuple[str, str | None]:
     from .backends import warmvm
 
     choice = choose_backend(requested, [pt.scenario for pt in exp.points])
-    if choice.name == "vm" and warmvm.default().state() is not None:
+    if choice.name == "vm" and warmvm.running():
         return "warm vm", choice.auto_note
     return choice.name, choice.auto_note
 

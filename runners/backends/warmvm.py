@@ -1,6 +1,6 @@
 """The warm VM, host side: `run-scenario vm up|status|down`, and jobs run in it without a boot.
 
-`vm up` boots one guest (virtme-ng, as the VM backend does) whose command is
+`vm up` boots one guest per kernel asked for (virtme-ng, as the VM backend does) whose command is
 runners.backends.warm_guest, and leaves it running. While it is up, `run-scenario
 --backend vm` (and auto, when it would use the VM) queues each job in the
 shared spool folder and follows its output: no boot, no imports, the same
@@ -118,6 +118,32 @@ def _under(path: Path, base: Path) -> bool:
 
 def default() -> WarmVm:
     return WarmVm(WARM_DIR)
+
+
+def all_vms() -> list[WarmVm]:
+    """Every warm VM slot: the default one, and one per further kernel (`vm up --kernel 6.12` while
+    another kernel's VM is up), so that a kernel sweep finds a warm VM for each of its kernels."""
+    return [default()] + [WarmVm(p) for p in sorted(WARM_DIR.parent.glob(f"{WARM_DIR.name}-*")) if p.is_dir()]
+
+
+def running() -> list[WarmVm]:
+    return [vm for vm in all_vms() if vm.state() is not None]
+
+
+def for_kernel(kernel_image: Path) -> WarmVm | None:
+    """The warm VM that runs this kernel image, if one is up (or was, and died)."""
+    return next((vm for vm in running() if vm.state()["kernel_image"] == str(kernel_image)), None)
+
+
+def slot_for(kernel_image: Path) -> WarmVm:
+    """Where `vm up` keeps a guest of this kernel: the slot of a VM already running it, else the default
+    slot when free, else a slot named by the kernel's release."""
+    mine = for_kernel(kernel_image)
+    if mine is not None:
+        return mine
+    if default().state() is None:
+        return default()
+    return WarmVm(WARM_DIR.parent / f"{WARM_DIR.name}-{kernel_release(kernel_image)}")
 
 
 def up(vm: WarmVm, plan: VmPlan, log=print) -> dict:

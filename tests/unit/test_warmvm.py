@@ -95,3 +95,17 @@ def test_code_changed_since_boot_makes_it_out_of_date(guest):
 def test_status_without_a_warm_vm(tmp_path):
     ok, lines = warmvm.status_lines(warmvm.WarmVm(tmp_path / "none"))
     assert not ok and "not running" in lines[0]
+
+
+def test_one_warm_vm_per_kernel_each_found_by_its_image(tmp_path, monkeypatch):
+    monkeypatch.setattr(warmvm, "WARM_DIR", tmp_path / "warm-vm")
+    k61, k612 = Path("/boot/vmlinuz-6.1.0-56-amd64"), Path("/boot/vmlinuz-6.12.95+deb12-amd64")
+    assert warmvm.slot_for(k612).home == tmp_path / "warm-vm"          # the default slot while it is free
+    for vm, image in ((warmvm.default(), k61), (warmvm.WarmVm(tmp_path / "warm-vm-6.12.95+deb12-amd64"), k612)):
+        vm.home.mkdir(parents=True)
+        warmvm._write_json(vm.state_file, {"pid": 1, "kernel": image.name[8:], "kernel_image": str(image)})
+    assert warmvm.for_kernel(k61).home == tmp_path / "warm-vm"
+    assert warmvm.for_kernel(k612).home == tmp_path / "warm-vm-6.12.95+deb12-amd64"
+    assert warmvm.for_kernel(Path("/boot/vmlinuz-6.9.1")) is None
+    assert len(warmvm.running()) == 2
+    assert warmvm.slot_for(Path("/boot/vmlinuz-6.9.1")).home == tmp_path / "warm-vm-6.9.1"   # the default is taken
