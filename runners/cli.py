@@ -545,13 +545,9 @@ def _summary_and_report(run_dir: Path, args, code: int) -> int:
     """Print the summary, write stats/plots/verdicts/JUnit, time it; a failed verdict turns exit 0 into 1."""
     from .results import ResultStore, load_results
 
-    from .kernel_sets import refusal_lines
-
     t0 = time.monotonic()
     doc = load_results(run_dir)
-    print(summary(doc["runs"]), flush=True)
-    for line in refusal_lines(doc.get("metadata") or {}):
-        print(line, flush=True)
+    print(summary(doc["runs"], doc.get("metadata")), flush=True)
     verdict_code = _report(run_dir, Path(args.baseline) if args.baseline else None, svg=args.svg,
                            junit=Path(args.junit) if args.junit else None)
     store = ResultStore(run_dir)
@@ -896,7 +892,8 @@ def _cmd_report(argv: list[str]) -> int:
         _err(f"{d}: no results.json here")
         return EXIT_INPUT
     from .results import load_results
-    print(summary(load_results(d)["runs"]))
+    doc = load_results(d)
+    print(summary(doc["runs"], doc.get("metadata")))
     return _report(d, Path(a.baseline) if a.baseline else None, svg=a.svg, junit=Path(a.junit) if a.junit else None)
 
 
@@ -1312,14 +1309,8 @@ def _main(argv: list[str] | None = None) -> int:
     from .results import new_run_dir
 
     scenario = exp.scenario
-    here = [p for p in exp.points if args.only_kernel in (None, p.kernel)]   # a VM guest: its kernel's points
-    elsewhere = native_refusal(here, platform.release(), kernel_base(exp)) if sweeps_kernels(exp) else None
-    if elsewhere and args.backend == "native":
-        print(f"{args.scenario[0]}: {elsewhere}", file=sys.stderr)
+    if _other_kernels_refused(args, exp):
         return EXIT_INPUT
-    if elsewhere and args.backend == "auto":
-        _info("auto: the scenario runs on several kernels: using the vm backend")
-        args.backend = "vm"
     choice = choose_backend(args.backend, [pt.scenario for pt in exp.points])
     if choice.refusal and args.only_kernel:   # the VM's guest of one kernel: the host goes on with the others
         record_kernel(Path(args.run_dir), args.only_kernel, release=platform.release(), refused=choice.refusal)
@@ -1342,6 +1333,20 @@ def _main(argv: list[str] | None = None) -> int:
     finally:
         _close_logs()
         hand_over(run_dir)
+
+
+def _other_kernels_refused(args, exp) -> bool:
+    """A kernel sweep over kernels other than the running one: refused natively (True: exit 2); auto
+    takes the VM backend for it."""
+    here = [p for p in exp.points if args.only_kernel in (None, p.kernel)]   # a VM guest: its kernel's points
+    elsewhere = native_refusal(here, platform.release(), kernel_base(exp)) if sweeps_kernels(exp) else None
+    if elsewhere and args.backend == "native":
+        print(f"{args.scenario[0]}: {elsewhere}", file=sys.stderr)
+        return True
+    if elsewhere and args.backend == "auto":
+        _info("auto: the scenario runs on several kernels: using the vm backend")
+        args.backend = "vm"
+    return False
 
 
 def _close_logs() -> None:

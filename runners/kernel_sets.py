@@ -11,6 +11,8 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
+from .analysis.summary import refused_kernels  # noqa: F401  (the summary reads what this module records)
+
 # the guest's exit code when this kernel cannot run the scenario (its probe refused): the host goes on
 # with the other kernels
 EXIT_KERNEL_REFUSED = 3
@@ -28,16 +30,6 @@ def record_kernel(run_dir: Path, label: str, **info) -> None:
     kernels = dict(store.metadata.get("kernels") or {})
     kernels[label] = {**(kernels.get(label) or {}), **info}
     store.finish_metadata(kernels=kernels)
-
-
-def refused_kernels(metadata: dict) -> dict[str, str]:
-    """{kernel label: why it did not run} from a result set's metadata."""
-    return {label: k["refused"] for label, k in (metadata.get("kernels") or {}).items() if k.get("refused")}
-
-
-def refusal_lines(metadata: dict) -> list[str]:
-    """The summary's lines for kernels that did not run the scenario."""
-    return [f"kernel {label}: not run ({why})" for label, why in refused_kernels(metadata).items()]
 
 
 def guest_kernel_flags(kernels: list[str] | None) -> list[str]:

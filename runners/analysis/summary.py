@@ -6,8 +6,20 @@ import io
 from ..derived import with_derived
 
 
-def summary(runs: list[dict]) -> str:
-    """A short table of the runs, and the MPTCP/TCP ratio of mean throughputs."""
+def summary(runs: list[dict], metadata: dict | None = None) -> str:
+    """A short table of the runs, and the MPTCP/TCP ratio of mean throughputs (per kernel when the set
+    sweeps kernels); then the kernels that did not run the scenario, and why."""
+    text = _runs_and_ratios(runs)
+    refused = [f"kernel {k}: not run ({why})" for k, why in refused_kernels(metadata or {}).items()]
+    return text + "".join(line + "\n" for line in refused)
+
+
+def refused_kernels(metadata: dict) -> dict[str, str]:
+    """{kernel label: why it did not run} from a result set's metadata (runners/kernel_sets.py)."""
+    return {label: k["refused"] for label, k in (metadata.get("kernels") or {}).items() if k.get("refused")}
+
+
+def _runs_and_ratios(runs: list[dict]) -> str:
     from rich.console import Console
     from rich.table import Table
 
@@ -25,12 +37,31 @@ def summary(runs: list[dict]) -> str:
     console.print(table)
     if len({r.get("point", "p001") for r in runs}) > 1:
         # pooled means across sweep points or variants would mix unlike cases
+        for line in per_kernel_lines(runs):
+            console.print(line)
         console.print("several points: per-point means and intervals are in stats.csv and the verdicts")
         return console.export_text()
     runs = with_derived(runs)
     for line in comparison_lines(runs):
         console.print(line)
     return console.export_text()
+
+
+def per_kernel_lines(runs: list[dict]) -> list[str]:
+    """A kernel sweep: the comparison of each point, named by its other parameters and its kernel."""
+    points: dict[str, list[dict]] = {}
+    for r in runs:
+        if "kernel" in (r.get("params") or {}):
+            points.setdefault(r.get("point", "p001"), []).append(r)
+    lines = []
+    for pid, mine in sorted(points.items(), key=lambda kv: (_others(kv[1][0]), kv[0])):
+        head = ", ".join(x for x in (_others(mine[0]), f"kernel {mine[0]['params']['kernel']}") if x)
+        lines += [f"{head}: {line}" for line in comparison_lines(with_derived(mine))]
+    return lines
+
+
+def _others(run: dict) -> str:
+    return ", ".join(f"{k}={v}" for k, v in (run.get("params") or {}).items() if k != "kernel")
 
 
 def _mean(xs: list[float]) -> float:

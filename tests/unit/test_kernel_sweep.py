@@ -15,7 +15,8 @@ from runners.analysis.verdicts import ACROSS_KERNELS, FAIL, INCONCLUSIVE, PASS, 
 from runners.backends.kernel_images import (KernelNotFound, header_release, image_release, kernel_groups,
                                             modules_for, native_refusal, resolve_kernel, stage_image)
 from runners.derived import group_runs
-from runners.kernel_sets import guest_kernel_flags, refusal_lines, refused_kernels
+from runners.analysis.summary import refused_kernels, summary
+from runners.kernel_sets import guest_kernel_flags
 from runners.results import ResultStore, render_csv
 from scenarios.spec.loader import ScenarioError, parse_experiment
 
@@ -219,7 +220,12 @@ def test_kernel_columns_and_refusals_reach_the_csvs_and_the_summary(tmp_path):
         ("p001", "6.1", "6.1.0-56-amd64"), ("p002", "6.12", "6.12.95+deb12-amd64")}
     meta = {"kernels": {"6.1": {"release": "6.1.0-56-amd64"}, "5.10": {"refused": "requires.kernel >=6.1: no"}}}
     assert refused_kernels(meta) == {"5.10": "requires.kernel >=6.1: no"}
-    assert refusal_lines(meta) == ["kernel 5.10: not run (requires.kernel >=6.1: no)"]
+    for r in store.runs:
+        r["paths"] = {}
+        r["metrics"].update(ofo_tcp=0, ofo_mptcp=0, retrans_segs=0)
+    text = summary(store.runs, meta)
+    assert "kernel 6.1: primary A: MPTCP 19.10 Mbit/s" in text and "kernel 6.12: primary A: MPTCP 19.05 Mbit/s" in text
+    assert text.rstrip().endswith("kernel 5.10: not run (requires.kernel >=6.1: no)")
 
 
 def test_a_kernel_whose_probe_refuses_the_scenario_is_recorded_and_the_guest_says_so(tmp_path, monkeypatch):
