@@ -1120,13 +1120,17 @@ def _cmd_shell(argv: list[str]) -> int:
     exp, point, primary = chosen
     from .backends import choose_backend
 
-    choice = choose_backend(a.backend, [point.scenario])
+    elsewhere = native_refusal([point], platform.release(), kernel_base(exp)) if point.kernel else None
+    if elsewhere and a.backend == "native":
+        _err(elsewhere)
+        return EXIT_INPUT
+    choice = choose_backend("vm" if elsewhere else a.backend, [point.scenario])
     if choice.refusal:
         _err(choice.refusal)
         return EXIT_FAIL
     if choice.name == "vm":
         from .shell_vm import shell_in_vm
-        return shell_in_vm(a, exp)
+        return shell_in_vm(a, exp, point)
     return _shell_here(a, exp, point, primary, choice.probe)
 
 

@@ -27,7 +27,16 @@ def guest_argv(inner: list[str], rows: int, cols: int) -> list[str]:
                         f"exec script -qfec {shlex.quote(shlex.join(inner))} /dev/null"]
 
 
-def shell_in_vm(a, exp) -> int:
+def shell_in_vm(a, exp, point=None) -> int:
+    """The shell in a booted micro-VM: the point's kernel when the scenario sweeps kernels."""
+    from .backends.kernel_images import KernelNotFound, resolve_kernel
+    from .kernel_sets import kernel_base
+
+    try:
+        kernel = resolve_kernel(point.kernel, kernel_base(exp)) if point is not None and point.kernel else None
+    except KernelNotFound as e:
+        print(f"run-scenario: error: {e}", file=sys.stderr)
+        return 1
     run_dir = new_run_dir(Path(a.out).resolve(), exp.scenario.name)
     ResultStore(run_dir).write_scenario(exp.text)
     inner = [sys.executable, "-m", "runners.cli", "shell", str(run_dir / "scenario.yaml"), "--backend", "native",
@@ -39,7 +48,7 @@ def shell_in_vm(a, exp) -> int:
         inner += ["--variant", v]
     size = shutil.get_terminal_size((80, 24))
     try:
-        plan = plan_vm(guest_argv(inner, size.lines, size.columns), [run_dir],
+        plan = plan_vm(guest_argv(inner, size.lines, size.columns), [run_dir], kernel=kernel,
                        requirement=exp.scenario.requires.kernel)
     except VmError as e:
         print(f"run-scenario: error: {e}", file=sys.stderr)
