@@ -780,7 +780,8 @@ def _usable_warm_vm(plan, run_dir: Path):
         warmvm.stop(vm, log=lambda m: None)
         try:
             warmvm.up(vm, warmvm.plan_warm(Path(st["kernel_image"]), st["memory"], st["cpus"], vm,
-                                           [Path(d) for d in st["rwdirs"] if Path(d) != vm.spool]))
+                                           [Path(d) for d in st["rwdirs"] if Path(d) != vm.spool],
+                                           Path(st["modules"]) if st.get("modules") else None))
         except VmError as e:
             _info(f"warm VM: could not replace it ({e}): booting a VM for this run")
             return None
@@ -827,6 +828,7 @@ def _vm_parser() -> argparse.ArgumentParser:
     p.add_argument("--kernel", metavar="KERNEL", help="up: the kernel to boot, a release prefix (6.12) or an image's "
                    "path (default: as for --backend vm); one warm VM per kernel may be up. down: only this "
                    "kernel's (default: every warm VM)")
+    p.add_argument("--modules", metavar="DIR", help="up: the modules of a kernel given by path (as for a run)")
     p.add_argument("--vm-memory", default="2G", metavar="SIZE", help="guest memory (default: 2G)")
     p.add_argument("--vm-cpus", type=int, metavar="N", help="guest CPUs (default: host CPUs, at most 4)")
     p.add_argument("--share", action="append", default=[], metavar="DIR",
@@ -866,7 +868,8 @@ def _cmd_vm(argv: list[str]) -> int:
     vm = warmvm.slot_for(image)
     vm.home.mkdir(parents=True, exist_ok=True)
     try:
-        warmvm.up(vm, warmvm.plan_warm(image, a.vm_memory, a.vm_cpus, vm, shares))
+        warmvm.up(vm, warmvm.plan_warm(image, a.vm_memory, a.vm_cpus, vm, shares,
+                                       Path(a.modules) if a.modules else None))
     except VmError as e:
         _err(str(e))
         return EXIT_FAIL

@@ -164,6 +164,7 @@ def up(vm: WarmVm, plan: VmPlan, log=print) -> dict:
         proc = subprocess.Popen(plan.vng_argv(vng, script_dir), env=env, stdin=subprocess.DEVNULL,
                                 stdout=console, stderr=subprocess.STDOUT, start_new_session=True)
     state = {"pid": proc.pid, "kernel": kernel_release(plan.kernel), "kernel_image": str(plan.kernel),
+             "modules": plan.modules,
              "accel": "kvm" if plan.kvm else "tcg", "cpus": plan.cpus, "memory": plan.memory,
              "rwdirs": list(plan.rwdirs), "started": t0, "code": code_fingerprint()}
     _write_json(vm.state_file, state)
@@ -182,9 +183,9 @@ def up(vm: WarmVm, plan: VmPlan, log=print) -> dict:
 
 
 def plan_warm(kernel: Path | None, memory: str, cpus: int | None, vm: WarmVm,
-              extra_rwdirs: list[Path]) -> VmPlan:
+              extra_rwdirs: list[Path], modules: Path | None = None) -> VmPlan:
     guest = [sys.executable, "-m", "runners.backends.warm_guest", "--spool", str(vm.spool)]
-    return plan_vm(guest, [vm.spool, *extra_rwdirs], kernel=kernel, memory=memory, cpus=cpus)
+    return plan_vm(guest, [vm.spool, *extra_rwdirs], kernel=kernel, memory=memory, cpus=cpus, modules=modules)
 
 
 def stop(vm: WarmVm, log=print, grace: float = 20.0) -> bool:
