@@ -16,6 +16,8 @@ import tempfile
 import time
 from pathlib import Path
 
+from scenarios.spec.kernel import is_kernel_path
+
 from .analysis.summary import summary
 from .backends.kernel_images import native_refusal
 from .kernel_sets import EXIT_KERNEL_REFUSED, kernel_base, record_kernel, sweeps_kernels, vm_kernels_problem
@@ -675,9 +677,11 @@ def _run_one_vm(args, exp, run_dir: Path, kernel, requirement: str | None, more_
     guest = [sys.executable, "-m", "runners.cli", str(run_dir / "scenario.yaml"),
              "--backend", "native", "--run-dir", str(run_dir), "--no-report",
              "--scenario-file", str(Path(exp.file).resolve()), *_guest_flags(args), *more_flags]
+    # --modules belongs to the kernels given by path (a kernel from /boot has its own in /lib/modules)
+    modules = Path(args.modules) if args.modules and (label is None or is_kernel_path(label)) else None
     try:
         plan = plan_vm(guest, [run_dir], kernel=kernel, memory=args.vm_memory, cpus=args.vm_cpus,
-                       requirement=requirement, modules=Path(args.modules) if args.modules else None)
+                       requirement=requirement, modules=modules)
     except VmError as e:
         _err(str(e))
         return EXIT_FAIL
@@ -1345,8 +1349,9 @@ def _main(argv: list[str] | None = None) -> int:
 def _other_kernels_refused(args, exp) -> bool:
     """A kernel sweep over kernels other than the running one: refused natively (True: exit 2); auto
     takes the VM backend for it."""
-    here = [p for p in exp.points if args.only_kernel in (None, p.kernel)]   # a VM guest: its kernel's points
-    elsewhere = native_refusal(here, platform.release(), kernel_base(exp)) if sweeps_kernels(exp) else None
+    if args.only_kernel is not None:   # the guest the host booted for that kernel: the host chose it
+        return False
+    elsewhere = native_refusal(exp.points, platform.release(), kernel_base(exp)) if sweeps_kernels(exp) else None
     if elsewhere and args.backend == "native":
         print(f"{args.scenario[0]}: {elsewhere}", file=sys.stderr)
         return True

@@ -167,6 +167,10 @@ class VmPlan:
             argv.append("--force-9p")
         for d in self.rwdirs:
             argv += ["--rwdir", d]
+        if self.modules is not None:
+            # the guest hides parts of the host's tree under tmpfs (/var/cache, /var/tmp, /var/log, /run):
+            # modules kept there must be shared explicitly to be loadable
+            argv += ["--rodir", str(Path(self.modules).resolve())]
         argv += ["--rodir", str(script_dir), "--exec", f"sh {shlex.quote(str(script_dir / GUEST_SCRIPT))}"]
         return argv
 
