@@ -261,3 +261,15 @@ def test_a_kernels_guest_takes_the_shard_over_all_points_as_the_host_did(tmp_pat
     for label, ids in (("6.1", ["p001"]), ("6.12", ["p003"])):
         rs = open_run_set(exp, tmp_path / label, None, (1, 2), only_kernel=label)
         assert [p.id for p in rs.points] == ids and rs.multi_point     # run ids keep their point prefix
+
+
+def test_the_report_of_a_command_line_kernel_sweep_reads_the_kernels_from_the_set(tmp_path):
+    """--kernel 6.1 --kernel 6.12 on a file that names no kernel: its checks may name them, and the
+    report (on the host, later, or `run-scenario report`) must expand the same points."""
+    store = ResultStore(tmp_path)
+    (tmp_path / "scenario.yaml").write_text(BASE + "expect:\n  - check: mptcp@6.12.subflows >= mptcp@6.1.subflows\n")
+    store.set_metadata(kernel_sweep=["6.1", "6.12"])
+    for r in two_kernel_runs([19.0, 19.1], [19.0, 19.2])["runs"]:
+        store.add_run(r)
+    [v] = make_report(tmp_path, plots=False).verdicts
+    assert (v.point, v.outcome) == ("p001+p002", PASS)
