@@ -21,13 +21,19 @@ def leftovers() -> list[str]:
     return find_leftovers(ovs_was_running=_OVS_BEFORE)
 
 
-def run_cli(*args: str, timeout: float = 900) -> subprocess.CompletedProcess:
+def run_cli(*args: str, timeout: float = 900, plots: bool = False) -> subprocess.CompletedProcess:
     """run-scenario's main() in a fork of this process, which imported the testbed once.
 
     The same code as `python -m runners.cli`, less a new interpreter's start-up and
     imports (about 12 s each in a TCG guest, for some 25 runs). Tests of signals and
     of a SIGKILLed run start a real `python -m runners.cli` process instead.
+    With `--no-plots` unless `plots`: drawing a set's figures costs seconds under TCG,
+    and the figures are checked where they are the point (the sweep test, lab 1, the
+    fresh-machine run, and the unit tests on recorded sets).
     """
+    if not plots and args and args[0] not in ("shell", "export", "report", "merge", "compare", "vm", "clean",
+                                              "list") and "--check" not in args and "--dry-run" not in args:
+        args = (*args, "--no-plots")
     import runners.cli  # noqa: F401  (imported before the fork: every child inherits it)
     import runners.backends.native  # noqa: F401
     import runners.analysis.plots  # noqa: F401  (matplotlib: seconds to import under TCG)

@@ -24,9 +24,9 @@ LABS = REPO / "labs"
 UNTIL_CONCLUSIVE = ("--until-conclusive", "--max-repeat", "6")
 
 
-def run_lab(tmp_path, name: str, *extra: str) -> tuple[list[dict], list[dict]]:
+def run_lab(tmp_path, name: str, *extra: str, plots: bool = False) -> tuple[list[dict], list[dict]]:
     r = run_cli(str(LABS / f"{name}.yaml"), "--backend", "native", "--out", str(tmp_path), *UNTIL_CONCLUSIVE,
-                *extra)
+                *extra, plots=plots)
     d = next((tmp_path / name).glob("2*"))
     verdicts = json.loads((d / "verdicts.json").read_text())
     assert r.returncode == 0, r.stdout + r.stderr
@@ -46,7 +46,7 @@ def mean(runs, metric, **match) -> float:
 def test_lab1_two_paths_aggregate(tmp_path):
     """Also what the default scenario's test checked (the same network, two-paths.yaml, which the
     fresh-machine test runs end to end): the files a user is promised, and per-path bytes."""
-    runs, _ = run_lab(tmp_path, "lab1-two-paths")
+    runs, _ = run_lab(tmp_path, "lab1-two-paths", plots=True)
     d = (tmp_path / "lab1-two-paths" / "latest").resolve()
     assert d == next((tmp_path / "lab1-two-paths").glob("2*"))
     for f in ("scenario.yaml", "metadata.json", "results.json", "runs.csv", "stats.csv", "junit.xml", "report.html"):

@@ -273,3 +273,16 @@ def test_the_report_of_a_command_line_kernel_sweep_reads_the_kernels_from_the_se
         store.add_run(r)
     [v] = make_report(tmp_path, plots=False).verdicts
     assert (v.point, v.outcome) == ("p001+p002", PASS)
+
+
+def test_no_plots_writes_stats_verdicts_and_junit_but_no_figures(tmp_path):
+    from runners import cli
+
+    store = ResultStore(tmp_path)
+    (tmp_path / "scenario.yaml").write_text(BASE + "sweep: {kernel: [6.1, 6.12]}\n")
+    for r in two_kernel_runs([19.0, 19.1], [19.0, 19.2])["runs"]:
+        store.add_run(r)
+    assert cli._report(tmp_path, None, plots=False) == 0
+    assert all((tmp_path / f).is_file() for f in ("stats.csv", "verdicts.json", "junit.xml"))
+    assert not (tmp_path / "plots").exists() and not (tmp_path / "report.html").exists()
+    assert cli.parse_command_line(["s.yaml", "--no-plots"])[1].no_plots
