@@ -286,3 +286,27 @@ def test_no_plots_writes_stats_verdicts_and_junit_but_no_figures(tmp_path):
     assert all((tmp_path / f).is_file() for f in ("stats.csv", "verdicts.json", "junit.xml"))
     assert not (tmp_path / "plots").exists() and not (tmp_path / "report.html").exists()
     assert cli.parse_command_line(["s.yaml", "--no-plots"])[1].no_plots
+
+
+def test_the_host_refuses_a_kernel_below_requires_kernel_and_runs_the_others(tmp_path, monkeypatch):
+    """The VM backend's loop over a sweep's kernels (no boot here: the guest run is replaced): a kernel
+    whose release fails requires.kernel is recorded as refused, the others run."""
+    import runners.backends.kernel_images as ki
+    from runners import cli
+
+    boot = boot_dir(tmp_path)
+    real = ki.resolve_kernel
+    monkeypatch.setattr(ki, "resolve_kernel", lambda label, base=None: real(label, base, boot=boot))
+    booted = []
+    monkeypatch.setattr(cli, "_run_one_vm", lambda args, exp, run_dir, kernel, req, flags=(), label=None:
+                        booted.append((label, kernel.name, list(flags))) or 0)
+    f = tmp_path / "k.yaml"
+    f.write_text(BASE + "requires: {kernel: '>=6.12'}\nsweep: {kernel: [6.1, 6.12]}\n")
+    exp = parse_experiment(f.read_text(), f)
+    run_dir = tmp_path / "set"
+    run_dir.mkdir()
+    args = cli.build_parser().parse_args([str(f)])
+    assert cli._run_vm_per_kernel(args, exp, run_dir) == 0
+    assert booted == [("6.12", "vmlinuz-6.12.95+deb12-amd64", ["--only-kernel", "6.12"])]
+    meta = json.loads((run_dir / "metadata.json").read_text())
+    assert refused_kernels(meta) == {"6.1": "requires.kernel >=6.12: kernel 6.1.0-56-amd64 does not meet it"}
