@@ -101,6 +101,7 @@ def build_parser() -> argparse.ArgumentParser:
                    help="vm backend: modules of a kernel given by path, when they are not in lib/modules/<release> "
                         "above the image: an INSTALL_MOD_PATH (DIR/lib/modules/<release>) or that folder")
     p.add_argument("--only-kernel", help=argparse.SUPPRESS)   # internal (VM guest side): this kernel's points
+    p.add_argument("--only-points", help=argparse.SUPPRESS)   # internal (VM guest side): of those, these ids
     p.add_argument("--vm-memory", default="2G", metavar="SIZE", help="vm backend: guest memory (default: 2G)")
     p.add_argument("--vm-cpus", type=int, metavar="N", help="vm backend: guest CPUs (default: host CPUs, at most 4)")
     p.add_argument("--shard", metavar="K/N", help="run only shard K of N of the sweep's points (combine with merge)")
@@ -472,7 +473,8 @@ def _run_native(args, exp, run_dir: Path, probe_report) -> int:
     from .session import RESULTS_UNWRITABLE, open_run_set, run_to_the_end
 
     run_set = open_run_set(exp, run_dir, args.repeat, _parse_shard(args.shard) if args.shard else None,
-                           only_kernel=args.only_kernel)
+                           only_kernel=args.only_kernel,
+                           only_points=set(args.only_points.split(",")) if args.only_points else None)
     _start_logs(args, run_dir)
     store, started = run_set.store, time.time()
     store.set_metadata(scenario=exp.scenario.name, scenario_file=str(Path(exp.file).resolve()),
@@ -662,6 +664,11 @@ def _run_vm_per_kernel(args, exp, run_dir: Path) -> int:
             return code
         if code != EXIT_KERNEL_REFUSED:
             codes.append(code)
+    if codes and not any(codes) and args.until_conclusive:
+        code = _more_rounds_across_kernels(args, exp, run_dir)
+        if code in (130, 143):
+            return code
+        codes.append(code)
     if not codes:
         _err("no kernel of the sweep could run the scenario (see above)")
         _mark_stopped(run_dir, "failed", failure="no kernel of the sweep could run the scenario")
@@ -669,6 +676,31 @@ def _run_vm_per_kernel(args, exp, run_dir: Path) -> int:
     if any(codes):
         _mark_stopped(run_dir, "failed", failure="a kernel's runs failed (see run.log)")
         return EXIT_FAIL
+    return EXIT_OK
+
+
+def _more_rounds_across_kernels(args, exp, run_dir: Path) -> int:
+    """--until-conclusive for checks across kernels: while one is inconclusive, one more repetition of its
+    points, a boot (or warm VM job) per kernel, up to --max-repeat. Each guest has already added rounds
+    for its own kernel's checks."""
+    from .analysis.report import make_report
+    from .backends.kernel_images import kernel_groups, resolve_kernel
+    from .kernel_sets import guest_kernel_flags
+
+    done = json.loads((run_dir / "results.json").read_text())["runs"]
+    rnd = max([int(r["repeat"]) for r in done] + [args.repeat or exp.scenario.runs.repeat])
+    while rnd < args.max_repeat:
+        pending = make_report(run_dir, plots=False).inconclusive_across_kernels()
+        if not pending:
+            return EXIT_OK
+        rnd += 1
+        _info(f"until-conclusive: round {rnd} for {len(pending)} point(s) of checks across kernels")
+        for label, points in kernel_groups([p for p in exp.points if p.id in pending]).items():
+            code = _run_one_vm(args, exp, run_dir, resolve_kernel(label, kernel_base(exp)), None,
+                               ["--only-kernel", label, "--only-points", ",".join(p.id for p in points),
+                                "--repeat", str(rnd), *guest_kernel_flags(kernel_sweep(args))], label)
+            if code:
+                return code
     return EXIT_OK
 
 

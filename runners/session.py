@@ -74,9 +74,10 @@ def too_long(exp, repeat: int | None) -> str | None:
 
 
 def open_run_set(exp, run_dir: Path, repeat: int | None, shard: tuple[int, int] | None,
-                 only_kernel: str | None = None) -> RunSet:
+                 only_kernel: str | None = None, only_points: set[str] | None = None) -> RunSet:
     """The set in `run_dir` (new or resumed). `only_kernel`: a VM guest of a kernel sweep runs that
-    kernel's points of the shard (the shard is taken over all points, as the host took it)."""
+    kernel's points of the shard (the shard is taken over all points, as the host took it);
+    `only_points`: of those, these (a further round for cross-kernel checks)."""
     scenario = exp.scenario
     store = ResultStore(run_dir)
     resumed = (run_dir / "results.json").exists()
@@ -93,7 +94,8 @@ def open_run_set(exp, run_dir: Path, repeat: int | None, shard: tuple[int, int] 
     if shard is None and store.metadata.get("shard"):
         shard = tuple(store.metadata["shard"])
     return RunSet(exp=exp, store=store, resumed=resumed, seed=seed, shard=shard,
-                  points=[p for p in shard_points(exp.points, shard) if only_kernel in (None, p.kernel)],
+                  points=[p for p in shard_points(exp.points, shard) if only_kernel in (None, p.kernel)
+                          and (only_points is None or p.id in only_points)],
                   repeat=repeat or scenario.runs.repeat)
 
 

@@ -20,7 +20,7 @@ from .junit import render_junit
 from ..results import atomic_write, load_results, run_kernel_columns
 from ..derived import case_of, group_runs
 from .stats import describe
-from .verdicts import AT_A_POINT, FAIL, INCONCLUSIVE, PASS, Verdict, evaluate_points, regressions
+from .verdicts import ACROSS_KERNELS, AT_A_POINT, FAIL, INCONCLUSIVE, PASS, Verdict, evaluate_points, regressions
 
 STAT_METRICS = ("throughput_mbps", "efficiency", "seconds", "ofo_tcp", "ofo_mptcp", "retrans_segs", "subflows")
 
@@ -37,6 +37,11 @@ class Report:
 
     def inconclusive_points(self) -> set[str]:
         return {v.point for v in self.verdicts if v.outcome == INCONCLUSIVE and v.kind == AT_A_POINT}
+
+    def inconclusive_across_kernels(self) -> set[str]:
+        """The points of cross-kernel checks still inconclusive (their ids are joined by '+')."""
+        return {pid for v in self.verdicts if v.outcome == INCONCLUSIVE and v.kind == ACROSS_KERNELS
+                for pid in v.point.split("+")}
 
 
 def point_stats(doc: dict) -> list[dict]:

@@ -310,3 +310,45 @@ def test_the_host_refuses_a_kernel_below_requires_kernel_and_runs_the_others(tmp
     assert booted == [("6.12", "vmlinuz-6.12.95+deb12-amd64", ["--only-kernel", "6.12"])]
     meta = json.loads((run_dir / "metadata.json").read_text())
     assert refused_kernels(meta) == {"6.1": "requires.kernel >=6.12: kernel 6.1.0-56-amd64 does not meet it"}
+
+
+def test_until_conclusive_adds_rounds_for_checks_across_kernels(tmp_path, monkeypatch):
+    """After every kernel ran, an inconclusive cross-kernel check gets one more repetition of its points
+    per round, a guest per kernel (replaced here by one that records a run per point asked)."""
+    import runners.backends.kernel_images as ki
+    from runners import cli
+
+    boot = boot_dir(tmp_path)
+    real = ki.resolve_kernel
+    monkeypatch.setattr(ki, "resolve_kernel", lambda label, base=None: real(label, base, boot=boot))
+    values = {"6.1": [19.0, 19.4, 18.6, 19.1], "6.12": [19.0, 17.0, 20.5, 19.0]}
+    calls = []
+
+    def fake_guest(args, exp, run_dir, kernel, req, flags=(), label=None):
+        flags = list(flags)
+        rep = int(flags[flags.index("--repeat") + 1]) if "--repeat" in flags else exp.scenario.runs.repeat
+        ids = flags[flags.index("--only-points") + 1].split(",") if "--only-points" in flags else None
+        calls.append((label, rep, ids))
+        store = ResultStore(run_dir)
+        if (run_dir / "results.json").exists():
+            store.runs = json.loads((run_dir / "results.json").read_text())["runs"]
+        pid = "p001" if label == "6.1" else "p002"
+        release = {"6.1": "6.1.0-56-amd64", "6.12": "6.12.95+deb12-amd64"}[label]
+        for r in range(1, rep + 1) if ids is None else [rep]:
+            store.add_run(run(pid, f"kernel={label}", label, release, "mptcp", values[label][r - 1], r))
+        return 0
+
+    monkeypatch.setattr(cli, "_run_one_vm", fake_guest)
+    f = tmp_path / "k.yaml"
+    f.write_text(BASE + "sweep: {kernel: [6.1, 6.12]}\nruns: {compare: [mptcp], repeat: 2}\nexpect:\n"
+                 "  - check: mptcp@6.12.throughput_mbps >= 0.5 * mptcp@6.1.throughput_mbps\n")
+    exp = parse_experiment(f.read_text(), f)
+    run_dir = tmp_path / "set"
+    run_dir.mkdir()
+    (run_dir / "scenario.yaml").write_text(f.read_text())
+    args = cli.build_parser().parse_args([str(f), "--until-conclusive", "--max-repeat", "4"])
+    assert cli._run_vm_per_kernel(args, exp, run_dir) == 0
+    # rounds 1-2 on each kernel (the guest's own), then round 3 on both; round 3 decides (a pass)
+    assert calls == [("6.1", 2, None), ("6.12", 2, None), ("6.1", 3, ["p001"]), ("6.12", 3, ["p002"])]
+    [v] = make_report(run_dir, plots=False).verdicts
+    assert v.outcome == PASS and (v.n_left, v.n_right) == (3, 3)
