@@ -11,8 +11,6 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
-from .analysis.summary import refused_kernels  # noqa: F401  (the summary reads what this module records)
-
 # the guest's exit code when this kernel cannot run the scenario (its probe refused): the host goes on
 # with the other kernels
 EXIT_KERNEL_REFUSED = 3

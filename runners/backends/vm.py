@@ -174,7 +174,6 @@ class VmPlan:
         argv += ["--rodir", str(script_dir), "--exec", f"sh {shlex.quote(str(script_dir / GUEST_SCRIPT))}"]
         return argv
 
-
     def boot_image(self, script_dir: Path) -> Path:
         """The image virtme-ng boots: the kernel, or with --modules a link to it in a staged root
         (in `script_dir`, which the guest sees) beside its modules, where virtme-ng looks for them."""
