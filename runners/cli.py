@@ -768,6 +768,7 @@ def _host_metadata(run_dir: Path, plan, warm: bool, host_seconds: float, label: 
         return EXIT_FAIL
     vm = {"kernel_image": str(plan.kernel), "kernel": kernel_release(plan.kernel), "modules": plan.modules,
           "accel": "kvm" if plan.kvm else "tcg", "accel_reason": plan.accel_reason, "cpus": plan.cpus,
+          "cpu_model": plan.cpu_model,
           "memory": plan.memory, "warm": warm, "wall_seconds_with_boot": round(host_seconds, 2)}
     store.finish_metadata(backend="vm", vm=vm, host_kernel=platform.release(), phases=phases, **userland_metadata())
     if label is not None:

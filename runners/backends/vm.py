@@ -51,6 +51,11 @@ GUEST_MODULE_BLACKLIST = ("kvm", "kvm_amd", "kvm_intel", "irqbypass", "ahci", "l
                           "crct10dif_pclmul", "crc32_pclmul", "crc32c_intel", "ghash_clmulni_intel",
                           "sha512_ssse3", "sha256_ssse3", "sha1_ssse3", "aesni_intel", "i6300esb", "qemu_fw_cfg",
                           "joydev", "intel_rapl_msr", "intel_rapl_common", "bochs", "virtio_rng")
+# The CPU qemu emulates under TCG. virtme-ng asks for `-cpu max`, whose extra features cost dearly when
+# every instruction is emulated: iperf3 over the guest's loopback moved 960-1460 Mbit/s with `max` and
+# 4100-5600 with `qemu64` (2026-11-23, kernel 6.1, 2 CPUs, 5 boots), and the boot got 4-6 s shorter.
+# Debian's userland and the venv's wheels need no more than x86-64's baseline. TESTBED_VM_CPU overrides it.
+TCG_CPU_MODEL = "qemu64"
 PACKAGES = ("runners", "scenarios", "topologies", "controller", "bench", "tests")
 
 
@@ -147,6 +152,17 @@ class VmPlan:
     guest_argv: tuple[str, ...]
     modules: str | None = None       # --modules: the kernel's lib/modules/<release> folder
 
+    @property
+    def cpu_model(self) -> str | None:
+        """The emulated CPU under TCG (None with KVM: virtme-ng passes the host's)."""
+        if self.kvm:
+            return None
+        model = os.environ.get("TESTBED_VM_CPU") or TCG_CPU_MODEL
+        # it reaches qemu's command line, which virtme-ng splits at spaces: a model name and its flags only
+        if not re.fullmatch(r"[A-Za-z0-9][A-Za-z0-9_.,=+-]*", model):
+            raise VmError(f"TESTBED_VM_CPU={model!r}: not a qemu CPU model (e.g. qemu64, max, Nehalem,+avx)")
+        return model
+
     def guest_script(self) -> str:
         """The guest command as a shell script; every word quoted."""
         env = " ".join(f"{k}={shlex.quote(v)}" for k, v in GUEST_ENV.items())
@@ -162,7 +178,7 @@ class VmPlan:
         argv = [vng, "--run", str(self.boot_image(script_dir)), "--memory", self.memory, "--cpus", str(self.cpus),
                 "--append", "modprobe.blacklist=" + ",".join(GUEST_MODULE_BLACKLIST)]
         if not self.kvm:
-            argv.append("--disable-kvm")
+            argv += ["--disable-kvm", f"--qemu-opts=-cpu {self.cpu_model}"]
         if not rust_virtiofsd():
             argv.append("--force-9p")
         for d in self.rwdirs:
@@ -268,7 +284,8 @@ def run_in_vm(plan: VmPlan, log=print, timeout: float | None = None, silence: fl
     compile_bytecode()
     env = vng_env(vng)
     log(f"booting micro-VM: kernel {kernel_release(plan.kernel)}, "
-        f"{'KVM' if plan.kvm else 'TCG (' + plan.accel_reason + ')'}, {plan.cpus} CPUs, {plan.memory}")
+        f"{'KVM' if plan.kvm else 'TCG (' + plan.accel_reason + f'; CPU {plan.cpu_model})'}, {plan.cpus} CPUs, "
+        f"{plan.memory}")
     script_dir = Path(tempfile.mkdtemp(prefix=VM_SCRIPT_PREFIX))
     try:
         (script_dir / GUEST_SCRIPT).write_text(plan.guest_script())

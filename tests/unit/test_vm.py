@@ -42,6 +42,24 @@ def test_kvm_is_used_when_usable(tmp_path, monkeypatch):
     assert "--disable-kvm" not in vm.plan_vm(["true"], [], kernel=kernel).vng_argv("vng", tmp_path)
 
 
+def test_tcg_emulates_a_baseline_cpu_which_the_user_may_override(tmp_path, monkeypatch):
+    """`-cpu max` made the guest's network stack 3-5x slower under TCG (vm.TCG_CPU_MODEL); KVM keeps the host's."""
+    kernel = tmp_path / "vmlinuz-x"
+    kernel.write_text("")
+    monkeypatch.delenv("TESTBED_VM_CPU", raising=False)
+    monkeypatch.setattr(vm, "kvm_usable", lambda: (False, "no usable /dev/kvm"))
+    plan = vm.plan_vm(["true"], [], kernel=kernel)
+    assert "--qemu-opts=-cpu qemu64" in plan.vng_argv("vng", tmp_path) and plan.cpu_model == "qemu64"
+    monkeypatch.setenv("TESTBED_VM_CPU", "Nehalem,+avx")
+    assert "--qemu-opts=-cpu Nehalem,+avx" in plan.vng_argv("vng", tmp_path)
+    monkeypatch.setenv("TESTBED_VM_CPU", "max -device evil")     # would add qemu options: refused
+    with pytest.raises(vm.VmError, match="TESTBED_VM_CPU"):
+        plan.vng_argv("vng", tmp_path)
+    monkeypatch.setattr(vm, "kvm_usable", lambda: (True, "KVM"))
+    kvm_plan = vm.plan_vm(["true"], [], kernel=kernel)
+    assert kvm_plan.cpu_model is None and not any(a.startswith("--qemu-opts") for a in kvm_plan.vng_argv("vng", tmp_path))
+
+
 def test_missing_kernel_is_a_clear_error(tmp_path):
     with pytest.raises(vm.VmError, match="no such kernel image"):
         vm.plan_vm(["true"], [], kernel=tmp_path / "nope")
