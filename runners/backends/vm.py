@@ -52,10 +52,11 @@ GUEST_MODULE_BLACKLIST = ("kvm", "kvm_amd", "kvm_intel", "irqbypass", "ahci", "l
                           "sha512_ssse3", "sha256_ssse3", "sha1_ssse3", "aesni_intel", "i6300esb", "qemu_fw_cfg",
                           "joydev", "intel_rapl_msr", "intel_rapl_common", "bochs", "virtio_rng")
 # The CPU qemu emulates under TCG. virtme-ng asks for `-cpu max`, whose extra features cost dearly when
-# every instruction is emulated: iperf3 over the guest's loopback moved 960-1460 Mbit/s with `max` and
-# 4100-5600 with `qemu64` (2026-11-23, kernel 6.1, 2 CPUs, 5 boots), and the boot got 4-6 s shorter.
-# Debian's userland and the venv's wheels need no more than x86-64's baseline. TESTBED_VM_CPU overrides it.
-TCG_CPU_MODEL = "qemu64"
+# every instruction is emulated: iperf3 over the guest's loopback moved 960-1460 Mbit/s with `max`,
+# 3800-4600 with this x86-64-v2 CPU and 4100-5600 with bare qemu64 (2026-11-23, kernel 6.1, 2 CPUs).
+# x86-64-v2, not bare qemu64: numpy 2.4's wheels need it ("Illegal instruction" on qemu64).
+# TESTBED_VM_CPU overrides it.
+TCG_CPU_MODEL = "qemu64,+ssse3,+sse4.1,+sse4.2,+popcnt,+cx16,+lahf-lm"
 PACKAGES = ("runners", "scenarios", "topologies", "controller", "bench", "tests")
 
 

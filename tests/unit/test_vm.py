@@ -49,7 +49,8 @@ def test_tcg_emulates_a_baseline_cpu_which_the_user_may_override(tmp_path, monke
     monkeypatch.delenv("TESTBED_VM_CPU", raising=False)
     monkeypatch.setattr(vm, "kvm_usable", lambda: (False, "no usable /dev/kvm"))
     plan = vm.plan_vm(["true"], [], kernel=kernel)
-    assert "--qemu-opts=-cpu qemu64" in plan.vng_argv("vng", tmp_path) and plan.cpu_model == "qemu64"
+    assert f"--qemu-opts=-cpu {vm.TCG_CPU_MODEL}" in plan.vng_argv("vng", tmp_path)
+    assert plan.cpu_model.startswith("qemu64,") and "+sse4.2" in plan.cpu_model     # x86-64-v2: numpy 2.4 needs it
     monkeypatch.setenv("TESTBED_VM_CPU", "Nehalem,+avx")
     assert "--qemu-opts=-cpu Nehalem,+avx" in plan.vng_argv("vng", tmp_path)
     monkeypatch.setenv("TESTBED_VM_CPU", "max -device evil")     # would add qemu options: refused
