@@ -39,10 +39,13 @@ def run_cli(*args: str, timeout: float = 900, plots: bool = False) -> subprocess
     import runners.analysis.plots  # noqa: F401  (matplotlib: seconds to import under TCG)
     import runners.analysis.report  # noqa: F401
     import rich.console, rich.table  # noqa: E401,F401  (the summary's: 1.8 s to import under TCG)
-    from runners.backends.probe import netem_works
+    from runners.backends import kernel_features
+    from runners.backends.probe import iperf3_facts, netem_works
     from runners.cli import userland_metadata
     if os.geteuid() == 0:
-        netem_works()   # memoised: the children inherit the answer
+        netem_works()   # memoised: the children inherit the answers
+        kernel_features.endpoint_answers()
+        iperf3_facts()
     userland_metadata()   # memoised: the checkout's revision and tool versions, 4.5 s a run under TCG
     out_r, out_w = os.pipe()
     err_r, err_w = os.pipe()

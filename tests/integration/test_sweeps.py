@@ -11,7 +11,7 @@ from pathlib import Path
 import pytest
 import xmlschema
 
-from .helpers import REPO, leftovers, write_scenario
+from .helpers import REPO, leftovers, run_cli, write_scenario
 
 pytestmark = pytest.mark.integration
 
@@ -64,8 +64,9 @@ def test_sweep_survives_a_crash_and_resumes(tmp_path):
     assert len(before) >= 3, "".join(seen)
     assert len([ln for ln in seen if ln.startswith("building topology")]) == 1   # 4 points, one network
 
-    r = subprocess.run([sys.executable, "-m", "runners.cli", "--resume", str(run_dir), "--backend", "native"],
-                       cwd=REPO, capture_output=True, text=True, timeout=900)
+    # the resume is a new run-scenario (a fork that imported the testbed before the first run started:
+    # only the killed run had to be its own process), and it draws the sweep's figures
+    r = run_cli("--resume", str(run_dir), "--backend", "native", plots=True)
     assert r.returncode == 0, r.stdout + r.stderr
     assert f"resuming: {len(before)} finished run(s) kept" in r.stdout
     runs = json.loads((run_dir / "results.json").read_text())["runs"]
