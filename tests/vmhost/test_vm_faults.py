@@ -57,13 +57,23 @@ def descendants(pid: int) -> dict[int, str]:
 
 
 def wait_for_qemu(p: subprocess.Popen, within: float = 120) -> list[int]:
+    """The qemu that runs the guest: virtme-ng first runs `qemu-system-x86_64 --version`, a process of
+    the same name that ends at once (stopping that one instead left the real VM running)."""
     deadline = time.monotonic() + within
     while time.monotonic() < deadline:
-        qemu = [pid for pid, name in descendants(p.pid).items() if name.startswith("qemu-system")]
+        qemu = [pid for pid, name in descendants(p.pid).items() if name.startswith("qemu-system")
+                and "-kernel" in _cmdline(pid)]
         if qemu:
             return qemu
         time.sleep(0.2)
     raise AssertionError("no qemu started")
+
+
+def _cmdline(pid: int) -> list[str]:
+    try:
+        return Path(f"/proc/{pid}/cmdline").read_bytes().decode(errors="replace").split("\0")
+    except OSError:
+        return []
 
 
 def metadata(tmp_path: Path) -> dict:
