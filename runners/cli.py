@@ -6,6 +6,7 @@ running (finished runs are kept), 130 interrupted by Ctrl-C, 143 by SIGTERM.
 from __future__ import annotations
 
 import argparse
+import dataclasses
 import functools
 import json
 import os
@@ -745,6 +746,8 @@ def _run_one_vm(args, exp, run_dir: Path, kernel, requirement: str | None, more_
         _err(f"{status}; finished runs are kept in {run_dir} (continue with: run-scenario --resume {run_dir})")
         return code
     if (run_dir / "metadata.json").exists() and code != EXIT_KERNEL_REFUSED:
+        if warm is not None:   # the guest that ran it: booted with the CPU model of its own `vm up`
+            plan = dataclasses.replace(plan, cpu_model=(warm.state() or {}).get("cpu_model", plan.cpu_model))
         code = _host_metadata(run_dir, plan, warm is not None, time.time() - t0, label) or code
     return code
 

@@ -152,17 +152,7 @@ class VmPlan:
     rwdirs: tuple[str, ...]
     guest_argv: tuple[str, ...]
     modules: str | None = None       # --modules: the kernel's lib/modules/<release> folder
-
-    @property
-    def cpu_model(self) -> str | None:
-        """The emulated CPU under TCG (None with KVM: virtme-ng passes the host's)."""
-        if self.kvm:
-            return None
-        model = os.environ.get("TESTBED_VM_CPU") or TCG_CPU_MODEL
-        # it reaches qemu's command line, which virtme-ng splits at spaces: a model name and its flags only
-        if not re.fullmatch(r"[A-Za-z0-9][A-Za-z0-9_.,=+-]*", model):
-            raise VmError(f"TESTBED_VM_CPU={model!r}: not a qemu CPU model (e.g. qemu64, max, Nehalem,+avx)")
-        return model
+    cpu_model: str | None = None     # the emulated CPU under TCG (tcg_cpu_model); None with KVM: the host's
 
     def guest_script(self) -> str:
         """The guest command as a shell script; every word quoted."""
@@ -248,6 +238,15 @@ def choose_kernel(kernel: Path | str | None, requirement: str | None, base: Path
     return k
 
 
+def tcg_cpu_model() -> str:
+    """TESTBED_VM_CPU, else TCG_CPU_MODEL; VmError for a value that is not a qemu CPU model."""
+    model = os.environ.get("TESTBED_VM_CPU") or TCG_CPU_MODEL
+    # it reaches qemu's command line, which virtme-ng splits at spaces: a model name and its flags only
+    if not re.fullmatch(r"[A-Za-z0-9][A-Za-z0-9_.,=+-]*", model):
+        raise VmError(f"TESTBED_VM_CPU={model!r}: not a qemu CPU model (e.g. qemu64, max, Nehalem,+avx)")
+    return model
+
+
 def plan_vm(guest_argv: list[str], rwdirs: list[Path], kernel: Path | str | None = None,
             memory: str = "2G", cpus: int | None = None, requirement: str | None = None,
             modules: Path | None = None) -> VmPlan:
@@ -256,7 +255,8 @@ def plan_vm(guest_argv: list[str], rwdirs: list[Path], kernel: Path | str | None
     kvm, why = kvm_usable()
     return VmPlan(kernel=k, kvm=kvm, accel_reason=why, memory=memory, cpus=cpus or min(os.cpu_count() or 1, 4),
                   rwdirs=tuple(str(d) for d in rwdirs), guest_argv=tuple(guest_argv),
-                  modules=str(modules_dir(k, modules)) if modules is not None else None)
+                  modules=str(modules_dir(k, modules)) if modules is not None else None,
+                  cpu_model=None if kvm else tcg_cpu_model())
 
 
 def modules_dir(kernel: Path, modules: Path) -> Path:

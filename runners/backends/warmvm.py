@@ -165,7 +165,8 @@ def up(vm: WarmVm, plan: VmPlan, log=print) -> dict:
                                 stdout=console, stderr=subprocess.STDOUT, start_new_session=True)
     state = {"pid": proc.pid, "kernel": kernel_release(plan.kernel), "kernel_image": str(plan.kernel),
              "modules": plan.modules,
-             "accel": "kvm" if plan.kvm else "tcg", "cpus": plan.cpus, "memory": plan.memory,
+             "accel": "kvm" if plan.kvm else "tcg", "cpu_model": plan.cpu_model, "cpus": plan.cpus,
+             "memory": plan.memory,
              "rwdirs": list(plan.rwdirs), "started": t0, "code": code_fingerprint()}
     _write_json(vm.state_file, state)
     log(f"booting the warm VM: kernel {state['kernel']}, {state['accel'].upper()}, {plan.cpus} CPUs, {plan.memory}")

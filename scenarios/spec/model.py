@@ -10,10 +10,6 @@ import os
 import re
 from ipaddress import IPv4Network, IPv6Network
 import typing
-
-# pydantic looks for plugins in every installed package's entry points when the first model is built;
-# the testbed uses none, and the search cost ~1 s per process in a TCG guest (2026-11-23)
-os.environ.setdefault("PYDANTIC_DISABLE_PLUGINS", "__all__")
 from typing import Annotated, Any, Literal, Optional, Union
 
 from pydantic import (AfterValidator, BaseModel, BeforeValidator, ConfigDict, Field,
@@ -23,6 +19,10 @@ from . import units
 from .expect import parse_check
 from .graph import adjacency, first_cycle_edge, first_overlap, reachable
 from .kernel import KERNEL_KEY, KERNEL_REQ, is_kernel_path, kernel_label_problem, release_matches
+
+# pydantic looks for plugins in every installed package's entry points when the first model is built;
+# the testbed uses none, and the search cost ~1 s per process in a TCG guest (2026-11-23)
+os.environ.setdefault("PYDANTIC_DISABLE_PLUGINS", "__all__")
 
 FORMAT_VERSION = 1
 

@@ -52,10 +52,10 @@ def test_tcg_emulates_a_baseline_cpu_which_the_user_may_override(tmp_path, monke
     assert f"--qemu-opts=-cpu {vm.TCG_CPU_MODEL}" in plan.vng_argv("vng", tmp_path)
     assert plan.cpu_model.startswith("qemu64,") and "+sse4.2" in plan.cpu_model     # x86-64-v2: numpy 2.4 needs it
     monkeypatch.setenv("TESTBED_VM_CPU", "Nehalem,+avx")
-    assert "--qemu-opts=-cpu Nehalem,+avx" in plan.vng_argv("vng", tmp_path)
+    assert "--qemu-opts=-cpu Nehalem,+avx" in vm.plan_vm(["true"], [], kernel=kernel).vng_argv("vng", tmp_path)
     monkeypatch.setenv("TESTBED_VM_CPU", "max -device evil")     # would add qemu options: refused
     with pytest.raises(vm.VmError, match="TESTBED_VM_CPU"):
-        plan.vng_argv("vng", tmp_path)
+        vm.plan_vm(["true"], [], kernel=kernel)
     monkeypatch.setattr(vm, "kvm_usable", lambda: (True, "KVM"))
     kvm_plan = vm.plan_vm(["true"], [], kernel=kernel)
     assert kvm_plan.cpu_model is None and not any(a.startswith("--qemu-opts") for a in kvm_plan.vng_argv("vng", tmp_path))
