@@ -746,10 +746,17 @@ def _run_one_vm(args, exp, run_dir: Path, kernel, requirement: str | None, more_
         _err(f"{status}; finished runs are kept in {run_dir} (continue with: run-scenario --resume {run_dir})")
         return code
     if (run_dir / "metadata.json").exists() and code != EXIT_KERNEL_REFUSED:
-        if warm is not None:   # the guest that ran it: booted with the CPU model of its own `vm up`
-            plan = dataclasses.replace(plan, cpu_model=(warm.state() or {}).get("cpu_model", plan.cpu_model))
+        if warm is not None:
+            plan = as_booted_by_warm_vm(plan, warm.state() or {})
         code = _host_metadata(run_dir, plan, warm is not None, time.time() - t0, label) or code
     return code
+
+
+def as_booted_by_warm_vm(plan, state: dict):
+    """The plan of the guest that really ran a warm job: its `vm up` chose the CPUs, memory and CPU
+    model, not the job's own command line (a job's --vm-cpus does not resize a running guest)."""
+    return dataclasses.replace(plan, cpus=state.get("cpus", plan.cpus), memory=state.get("memory", plan.memory),
+                               cpu_model=state.get("cpu_model", plan.cpu_model))
 
 
 def _host_metadata(run_dir: Path, plan, warm: bool, host_seconds: float, label: str | None) -> int | None:

@@ -109,3 +109,16 @@ def test_one_warm_vm_per_kernel_each_found_by_its_image(tmp_path, monkeypatch):
     assert warmvm.for_kernel(Path("/boot/vmlinuz-6.9.1")) is None
     assert len(warmvm.running()) == 2
     assert warmvm.slot_for(Path("/boot/vmlinuz-6.9.1")).home == tmp_path / "warm-vm-6.9.1"   # the default is taken
+
+
+def test_a_warm_jobs_vm_metadata_is_the_guest_that_ran_it():
+    """A job's --vm-cpus/--vm-memory do not resize the running guest: metadata.json says what ran it."""
+    from runners.backends.vm import VmPlan
+    from runners.cli import as_booted_by_warm_vm
+
+    job = VmPlan(kernel=Path("/boot/vmlinuz-test"), kvm=False, accel_reason="no /dev/kvm", memory="8G", cpus=4,
+                 rwdirs=(), guest_argv=("true",), cpu_model="qemu64")
+    state = {"cpus": 2, "memory": "2G", "cpu_model": "qemu64,+ssse3"}
+    ran = as_booted_by_warm_vm(job, state)
+    assert (ran.cpus, ran.memory, ran.cpu_model) == (2, "2G", "qemu64,+ssse3")
+    assert as_booted_by_warm_vm(job, {}) == job      # an older state file: the job's own plan, as before
