@@ -24,6 +24,7 @@ OUR_COMMANDS = ("iperf3", "mnexec")
 OVS_DAEMONS = ("ovs-vswitchd", "ovsdb-server")
 OVSDB_SOCKET = Path("/var/run/openvswitch/db.sock")
 VM_SCRIPT_PREFIX = "testbed-vm-cmd-"   # runners.backends.vm's temporary folder for the guest's command
+BARRIER_PREFIX = "testbed-barrier-"    # runners.traffic.barrier's FIFO of several clients' start
 
 
 def _process_table() -> list[tuple[int, str, str, str]]:
@@ -85,11 +86,13 @@ def kill_processes_naming(path: Path) -> list[str]:
 
 
 def leftover_folders() -> list[Path]:
-    """Temporary folders of cold VM boots (a SIGKILLed run-scenario cannot remove its own). Inside the
-    micro-VM, /tmp shows the host's own through an overlay: those are the host's, in use."""
+    """Temporary folders of cold VM boots and of several clients' start barriers (a SIGKILLed
+    run-scenario cannot remove its own). Inside the micro-VM, /tmp shows the host's own through an
+    overlay: those are the host's, maybe in use, and the guest's own vanish with it."""
     if os.environ.get("TESTBED_IN_VM"):
         return []
-    return sorted(Path(tempfile.gettempdir()).glob(VM_SCRIPT_PREFIX + "*"))
+    tmp = Path(tempfile.gettempdir())
+    return sorted([*tmp.glob(VM_SCRIPT_PREFIX + "*"), *tmp.glob(BARRIER_PREFIX + "*")])
 
 
 def leftover_links() -> list[str]:

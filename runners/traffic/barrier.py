@@ -14,6 +14,8 @@ import tempfile
 import time
 from pathlib import Path
 
+from ..leftovers import BARRIER_PREFIX
+
 # sh reads a pipe one byte at a time, so each waiting client takes exactly one line
 WAIT_THEN_EXEC = 'read _ < "$0"; exec "$@"'
 # where a reader of an empty pipe sleeps: pipe_read (6.1), anon_pipe_read (6.18), pipe_wait (older)
@@ -27,7 +29,7 @@ class StartBarrier:
     def __init__(self, count: int, grace_s: float = 3.0) -> None:
         self.count = count
         self.grace_s = grace_s
-        self._dir = Path(tempfile.mkdtemp(prefix="testbed-barrier-"))
+        self._dir = Path(tempfile.mkdtemp(prefix=BARRIER_PREFIX))
         self.fifo = self._dir / "go"
         os.mkfifo(self.fifo, 0o600)
         # O_RDWR: opening never blocks, and readers that open later never see EOF before their line

@@ -21,11 +21,15 @@ def test_only_our_processes_are_leftovers(monkeypatch, tmp_path):
     assert "micro-VM" in found[105] and "controller" in found[106]
 
 
-def test_temporary_folders_of_cold_boots_are_found(monkeypatch, tmp_path):
+def test_temporary_folders_of_cold_boots_and_start_barriers_are_found(monkeypatch, tmp_path):
+    """What a SIGKILLed run leaves in /tmp: its guest's command folder, and a FIFO its clients waited on."""
+    from runners.traffic.barrier import StartBarrier
     monkeypatch.setattr(leftovers.tempfile, "gettempdir", lambda: str(tmp_path))
+    monkeypatch.setattr(leftovers.tempfile, "tempdir", str(tmp_path))
     (tmp_path / "testbed-vm-cmd-abc").mkdir()
     (tmp_path / "other").mkdir()
-    assert leftovers.leftover_folders() == [tmp_path / "testbed-vm-cmd-abc"]
+    barrier = StartBarrier(2)        # never closed, as after a SIGKILL
+    assert leftovers.leftover_folders() == sorted([tmp_path / "testbed-vm-cmd-abc", barrier.fifo.parent])
 
 
 def test_an_orphaned_guest_is_found_by_the_result_folder_it_names(tmp_path):
