@@ -57,7 +57,7 @@ def without_kernel(params: dict) -> tuple:
     return tuple(sorted((k, str(v)) for k, v in params.items() if k != KERNEL_KEY))
 
 
-def kernel_groups(points_runs: dict[str, tuple[str, list[dict]]]) -> list[tuple[str, str, list[dict]]]:
+def cases_across_kernels(points_runs: dict[str, tuple[str, list[dict]]]) -> list[tuple[str, str, list[dict]]]:
     """(ids joined by '+', label without the kernel, all runs) for points that differ only in their kernel."""
     groups: dict[tuple, list[tuple[str, str, list[dict]]]] = {}
     for pid, (label, runs) in points_runs.items():
@@ -110,7 +110,7 @@ def evaluate_points(scenario, points_runs: dict[str, tuple[str, list[dict]]]) ->
     for e in scenario.expect:
         check = parse_check(e.check)
         if check.kernels:   # across kernels: the points that differ only in their kernel, together
-            for pids, label, runs in kernel_groups(points_runs):
+            for pids, label, runs in cases_across_kernels(points_runs):
                 if e.applies({**runs[0].get("params", {}), KERNEL_KEY: check.kernels[0]}):
                     out.append(evaluate(check, runs, pids, label, e.label, kind=ACROSS_KERNELS))
             continue
