@@ -20,7 +20,7 @@ import time
 from dataclasses import dataclass
 from pathlib import Path
 
-from scenarios.spec.kernel import satisfies
+from scenarios.spec.kernel import is_kernel_path, satisfies
 
 from .kernel_images import KernelNotFound, image_release, installed_kernels, modules_for, resolve_kernel, stage_image
 
@@ -224,7 +224,8 @@ def choose_kernel(kernel: Path | str | None, requirement: str | None, base: Path
     """--kernel (an image's path, or a release prefix such as 6.12), or the default for the scenario's
     requires.kernel; VmError (listing what is installed) when none fits. Called before the result
     folder is made, so a refusal leaves nothing behind."""
-    if kernel and "/" not in str(kernel) and re.match(r"^\d+(\.\d+)*", str(kernel)) and not Path(kernel).is_file():
+    if kernel and not is_kernel_path(str(kernel)) and re.match(r"^\d+(\.\d+)*", str(kernel)) \
+            and not Path(kernel).is_file():
         try:
             kernel = resolve_kernel(str(kernel), base)
         except KernelNotFound as e:
