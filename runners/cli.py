@@ -1114,8 +1114,13 @@ def _costs_for(exp, backend: str, out: Path):
 def _dry_run(args, exp) -> int:
     from .preview import render_table
 
+    from scenarios.spec.sweep import shard_points
+
+    if args.shard:   # the table of what this command would run: its shard's points only
+        exp = dataclasses.replace(exp, points=shard_points(exp.points, _parse_shard(args.shard)))
     backend, _ = _estimate_backend(args.backend, exp)
-    print(f"{args.scenario[0]}: {exp.scenario.name} (dry run: nothing is started)")
+    print(f"{args.scenario[0]}: {exp.scenario.name} (dry run: nothing is started"
+          + (f"; shard {args.shard}: {len(exp.points)} point(s))" if args.shard else ")"))
     print(render_table(exp, args.repeat, _costs_for(exp, backend, Path(args.out).resolve()), backend))
     note = _needs_consent(exp, args, quiet=True)
     if note:

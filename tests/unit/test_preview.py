@@ -79,6 +79,16 @@ def test_dry_run_prints_the_table_and_starts_nothing(tmp_path):
     assert not (tmp_path / "o").exists()
 
 
+def test_dry_run_of_a_shard_shows_only_its_points(tmp_path):
+    """--shard 2/2 runs every 2nd point from the 2nd: the table and the estimate are for those alone."""
+    f = tmp_path / "prev.yaml"
+    f.write_text(SWEEP.replace("[5ms, 50ms]", "[5ms, 50ms, 100ms]"))
+    r = run(str(f), "--dry-run", "--shard", "2/2", "--backend", "vm", "--out", str(tmp_path / "o"))
+    assert r.returncode == 0, r.stderr
+    assert "shard 2/2: 1 point(s)" in r.stdout and "12 runs on 1 network(s)" in r.stdout
+    assert "paths.A.delay=50ms" in r.stdout and "p001" not in r.stdout and "p003" not in r.stdout
+
+
 def test_list_gives_a_line_per_scenario_and_flags_invalid_ones(tmp_path):
     shutil.copy(REPO / "scenarios" / "two-paths.yaml", tmp_path)
     (tmp_path / "broken.yaml").write_text("name: b\ntopology: {kind: dual-homed, paths: []}\n")
