@@ -24,12 +24,18 @@ class HostCommands:
 BUFFER_SYSCTLS = ("net.ipv4.tcp_wmem", "net.ipv4.tcp_rmem")
 
 
+# a setting a point may leave out, put back to the kernel's default when an earlier point on the same
+# network changed it
+KERNEL_DEFAULTS = {"net.mptcp.add_addr_timeout": "120"}
+
+
 def sysctls(scenario: Scenario, scheduler_available: bool,
-            buffer_defaults: dict[str, str] | None = None) -> list[tuple[str, str]]:
+            buffer_defaults: dict[str, str] | None = None, set_before: set[str] = frozenset()) -> list[tuple[str, str]]:
     """Per-namespace sysctls. They live in the hosts' netns, never the root one.
 
     `buffer_defaults`: the namespace's own tcp_wmem/tcp_rmem, read before
     anything was set, put back when a point has no `sockets` of its own.
+    `set_before`: keys written for an earlier point, reset (KERNEL_DEFAULTS) when this one leaves them out.
     """
     defaults = buffer_defaults or {}
     out = [
@@ -49,6 +55,10 @@ def sysctls(scenario: Scenario, scheduler_available: bool,
             out.append((key, " ".join(str(v) for v in triple)))
         elif key in defaults:
             out.append((key, defaults[key]))
+    timeout = scenario.mptcp.add_addr_timeout
+    if timeout is not None:
+        out.append(("net.mptcp.add_addr_timeout", str(int(timeout // 1000))))
+    out += [(k, v) for k, v in KERNEL_DEFAULTS.items() if k in set_before and k not in dict(out)]
     return out
 
 

@@ -33,8 +33,9 @@ class MptcpConfig:
             reads = run_batch(node, [["sysctl", "-n", key] for key in commands.BUFFER_SYSCTLS])
             self.buffer_defaults[node.name] = {
                 key: " ".join(r.out.split()) for key, r in zip(commands.BUFFER_SYSCTLS, reads)}
+        set_before = {key for key, _ in self.sysctl_state.get(node.name, [])}
         wanted = commands.sysctls(sc, bool(self.host.probe.facts.get("mptcp_scheduler_sysctl")),
-                           self.buffer_defaults[node.name])
+                                  self.buffer_defaults[node.name], set_before)
         if self.sysctl_state.get(node.name) != wanted:
             run_batch(node, [commands.sysctl_argv(key, value) for key, value in wanted])
             self.sysctl_state[node.name] = wanted

@@ -81,6 +81,13 @@ def _delay_range(v: float) -> float:
     return v
 
 
+def _whole_seconds(v: float) -> float:
+    """net.mptcp.add_addr_timeout takes whole seconds (the kernel's default: 120)."""
+    if v % 1000 or not 1000 <= v <= 3_600_000:
+        raise ValueError(f"must be whole seconds between 1s and 3600s (got {v:g}ms)")
+    return v
+
+
 class Strict(BaseModel):
     model_config = ConfigDict(extra="forbid", frozen=True)
 
@@ -502,6 +509,10 @@ class Mptcp(Strict):
         description="extra server ports announced on the primary path's server address (signal endpoints "
                     "with a port): one more subflow over the same address pair per port")
     limits: Limits = Field(default_factory=Limits)
+    add_addr_timeout: Optional[Annotated[Duration, AfterValidator(_whole_seconds)]] = Field(
+        default=None,
+        description="net.mptcp.add_addr_timeout: when an unacknowledged ADD_ADDR is sent again; default: "
+                    "the kernel's (120s), so an ADD_ADDR lost on a lossy primary path delays the other subflows")
 
 
 IPERF_PORTS = (5201, 5216)   # iperf3 servers: one port per client

@@ -124,6 +124,23 @@ def test_socket_buffers_become_namespace_sysctls_and_defaults_come_back():
     assert "net.ipv4.tcp_wmem" not in dict(commands.sysctls(sc(), False))
 
 
+def test_add_addr_timeout_is_set_in_whole_seconds_and_put_back_for_points_without_it():
+    keys = dict(commands.sysctls(sc("mptcp: {add_addr_timeout: 2s}\n"), False))
+    assert keys["net.mptcp.add_addr_timeout"] == "2"
+    assert "net.mptcp.add_addr_timeout" not in dict(commands.sysctls(sc(), False))     # the kernel's own
+    # the same network, a later point without it: the kernel's default comes back
+    assert dict(commands.sysctls(sc(), False, set_before={"net.mptcp.add_addr_timeout"}))[
+        "net.mptcp.add_addr_timeout"] == "120"
+
+
+@pytest.mark.parametrize("value", ["500ms", "1.5s", "0s", "7200s"])
+def test_add_addr_timeout_must_be_whole_seconds(value):
+    from scenarios.spec.loader import ScenarioError
+    with pytest.raises(ScenarioError, match="mptcp.add_addr_timeout") as e:
+        sc(f"mptcp: {{add_addr_timeout: {value}}}\n")
+    assert "whole seconds between 1s and 3600s" in e.value.render()
+
+
 @pytest.mark.parametrize("value, msg", [
     ("[4KiB, 4MiB]", "at least 3"),
     ("[8MiB, 4MiB, 16MiB]", "min <= initial <= max"),
