@@ -81,7 +81,7 @@ def overlay_figure(rows: list[Row], metric: str, by: str):
 
     lines: dict[str, list[tuple[float, Row]]] = {}
     for r in rows:
-        x = numeric(r.params.get(by)) if by in r.params else None
+        x = numeric(r.params.get(by), by) if by in r.params else None
         if x is not None:
             lines.setdefault(f"{r.set_name}: {r.case}", []).append((x, r))
     if not lines:

@@ -43,13 +43,15 @@ LABELS = {"throughput_mbps": "throughput (Mbit/s)", "ofo_mptcp": "MPTCP out-of-o
           "retrans_segs": "retransmitted segments", "subflows": "subflows", "efficiency": "efficiency"}
 # the last part of a swept key -> what it is, in the unit numeric() turns it into
 PARAM_WORDS = {"delay": "one-way delay (ms)", "bw": "rate (Mbit/s)", "loss": "loss (%)",
-               "queue": "queue (packets)", "bytes": "transfer size (bytes)", "duration": "duration (s)",
-               "send": "send buffer (bytes)", "receive": "receive buffer (bytes)"}
+               "queue": "queue (packets)", "bytes": "transfer size (MiB)", "duration": "duration (s)",
+               "send": "send buffer (MiB)", "receive": "receive buffer (MiB)"}
+# sizes are drawn in MiB: in bytes, matplotlib put E2's 0.25-10 MiB on a "1e7" offset axis
+SIZE_KEYS = {"bytes", "send", "receive"}
 OWNER_WORDS = {"paths": "path", "links": "link"}
 
 
 def param_label(key: str) -> str:
-    """'paths.A.delay' -> 'path A one-way delay (ms)'; 'traffic.bytes' -> 'transfer size (bytes)'."""
+    """'paths.A.delay' -> 'path A one-way delay (ms)'; 'traffic.bytes' -> 'transfer size (MiB)'."""
     parts = key.split(".")
     what = PARAM_WORDS.get(parts[-1], parts[-1])
     if len(parts) == 3 and parts[0] in OWNER_WORDS:
@@ -68,10 +70,16 @@ def _save(fig, out: Path, name: str, formats: tuple[str, ...]) -> list[Path]:
     return paths
 
 
-def numeric(value) -> float | None:
-    """A swept value as a number for the x axis: durations in ms, rates in Mbit/s, sizes in bytes."""
+def numeric(value, key: str = "") -> float | None:
+    """A swept value as a number for the x axis: durations in ms, rates in Mbit/s, and for a size key
+    (SIZE_KEYS, as param_label names it) MiB."""
     if isinstance(value, bool):
         return None
+    if key.split(".")[-1] in SIZE_KEYS:
+        try:
+            return units.parse_size_bytes(value) / 2**20
+        except (ValueError, TypeError):
+            return None
     if isinstance(value, (int, float)):
         return float(value)
     for parse in (units.parse_duration_ms, units.parse_rate_mbit, units.parse_size_bytes):
@@ -179,7 +187,7 @@ def against_parameter_figure(stats: list[dict], key: str, metric: str):
     for row in stats:
         if row["metric"] != metric or key not in row["params"]:
             continue
-        x = numeric(row["params"][key])
+        x = numeric(row["params"][key], key)
         if x is None:
             continue
         others = ", ".join(f"{k}={v}" for k, v in row["params"].items() if k != key)

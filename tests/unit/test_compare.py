@@ -36,10 +36,10 @@ def test_three_result_sets_make_one_table_and_one_figure(tmp_path):
     rows = compare_rows(load_sets(dirs), "seconds")
     assert len(rows) == 9 and {r.n for r in rows} == {2}
     ax = overlay_figure(rows, "seconds", "traffic.bytes").axes[0]
-    assert ax.get_xlabel() == "transfer size (bytes)" and ax.get_ylabel() == "completion time (s)"
+    assert ax.get_xlabel() == "transfer size (MiB)" and ax.get_ylabel() == "completion time (s)"
     lines = {c.get_label(): c.lines[0] for c in ax.containers}   # errorbar: label on the container
     assert set(lines) == {"e2-mptcp-one: mptcp@A (n=2)", "e2-mptcp-paths: mptcp@A (n=2)", "e2-tcp: tcp@A (n=2)"}
-    assert list(lines["e2-tcp: tcp@A (n=2)"].get_xdata()) == [2**20, 2 * 2**20, 4 * 2**20]
+    assert list(lines["e2-tcp: tcp@A (n=2)"].get_xdata()) == [1.0, 2.0, 4.0]
     assert lines["e2-mptcp-paths: mptcp@A (n=2)"].get_ydata()[-1] < lines["e2-tcp: tcp@A (n=2)"].get_ydata()[-1]
 
     r = subprocess.run([sys.executable, "-m", "runners.cli", "compare", *map(str, dirs), "--metric", "seconds",

@@ -86,5 +86,6 @@ def test_a_sweep_axis_names_the_parameter_and_its_unit_and_orders_the_points():
 
 def test_parameter_labels():
     assert plots.param_label("links.l2.bw") == "link l2 rate (Mbit/s)"
-    assert plots.param_label("traffic.bytes") == "transfer size (bytes)"
+    assert plots.param_label("traffic.bytes") == "transfer size (MiB)"
+    assert plots.numeric("256KiB", "traffic.bytes") == 0.25 and plots.numeric(2**21, "sockets.send") == 2.0
     assert plots.param_label("mptcp.scheduler") == "scheduler"
