@@ -1112,9 +1112,9 @@ def _costs_for(exp, backend: str, out: Path):
 
 
 def _dry_run(args, exp) -> int:
-    from .preview import render_table
-
     from scenarios.spec.sweep import shard_points
+
+    from .preview import render_table
 
     if args.shard:   # the table of what this command would run: its shard's points only
         exp = dataclasses.replace(exp, points=shard_points(exp.points, _parse_shard(args.shard)))

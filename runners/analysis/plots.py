@@ -78,7 +78,7 @@ def numeric(value, key: str = "") -> float | None:
     if key.split(".")[-1] in SIZE_KEYS:
         try:
             return units.parse_size_bytes(value) / 2**20
-        except (ValueError, TypeError):
+        except ValueError:      # what is not a size (a list of buffer sizes) has no place on an axis
             return None
     if isinstance(value, (int, float)):
         return float(value)

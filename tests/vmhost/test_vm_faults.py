@@ -92,6 +92,11 @@ def _read(path) -> str:
         return f"({e})"
 
 
+def run_logs(tmp_path: Path) -> str:
+    """The end of the result set's run.log: what the run said once its stdout was gone."""
+    return "".join(f.read_text(errors="replace")[-3000:] for f in (tmp_path / "res").glob("*/2*/run.log"))
+
+
 def metadata(tmp_path: Path) -> dict:
     return json.loads(next((tmp_path / "res").glob("*/2*/metadata.json")).read_text())
 
@@ -107,7 +112,6 @@ def test_ctrl_c_during_the_boot_with_the_pipe_gone_stops_the_vm(tmp_path):
     p.send_signal(signal.SIGINT)
     # stdout is gone: what the run said after the Ctrl-C is in its run.log. Twice in full CI runs on
     # 2026-11-23 (never in 8 runs alone) the Ctrl-C had no effect; what the process was doing is kept.
-    logs = [f.read_text(errors="replace")[-3000:] for f in (tmp_path / "res").glob("*/2*/run.log")]
     try:
         code = p.wait(timeout=60)
     except subprocess.TimeoutExpired:
@@ -115,9 +119,8 @@ def test_ctrl_c_during_the_boot_with_the_pipe_gone_stops_the_vm(tmp_path):
         p.kill()
         p.wait()
         pytest.fail("the Ctrl-C did not stop run-scenario within 60 s\n--- its state:\n" + state
-                    + "\n--- run.log:\n" + "".join(logs))
-    logs = [f.read_text(errors="replace")[-3000:] for f in (tmp_path / "res").glob("*/2*/run.log")]
-    assert code == 130, "".join(seen) + "\n--- run.log:\n" + "".join(logs)
+                    + "\n--- run.log:\n" + run_logs(tmp_path))
+    assert code == 130, "".join(seen) + "\n--- run.log:\n" + run_logs(tmp_path)
     assert metadata(tmp_path)["status"] == "interrupted"
     assert find_leftovers() == []
 
