@@ -474,6 +474,7 @@ def _run_native(args, exp, run_dir: Path, probe_report) -> int:
     from .backends.native import NativeRunner
     from .progress import make_progress
     from .errors import results_disk_error
+    from .jobs import runs_in
     from .session import RESULTS_UNWRITABLE, open_run_set, run_to_the_end
 
     run_set = open_run_set(exp, run_dir, args.repeat, _parse_shard(args.shard) if args.shard else None,
@@ -496,10 +497,11 @@ def _run_native(args, exp, run_dir: Path, probe_report) -> int:
         store.metadata = json.loads((run_dir / "metadata.json").read_text())
     prepared_mono = time.monotonic()
     kept, jobs = run_set.pending_jobs()
+    to_go = runs_in(jobs)
     _info(f"results: {run_dir}")
     if run_set.resumed:
-        _info(f"resuming: {kept} finished run(s) kept, {len(jobs)} to go")
-    progress = make_progress(kept + len(jobs), kept, quiet=args.quiet)
+        _info(f"resuming: {kept} finished run(s) kept, {to_go} to go")
+    progress = make_progress(kept + to_go, kept, quiet=args.quiet)
     if args.capture_spec is not None:
         store.set_metadata(capture=args.capture_spec.to_dict())
     runner = NativeRunner(store, probe_report, log=progress.log, on_run=progress.advance,

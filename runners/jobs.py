@@ -1,6 +1,8 @@
 """Which runs to do, in which order (pure).
 
-A job is one iperf3 run: (point, repetition, primary path, mode). Jobs come
+A job is one iperf3 run: (point, repetition, primary path, mode), or, with
+runs.tcp_together, the TCP baselines of several paths run at the same time:
+one job, one run record per path. Jobs come
 in rounds: a round runs every (point, primary, mode) case once, shuffled by a
 recorded seed, so slow drift of the machine cannot masquerade as an effect
 and an interrupted sweep still has balanced data. Cases are grouped by
@@ -9,7 +11,7 @@ topology so the (slow) network rebuild happens only between groups.
 from __future__ import annotations
 
 import random
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 
 from scenarios.spec.sweep import Point
 
@@ -21,10 +23,24 @@ class Job:
     primary: str
     mode: str
     multi_point: bool = False
+    together: tuple[str, ...] = ()    # TCP baselines run at the same time, one flow per path
+
+    @property
+    def paths(self) -> tuple[str, ...]:
+        return self.together or (self.primary,)
 
     @property
     def key(self) -> tuple[str, int, str, str]:
         return (self.point.id, self.rep, self.primary, self.mode)
+
+    @property
+    def keys(self) -> list[tuple[str, int, str, str]]:
+        """One per run record the job writes."""
+        return [(self.point.id, self.rep, p, self.mode) for p in self.paths]
+
+    def alone(self, path: str) -> "Job":
+        """The run record of one path of a job run together."""
+        return replace(self, primary=path, together=())
 
     @property
     def run_id(self) -> str:
@@ -34,6 +50,11 @@ class Job:
 
 def run_key(run: dict) -> tuple[str, int, str, str]:
     return (run.get("point", "p001"), int(run["repeat"]), run["primary"], run["mode"])
+
+
+def runs_in(jobs: list[Job]) -> int:
+    """The run records the jobs write."""
+    return sum(len(j.paths) for j in jobs)
 
 
 SHAPING_FIELDS = {"bw", "delay", "loss", "queue"}
@@ -54,18 +75,19 @@ def topology_signature(point: Point) -> tuple:
 
 def plan_jobs(points: list[Point], rounds: range, seed: int, multi_point: bool | None = None) -> list[Job]:
     multi = len(points) > 1 if multi_point is None else multi_point
-    groups: dict[tuple, list[tuple[Point, str, str]]] = {}
+    groups: dict[tuple, list[tuple[Point, str, str, tuple[str, ...]]]] = {}
     for pt in points:
         sc = pt.scenario
         for mode in sc.runs.compare:
-            on = sc.tcp_paths if mode == "tcp" else sc.primaries
-            for primary in on:
-                groups.setdefault(topology_signature(pt), []).append((pt, primary, mode))
+            cases = [(pt, p, mode, ()) for p in (sc.tcp_paths if mode == "tcp" else sc.primaries)]
+            if mode == "tcp" and sc.runs.tcp_together:
+                cases = [(pt, sc.tcp_paths[0], mode, tuple(sc.tcp_paths))]
+            groups.setdefault(topology_signature(pt), []).extend(cases)
     jobs = []
     for rep in rounds:
         rng = random.Random(f"{seed}:{rep}")
         for cases in groups.values():
             order = list(cases)
             rng.shuffle(order)
-            jobs += [Job(pt, rep, primary, mode, multi) for pt, primary, mode in order]
+            jobs += [Job(pt, rep, primary, mode, multi, together) for pt, primary, mode, together in order]
     return jobs

@@ -9,8 +9,8 @@ from __future__ import annotations
 import statistics
 from dataclasses import dataclass
 
-from .jobs import plan_jobs, topology_signature
-from .session import RUN_OVERHEAD_S, run_seconds
+from .jobs import plan_jobs, runs_in, topology_signature
+from .session import RUN_OVERHEAD_S, job_seconds
 
 
 @dataclass(frozen=True)
@@ -71,8 +71,9 @@ def job_table(exp, repeat: int | None, costs: Costs) -> tuple[list[Row], int, fl
     for pt in exp.points:
         mine = [j for j in jobs if j.point.id == pt.id]
         rows.append(Row(point=pt.id, label=pt.label, modes=", ".join(pt.scenario.runs.compare),
-                        primaries=", ".join(sorted({j.primary for j in mine})), repeats=repeats, runs=len(mine),
-                        seconds=len(mine) * (run_seconds(pt.scenario) - RUN_OVERHEAD_S + costs.run_overhead)))
+                        primaries=", ".join(sorted({p for j in mine for p in j.paths})), repeats=repeats,
+                        runs=runs_in(mine),
+                        seconds=sum(job_seconds(j) - RUN_OVERHEAD_S + costs.run_overhead for j in mine)))
     # each kernel of a kernel sweep is a boot of its own, and builds its own networks
     networks = len({(p.kernel, topology_signature(p)) for p in exp.points})
     kernels = len({p.kernel for p in exp.points})

@@ -204,7 +204,8 @@ class ResultStore:
         atomic_write(self.raw_dir(run_id) / name, text)
 
     def add_run(self, run: dict) -> None:
-        self.runs.append(run)
+        """Record a run; one recorded again (a job run together, rerun on resume) replaces the old record."""
+        self.runs = [r for r in self.runs if r["id"] != run["id"]] + [run]
         atomic_write(self.raw_dir(run["id"]) / "run.json", json.dumps(run, indent=2, default=str) + "\n")
         self._flush()
 

@@ -14,7 +14,7 @@ from pathlib import Path
 from scenarios.spec.sweep import shard_points
 
 from .errors import RunFailure, Terminated, results_disk_error
-from .jobs import Job, plan_jobs, run_key
+from .jobs import Job, plan_jobs, run_key, runs_in
 from .nsexec import CommandError
 from .results import ResultStore
 
@@ -38,10 +38,11 @@ class RunSet:
         return len(self.exp.points) > 1
 
     def pending_jobs(self) -> tuple[int, list[Job]]:
-        """(finished runs kept, jobs still to run)."""
+        """(finished runs kept, jobs still to run). A job run together reruns whole when one of its
+        runs is missing (the set stopped between its records); its new records replace the old."""
         done = {run_key(r) for r in self.store.runs}
         jobs = plan_jobs(self.points, range(1, self.repeat + 1), self.seed, self.multi_point)
-        return len(done), [j for j in jobs if j.key not in done]
+        return len(done), [j for j in jobs if any(k not in done for k in j.keys)]
 
 
 # what a run costs beyond its traffic and pause: measured 3.6-4.5 s per run in the TCG VM
@@ -50,18 +51,31 @@ RUN_OVERHEAD_S = 5.0
 MAX_UNASKED_S = 24 * 3600
 
 
-def run_seconds(scenario) -> float:
-    """One run's expected wall time: its traffic (a fixed size at the slowest path's rate), pause, overhead."""
+def run_seconds(scenario, rate_mbps: float | None = None) -> float:
+    """One run's expected wall time: its traffic (a fixed size at `rate_mbps`, by default the slowest
+    link's: the longest run), pause and overhead."""
     t = scenario.traffic
-    traffic = t.duration + t.omit if t.duration is not None else t.bytes * 8 / (scenario.topology.min_rate * 1e6)
+    rate = rate_mbps or scenario.topology.min_rate
+    traffic = t.duration + t.omit if t.duration is not None else t.bytes * 8 / (rate * 1e6)
     return traffic + scenario.runs.pause / 1000.0 + RUN_OVERHEAD_S
+
+
+def job_seconds(job: Job) -> float:
+    """A job's expected wall time. A fixed size goes at its path's bottleneck rate; TCP run together on
+    several paths at the slowest one's; MPTCP at least at its best path's."""
+    topo = job.point.scenario.topology
+    if job.mode == "tcp":
+        rate = min(topo.path_rate(p) for p in job.paths)
+    else:
+        rate = max(topo.path_rate(p) for p in topo.path_names)
+    return run_seconds(job.point.scenario, rate)
 
 
 def estimate(exp, repeat: int | None) -> tuple[int, float]:
     """(runs, seconds) a run set of this experiment would take."""
     one_round = plan_jobs(exp.points, range(1, 2), 0, len(exp.points) > 1)
     rounds = repeat or exp.scenario.runs.repeat
-    return len(one_round) * rounds, sum(run_seconds(j.point.scenario) for j in one_round) * rounds
+    return runs_in(one_round) * rounds, sum(job_seconds(j) for j in one_round) * rounds
 
 
 def too_long(exp, repeat: int | None) -> str | None:
@@ -112,7 +126,7 @@ def more_rounds(runner, run_set: RunSet, max_repeat: int, progress) -> None:
         more = plan_jobs([p for p in run_set.points if p.id in pending], range(rnd, rnd + 1), run_set.seed,
                          run_set.multi_point)
         progress.log(f"until-conclusive: round {rnd} for {len(pending)} inconclusive point(s)")
-        progress.extend(len(more))
+        progress.extend(runs_in(more))
         runner.run_jobs(more)
 
 

@@ -7,7 +7,7 @@ import html
 import json
 from pathlib import Path
 
-from .summary import comparison_lines
+from .summary import comparison_lines, counts_text
 from .verdicts import Verdict
 
 META_KEYS = ("scenario", "status", "started_utc", "finished_utc", "backend", "backend_kernel", "host_kernel",
@@ -30,7 +30,7 @@ def _run_rows(runs: list[dict]) -> list[tuple[str, ...]]:
         m = r["metrics"]
         out.append((r["id"], r.get("point_label", "base"), r["mode"], r["primary"], r["status"],
                     f"{m['throughput_mbps']:.2f}", f"{m.get('seconds') or 0:.2f}", str(m.get("subflows") if m.get("subflows") is not None else "?"),
-                    f"{m.get('ofo_tcp')}/{m.get('ofo_mptcp')}", str(m.get("retrans_segs"))))
+                    *counts_text(m)))
     return out
 
 

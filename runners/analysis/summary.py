@@ -19,6 +19,14 @@ def refused_kernels(metadata: dict) -> dict[str, str]:
     return {label: k["refused"] for label, k in (metadata.get("kernels") or {}).items() if k.get("refused")}
 
 
+def counts_text(m: dict) -> tuple[str, str]:
+    """(OFO tcp/mptcp, retransmitted segments) as the tables show them; "-" where not counted (a TCP
+    baseline run alongside others: nstat counts the whole namespace)."""
+    def shown(v):
+        return "-" if v is None else str(v)
+    return f"{shown(m.get('ofo_tcp'))}/{shown(m.get('ofo_mptcp'))}", shown(m.get("retrans_segs"))
+
+
 def _runs_and_ratios(runs: list[dict]) -> str:
     from rich.console import Console
     from rich.table import Table
@@ -31,8 +39,7 @@ def _runs_and_ratios(runs: list[dict]) -> str:
         shares = "  ".join(f"{n}:{(p.get('share') or 0) * 100:.0f}%" for n, p in r["paths"].items())
         table.add_row(r["id"], r["mode"] + ("" if r["status"] == "ok" else f" ({r['status']})"), r["primary"],
                       f"{m['throughput_mbps']:.2f}", f"{m.get('seconds') or 0:.2f}", str(m["subflows"] if m["subflows"] is not None else "?"),
-                      f"{m['ofo_tcp']}/{m['ofo_mptcp']}",
-                      str(m["retrans_segs"]), shares)
+                      *counts_text(m), shares)
     console = Console(record=True, width=110, force_terminal=False, file=io.StringIO())
     console.print(table)
     if len({r.get("point", "p001") for r in runs}) > 1:

@@ -138,14 +138,15 @@ class NativeRunner:
         for job in jobs:
             try:
                 self._prepare(job.point)
-                result = self._one_run(job)
+                results = self._one_run(job)
             except ControlPlaneError as e:   # OVS or the controller: a run failure like any other
                 raise RunFailure(str(e)) from None
             except RunFailure as e:
                 self._blame_the_control_plane(job, e)
                 raise
             if self.on_run:
-                self.on_run(job, result)
+                for path, result in zip(job.paths, results):
+                    self.on_run(job.alone(path), result)
 
     def prepare(self, point: Point) -> None:
         """The network for this point: built (or kept), shaped and verified, sysctls set."""
@@ -158,7 +159,7 @@ class NativeRunner:
         """One run on the network in place (`run-scenario shell`'s traffic command), stored like any."""
         self.prepare(job.point)
         try:
-            return self._one_run(job)
+            return self._one_run(job)[0]
         except ControlPlaneError as e:
             raise RunFailure(str(e)) from None
 
@@ -217,10 +218,13 @@ class NativeRunner:
         self.phases["shaping"] = round(self.phases["shaping"] + time.monotonic() - t0, 3)
         self._maybe_pause("shaping")
 
-    def _one_run(self, job: Job) -> dict:
-        """network -> mptcp -> tool's servers -> pause -> pings -> counters -> traffic -> counters -> record."""
+    def _one_run(self, job: Job) -> list[dict]:
+        """network -> mptcp -> tool's servers -> pause -> pings -> counters -> traffic -> counters -> records:
+        one record, or one per path for TCP baselines run together."""
         sc, mptcp = self.scenario, job.mode == "mptcp"
-        self.log(f"run {job.run_id}: {job.mode} with primary path {job.primary}"
+        together = {p: job.alone(p).run_id for p in job.together}
+        on = f"paths {', '.join(job.together)} at the same time" if together else f"primary path {job.primary}"
+        self.log(f"run {'+'.join(together.values()) or job.run_id}: {job.mode} with {on}"
                  + (f" [{job.point.label}]" if job.multi_point else ""))
         started, clock = time.time(), StepClock()
         self.check_control_plane(f"before run {job.run_id}")
@@ -229,38 +233,42 @@ class NativeRunner:
         self.after_connect = self.mptcp.apply_endpoints(sc, self.plan, job.primary) if mptcp else {}
         self.steering.clear_flows()
         clock.mark("endpoints")
+        upload = sc.traffic.direction == "upload"
+        req = TrafficRun(job.run_id, job.primary, mptcp, self.server if upload else self.client, upload, together)
         # the tool's servers start first: their start-up (~1 s in a TCG guest) overlaps the pause and the pings
         tool = TOOLS[sc.traffic.tool](self)
-        tool.start_servers(mptcp)
+        tool.start_servers(req)
         clock.mark("servers")
         self._rest_after_last_traffic()
         clock.mark("pause")
         pings = self.pinger.ping_paths(job.run_id)
         clock.mark("pings")
-        upload = sc.traffic.direction == "upload"
-        receiver = self.server if upload else self.client
         before = self.counters.snapshot(job.run_id, "before")
         clock.mark("snapshot_before")
         dumps = self._start_capture(job.run_id)
-        traffic = tool.run(TrafficRun(job.run_id, job.primary, mptcp, receiver, upload))
+        traffic = tool.run(req)
         self.traffic_ended = clock.mark("traffic")
         captured = self._finish_capture(job.run_id, dumps)
-        self.store.save_raw(job.run_id, "path-samples.json", json.dumps(traffic.path_samples) + "\n")
+        for run_id in together.values() or [job.run_id]:
+            self.store.save_raw(run_id, "path-samples.json", json.dumps(traffic.path_samples) + "\n")
         after = self.counters.snapshot(job.run_id, "after")
         clock.mark("snapshot_after")
         seen = record.Observations(before=before, after=after, pings=pings, path_samples=traffic.path_samples,
                                    ss_samples=traffic.ss_samples, server_receives=upload)
-        result = self._record(job, started, traffic.report, seen)
-        if captured is not None:
-            result["capture"] = captured
+        results = [self._record(job.alone(p), started, traffic.by_path[p], seen, alongside=job.together)
+                   for p in job.together] or [self._record(job, started, traffic.report, seen)]
         clock.mark("assemble")
-        self.store.add_run(result)
+        for result in results:
+            if captured is not None:
+                result["capture"] = captured
+            self.store.add_run(result)
         self._maybe_pause("run")
         clock.mark("store")
-        seconds = result["metrics"].get("seconds") or 0.0
-        self.phases["runs"].append({"id": job.run_id, "wall": round(clock.elapsed, 3), "traffic": round(seconds, 3),
-                                    "overhead": round(clock.elapsed - seconds, 3), "steps": clock.steps()})
-        return result
+        seconds = max(r["metrics"].get("seconds") or 0.0 for r in results)
+        self.phases["runs"].append({"id": "+".join(together.values()) or job.run_id, "wall": round(clock.elapsed, 3),
+                                    "traffic": round(seconds, 3), "overhead": round(clock.elapsed - seconds, 3),
+                                    "steps": clock.steps()})
+        return results
 
     def _start_capture(self, run_id: str) -> Capture | None:
         if self.capture is None:
@@ -293,11 +301,14 @@ class NativeRunner:
             out["subflows_csv"] = f"raw/{run_id}/subflows-pcap.csv"
         return out
 
-    def _record(self, job: Job, started: float, report: TrafficReport, seen: record.Observations) -> dict:
+    def _record(self, job: Job, started: float, report: TrafficReport, seen: record.Observations,
+                alongside: tuple[str, ...] = ()) -> dict:
+        """The run's record; run alongside other paths' flows, it keeps its own path's counters only."""
         sc = self.scenario
-        setting = record.Setting(paths=self.plan.paths, byte_counters=self.plan.byte_counters,
-                                 n_clients=len(self.clients),
-                                 fixed_size_bytes=sc.traffic.bytes if sc.traffic.tool == "iperf3" else None)
+        paths = tuple(p for p in self.plan.paths if p.name == job.primary) if alongside else self.plan.paths
+        setting = record.Setting(paths=paths, byte_counters=self.plan.byte_counters, n_clients=len(self.clients),
+                                 fixed_size_bytes=sc.traffic.bytes if sc.traffic.tool == "iperf3" else None,
+                                 alongside=tuple(p for p in alongside if p != job.primary))
         result = record.build(record.RunIdentity(job.run_id, job.mode, job.rep, job.primary, started), report, seen,
                               setting)
         if result["metrics"]["subflows"] is None:

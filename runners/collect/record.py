@@ -48,6 +48,11 @@ class Setting:
     byte_counters: str           # iface | nft
     fixed_size_bytes: int | None  # traffic.bytes when iperf3 sends a fixed amount, else None
     n_clients: int
+    alongside: tuple[str, ...] = ()   # paths whose flows ran at the same time (runs.tcp_together)
+
+
+# nstat counts for a whole namespace: with other flows alongside, these are not the run's own
+NAMESPACE_METRICS = ("retrans_segs", "ofo_tcp", "ofo_mptcp", "ofo_mptcp_tail", "mptcp_joins")
 
 
 def build(who: RunIdentity, report: TrafficReport, seen: Observations, setting: Setting) -> dict:
@@ -61,13 +66,19 @@ def build(who: RunIdentity, report: TrafficReport, seen: Observations, setting: 
     metrics = run_metrics(report, counters, paths, setting, subflows)
     path_goodput(paths, metrics["throughput_mbps"])
     fallback = who.mode == "mptcp" and counters["server"]["MPTcpExtMPCapableSYNRX"] == 0
+    shared = {}
+    if setting.alongside:
+        metrics.update(dict.fromkeys(NAMESPACE_METRICS))
+        shared = {"alongside": list(setting.alongside),
+                  "counters_note": "nstat counters are per namespace and counted the flows alongside too: "
+                                   "retransmitted segments and OFO are null; iperf3_retransmits is this flow's"}
     return {
         "id": who.id, "mode": who.mode, "repeat": who.repeat, "primary": who.primary,
         "status": "ok" if not fallback else "mptcp-fallback",
         "started_utc": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime(who.started)),
         "metrics": metrics, "paths": paths,
         "subflow_list": subflow_list,
-        "counters": {k: counters[k] for k in ("server", "client", "receiver_ofo")},
+        "counters": None if setting.alongside else {k: counters[k] for k in ("server", "client", "receiver_ofo")},
         "intervals": report.intervals,
         "intervals_side": report.intervals_side,
         "path_throughput_basis": PATH_THROUGHPUT_BASIS,
@@ -75,6 +86,7 @@ def build(who: RunIdentity, report: TrafficReport, seen: Observations, setting: 
         "path_series_basis": SERIES_BASIS[setting.byte_counters],
         "iperf_connected": report.connected,
         "iperf_version": report.version,
+        **shared,
     }
 
 

@@ -25,6 +25,8 @@ class TrafficRun:
     mptcp: bool
     receiver: object    # the Mininet host that receives the data
     upload: bool        # the client sends
+    # TCP baselines run at the same time (runs.tcp_together): path -> that path's run id, in path order
+    together: dict[str, str] = field(default_factory=dict)
 
 
 @dataclass
@@ -61,6 +63,7 @@ class TrafficResult:
     report: TrafficReport
     path_samples: list[dict]     # cumulative received bytes per path, sampled during the transfer
     ss_samples: list[dict]       # the client's `ss -tiM` samples
+    by_path: dict[str, TrafficReport] = field(default_factory=dict)   # a run together: each path's flow
 
 
 class PathSampler(threading.Thread):
@@ -110,7 +113,7 @@ class TrafficTool:
     def __init__(self, host):
         self.host = host
 
-    def start_servers(self, mptcp: bool) -> None:
+    def start_servers(self, req: TrafficRun) -> None:
         """Before the pings: a server's start-up overlaps them. Nothing by default."""
 
     def run(self, req: TrafficRun) -> TrafficResult:

@@ -138,6 +138,13 @@ class DualHomed(Strict):
     def min_rate(self) -> float:
         return min(p.bw for p in self.paths)
 
+    def links_of(self, path: str) -> set[str] | None:
+        """The links a path crosses: each path of a dual-homed pair is its own link."""
+        return {path}
+
+    def path_rate(self, path: str) -> float:
+        return self.path(path).bw
+
 
 def _unique(names: list[str], field: str, what: str) -> None:
     seen: set[str] = set()
@@ -207,6 +214,13 @@ class Routed(_PathsAndLinks, Strict):
 
     def path_family(self, path: RoutedPath) -> str:
         return path.family or ("ipv6" if self.family == "ipv6" else "ipv4")
+
+    def links_of(self, path: str) -> set[str] | None:
+        return set(self.path(path).via)
+
+    def path_rate(self, path: str) -> float:
+        """The path's bottleneck: its slowest link."""
+        return min(self.link(x).bw for x in self.path(path).via)
 
     @property
     def nodes(self) -> list[str]:
@@ -362,6 +376,14 @@ class Switched(_PathsAndLinks, Strict):
     controller: Optional[ControllerSpec] = None
     links: list[SwitchedLink] = Field(min_length=2, max_length=250)
     paths: list[SwitchedPath] = Field(min_length=1, max_length=8)
+
+    def links_of(self, path: str) -> set[str] | None:
+        """Unknown: which links a path's frames cross is up to the switches (learning or a controller)."""
+        return None
+
+    def path_rate(self, path: str) -> float:
+        """Not known per path (see links_of): the slowest shaped link, which leans long in estimates."""
+        return self.min_rate
 
     @property
     def switch_names(self) -> list[str]:
@@ -606,6 +628,11 @@ class Runs(Strict):
         default="primary",
         description="primary: the TCP baseline runs on each primary path; every-path (or a list of paths): "
                     "on each of those paths alone, which gives the baselines of the efficiency metric")
+    tcp_together: bool = Field(
+        default=False,
+        description="run the TCP baselines of all tcp_on paths at the same time, one flow per path, instead of "
+                    "one after another; the paths must share no link. Per-flow numbers stay exact; the "
+                    "namespace-wide nstat counters (retransmitted segments, OFO) are null for such runs")
     repeat: StrictInt = Field(default=1, ge=1, le=1000)
     seed: Optional[StrictInt] = Field(
         default=None, ge=0, description="seed of the randomised run order; default: drawn and recorded")
@@ -771,6 +798,7 @@ class Scenario(Strict):
             for i, p in enumerate(self.runs.tcp_on):
                 if p not in names:
                     raise ValueError(f"runs.tcp_on[{i}]: no path named {p!r} (paths: {', '.join(names)})")
+        self._check_tcp_together()
         seen = set()
         for i, v in enumerate(self.variants):
             if v.name in seen:
@@ -791,6 +819,27 @@ class Scenario(Strict):
                 if side.primary is not None and side.primary not in names:
                     raise ValueError(f"expect[{i}].check: no path named {side.primary!r}")
         return self
+
+    def _check_tcp_together(self) -> None:
+        """Baselines run together only where they cannot meet: one iperf3 flow per path, on disjoint links."""
+        if not self.runs.tcp_together:
+            return
+        paths = self.tcp_paths
+        if "tcp" not in self.runs.compare or len(paths) < 2:
+            raise ValueError("runs.tcp_together: needs tcp in runs.compare and at least two TCP baseline paths "
+                             "(runs.tcp_on: every-path, a list, or several runs.primaries)")
+        if self.traffic.tool != "iperf3":
+            raise ValueError("runs.tcp_together: only with traffic.tool: iperf3 (a command is one client)")
+        links = {p: self.topology.links_of(p) for p in paths}
+        if any(v is None for v in links.values()):
+            raise ValueError(f"runs.tcp_together: not in a {self.topology.kind} topology, where the links a path "
+                             "crosses depend on the switches; run the baselines one after another")
+        for i, a in enumerate(paths):
+            for b in paths[i + 1:]:
+                shared = sorted(links[a] & links[b])
+                if shared:
+                    raise ValueError(f"runs.tcp_together: paths {a} and {b} share link(s) {', '.join(shared)}, so "
+                                     "their baselines would compete; run them one after another")
 
     @model_validator(mode="after")
     def _kernels(self) -> "Scenario":
