@@ -58,3 +58,11 @@ def group_runs(doc: dict) -> dict[str, tuple[str, list[dict]]]:
     for r in doc["runs"]:
         out.setdefault(r.get("point", "p001"), (r.get("point_label", "base"), []))[1].append(r)
     return {pid: (label, with_derived(runs)) for pid, (label, runs) in sorted(out.items())}
+
+
+def counts_text(m: dict) -> tuple[str, str]:
+    """(OFO tcp/mptcp, retransmitted segments) as tables and progress lines show them: "-" where not
+    counted (a TCP baseline run alongside others: nstat counts the whole namespace)."""
+    def shown(v):
+        return "-" if v is None else str(v)
+    return f"{shown(m.get('ofo_tcp'))}/{shown(m.get('ofo_mptcp'))}", shown(m.get("retrans_segs"))

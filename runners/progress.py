@@ -4,11 +4,14 @@ from __future__ import annotations
 import sys
 import time
 
+from .derived import counts_text
+
 
 def describe_result(result: dict) -> str:
     m = result["metrics"]
+    ofo, retrans = counts_text(m)
     return (f"{m['throughput_mbps']:.2f} Mbit/s, subflows {'?' if m['subflows'] is None else m['subflows']}, "
-            f"OFO tcp/mptcp {m['ofo_tcp']}/{m['ofo_mptcp']}, retrans {m['retrans_segs']}")
+            f"OFO tcp/mptcp {ofo}, retrans {retrans}")
 
 
 class PlainProgress:

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import xml.etree.ElementTree as ET
 
+from ..derived import counts_text
 from .verdicts import FAIL, INCONCLUSIVE, Verdict
 
 
@@ -45,7 +46,7 @@ def _run_case(ts: ET.Element, suite: str, r: dict, wall: float) -> None:
                          name=f"{r['id']} [{label}]", time=f"{wall:.3f}")
     m = r.get("metrics", {})
     summary = (f"{m.get('throughput_mbps', 0):.2f} Mbit/s over {m.get('seconds') or 0:.2f} s, "
-               f"subflows {m.get('subflows')}, OFO tcp/mptcp {m.get('ofo_tcp')}/{m.get('ofo_mptcp')}")
+               f"subflows {m.get('subflows')}, OFO tcp/mptcp {counts_text(m)[0]}")
     if r["status"] != "ok":
         el = ET.SubElement(case, "error", message=f"run status {r['status']}", type=r["status"])
         el.text = summary

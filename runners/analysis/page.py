@@ -7,7 +7,8 @@ import html
 import json
 from pathlib import Path
 
-from .summary import comparison_lines, counts_text
+from ..derived import counts_text
+from .summary import comparison_lines
 from .verdicts import Verdict
 
 META_KEYS = ("scenario", "status", "started_utc", "finished_utc", "backend", "backend_kernel", "host_kernel",

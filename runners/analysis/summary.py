@@ -3,7 +3,7 @@ from __future__ import annotations
 
 import io
 
-from ..derived import with_derived
+from ..derived import counts_text, with_derived
 
 
 def summary(runs: list[dict], metadata: dict | None = None) -> str:
@@ -17,14 +17,6 @@ def summary(runs: list[dict], metadata: dict | None = None) -> str:
 def refused_kernels(metadata: dict) -> dict[str, str]:
     """{kernel label: why it did not run} from a result set's metadata (runners/kernel_sets.py)."""
     return {label: k["refused"] for label, k in (metadata.get("kernels") or {}).items() if k.get("refused")}
-
-
-def counts_text(m: dict) -> tuple[str, str]:
-    """(OFO tcp/mptcp, retransmitted segments) as the tables show them; "-" where not counted (a TCP
-    baseline run alongside others: nstat counts the whole namespace)."""
-    def shown(v):
-        return "-" if v is None else str(v)
-    return f"{shown(m.get('ofo_tcp'))}/{shown(m.get('ofo_mptcp'))}", shown(m.get("retrans_segs"))
 
 
 def _runs_and_ratios(runs: list[dict]) -> str:

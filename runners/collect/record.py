@@ -55,6 +55,7 @@ class Setting:
 NAMESPACE_METRICS = ("retrans_segs", "ofo_tcp", "ofo_mptcp", "ofo_mptcp_tail", "mptcp_joins")
 
 
+
 def build(who: RunIdentity, report: TrafficReport, seen: Observations, setting: Setting) -> dict:
     """The run's record as results.json stores it."""
     counters = counter_deltas(seen)
@@ -71,7 +72,7 @@ def build(who: RunIdentity, report: TrafficReport, seen: Observations, setting: 
         metrics.update(dict.fromkeys(NAMESPACE_METRICS))
         shared = {"alongside": list(setting.alongside),
                   "counters_note": "nstat counters are per namespace and counted the flows alongside too: "
-                                   "retransmitted segments and OFO are null; iperf3_retransmits is this flow's"}
+                                   "retransmitted segments and OFO are null; iperf_retransmits is this flow's"}
     return {
         "id": who.id, "mode": who.mode, "repeat": who.repeat, "primary": who.primary,
         "status": "ok" if not fallback else "mptcp-fallback",

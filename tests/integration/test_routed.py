@@ -57,6 +57,12 @@ def test_e3_case7_ipv4_efficiency(tmp_path):
     assert all(0.7 < x["metrics"]["delivered_fraction"] <= 1.0 for x in runs), [
         x["metrics"]["delivered_fraction"] for x in runs]
     assert all(p["bytes_received"] > 200_000 for p in mp["paths"].values()), mp["paths"]
+    # the four TCP baselines ran at the same time (runs.tcp_together), each at its own path's rate
+    tcp = {x["primary"]: x for x in runs if x["mode"] == "tcp"}
+    for path, rate in zip("ABCD", [2, 2, 1, 1]):
+        assert tcp[path]["alongside"] == [p for p in "ABCD" if p != path]
+        assert list(tcp[path]["paths"]) == [path] and tcp[path]["metrics"]["retrans_segs"] is None
+        assert 0.9 * rate <= tcp[path]["metrics"]["throughput_mbps"] <= rate, tcp[path]["metrics"]
     assert leftovers() == []
 
 

@@ -183,3 +183,13 @@ def test_several_clients_keep_one_flow_each_over_the_primary_and_suffixed_files(
                                      ("r001-mptcp-A", "iperf3-server-h3.json"),
                                      ("r001-mptcp-A", "iperf3-stderr-h3.txt")}
     assert [f.tag for f in Iperf3Tool(fake_host()).flows(req)] == [""]
+
+
+def test_tables_and_progress_lines_show_a_count_not_counted_as_a_dash():
+    from runners.derived import counts_text
+    from runners.progress import describe_result
+
+    m = {"throughput_mbps": 1.91, "subflows": 1, **dict.fromkeys(NAMESPACE_METRICS)}
+    assert counts_text(m) == ("-/-", "-")
+    assert describe_result({"metrics": m}) == "1.91 Mbit/s, subflows 1, OFO tcp/mptcp -/-, retrans -"
+    assert counts_text({"ofo_tcp": 0, "ofo_mptcp": 12, "retrans_segs": 3}) == ("0/12", "3")
