@@ -1,17 +1,23 @@
 """Test plumbing: integration tests run natively where the kernel can, else in ONE micro-VM.
 
 Tests marked `integration` need root, MPTCP and sch_netem. When this machine
-cannot run them (the probe says why), every selected integration test is run
-by a single pytest inside one virtme-ng boot, because TCG boots are slow; each
-host-side test then reports its own outcome from the guest's JUnit XML, so
-the host's summary still lists every test by name.
+cannot run them (the probe says why), the selected integration tests are split
+into shards of about equal recorded time, and each shard is run by one pytest
+inside its own virtme-ng boot, all boots side by side (TESTBED_VM_TESTS_SHARDS,
+default 2); each host-side test then reports its own outcome from its guest's
+JUnit XML, so the host's summary still lists every test by name.
 """
 from __future__ import annotations
 
+import json
 import os
 import shutil
+import signal
+import subprocess
 import sys
 import tempfile
+import threading
+import time
 import xml.etree.ElementTree as ET
 from pathlib import Path
 
@@ -21,6 +27,9 @@ REPO = Path(__file__).resolve().parent.parent
 IN_VM = os.environ.get("TESTBED_IN_VM") == "1"
 # CI stops the whole job at 90 min: stop the VM before that, so the tests that did not finish are named
 VM_TESTS_TIMEOUT = float(os.environ.get("TESTBED_VM_TESTS_TIMEOUT", 80 * 60))
+# micro-VMs side by side, each with a share of the tests (1: all in one boot, as before)
+VM_TESTS_SHARDS = int(os.environ.get("TESTBED_VM_TESTS_SHARDS", 2))
+DURATIONS = REPO / "tests" / "integration" / "durations.json"
 
 
 def pytest_configure(config):
@@ -40,7 +49,8 @@ def _native_problems() -> list[str]:
 
 
 class VmProxy:
-    """Runs the selected integration tests in one VM boot and remembers each outcome."""
+    """Runs the selected integration tests in micro-VMs side by side (one boot per shard) and remembers
+    each outcome."""
 
     def __init__(self, config, nodeids: list[str], why: list[str]):
         self.config = config
@@ -49,39 +59,102 @@ class VmProxy:
         self.outcomes: dict[str, tuple[str, str]] | None = None
 
     def _run(self) -> None:
-        from runners.backends.vm import VmError, plan_vm, run_in_vm
-        from runners.errors import Terminated
-
         workdir = Path(tempfile.mkdtemp(prefix="testbed-vm-tests-"))
-        xml = workdir / "junit.xml"
-        # per-test times as they finish and a durations table: CI's budget is the whole suite
-        guest = [sys.executable, "-m", "pytest", "-p", "no:cacheprovider", "-v", "-rA",
-                 "-o", "console_output_style=times", "--durations=0", f"--junitxml={xml}", *self.nodeids]
+        parts = shards(self.nodeids, VM_TESTS_SHARDS)
         capman = self.config.pluginmanager.getplugin("capturemanager")
         with capman.global_and_fixture_disabled():
-            print(f"\n== integration tests in a micro-VM (this machine: {'; '.join(self.why)}) ==", flush=True)
+            print(f"\n== integration tests in {len(parts)} micro-VM(s) side by side, {', '.join(str(len(p)) for p in parts)} "
+                  f"tests (this machine: {'; '.join(self.why)}) ==", flush=True)
             try:
-                code = run_in_vm(plan_vm(guest, [workdir]), timeout=VM_TESTS_TIMEOUT)
-            except VmError as e:
-                # a timeout: the tests that finished keep their outcome (pytest writes the XML at its end,
-                # so usually none did); the others say why
-                done = parse_junit(xml) if xml.exists() else {}
-                self.outcomes = {n: done.get(n, ("failed", f"the micro-VM: {e}")) for n in self.nodeids}
-                return
-            except Terminated:
-                # SIGTERM stopped the VM: the session ends here (the next test would boot another)
-                self.outcomes = {n: ("failed", "SIGTERM: the micro-VM was stopped") for n in self.nodeids}
-                pytest.exit("SIGTERM: the micro-VM was stopped", returncode=143)
+                codes, terminated = run_shards(parts, workdir)
+                self.outcomes = {}
+                for k, part in enumerate(parts, 1):
+                    xml = workdir / f"vm{k}" / "junit.xml"
+                    done = parse_junit(xml) if xml.exists() else {}
+                    why = (f"did not finish in micro-VM {k} (exit {codes[k - 1]}; its output above is marked "
+                           f"[vm{k}])")
+                    self.outcomes.update({n: done.get(n, ("failed", why)) for n in part})
+                    print(f"== micro-VM {k}: pytest exited {codes[k - 1]} ==", flush=True)
             finally:
-                self.outcomes_from = xml.read_bytes() if xml.exists() else None
                 shutil.rmtree(workdir, ignore_errors=True)
-            print(f"== micro-VM pytest exited {code} ==", flush=True)
-        self.outcomes = parse_junit_text(self.outcomes_from) if self.outcomes_from else {}
+        if terminated:
+            # SIGTERM stopped the VMs: the session ends here (the next test would boot more)
+            pytest.exit("SIGTERM: the micro-VMs were stopped", returncode=143)
 
     def outcome(self, nodeid: str) -> tuple[str, str]:
         if self.outcomes is None:
             self._run()
         return self.outcomes.get(nodeid, ("failed", "did not run in the micro-VM (see its output above)"))
+
+
+def shards(nodeids: list[str], count: int) -> list[list[str]]:
+    """`count` shards of about equal time: longest test first, each to the shard with the least time so far
+    (the seconds tests/integration/durations.json recorded; 60 s for a test it lacks). File order within
+    a shard."""
+    known = json.loads(DURATIONS.read_text())["seconds"] if DURATIONS.exists() else {}
+    bins: list[list[str]] = [[] for _ in range(max(1, count))]
+    load = [0.0] * len(bins)
+    for nodeid in sorted(nodeids, key=lambda n: -known.get(n, 60)):
+        k = load.index(min(load))
+        bins[k].append(nodeid)
+        load[k] += known.get(nodeid, 60)
+    order = {n: i for i, n in enumerate(nodeids)}
+    return [sorted(b, key=order.__getitem__) for b in bins if b]
+
+
+def vm_shard_argv(junit: Path, part: list[str]) -> list[str]:
+    return [sys.executable, "-m", "tests.vm_shard", str(junit), str(VM_TESTS_TIMEOUT), *part]
+
+
+def run_shards(parts: list[list[str]], workdir: Path, argv_of=vm_shard_argv) -> tuple[list[int], bool]:
+    """Each shard's pytest in its own VM boot (tests/vm_shard.py), all at once, their output prefixed
+    [vmK]; (exit codes, whether SIGTERM stopped them). SIGTERM and Ctrl-C reach every VM."""
+    procs, pumps = [], []
+    for k, part in enumerate(parts, 1):
+        (workdir / f"vm{k}").mkdir()
+        proc = subprocess.Popen(argv_of(workdir / f"vm{k}" / "junit.xml", part), cwd=REPO, stdin=subprocess.DEVNULL,
+                                stdout=subprocess.PIPE, stderr=subprocess.STDOUT,
+                                env={**os.environ, "PYTHONUNBUFFERED": "1"})
+        pumps.append(threading.Thread(target=_forward_lines, args=(proc.stdout, f"[vm{k}] "), daemon=True))
+        pumps[-1].start()
+        procs.append(proc)
+    terminated: list[int] = []
+
+    def forward(signum, frame):
+        terminated.append(signum)
+        _signal_all(procs, signal.SIGTERM)
+    old = signal.signal(signal.SIGTERM, forward)
+    try:
+        while any(p.poll() is None for p in procs):
+            time.sleep(0.5)
+    except KeyboardInterrupt:
+        _signal_all(procs, signal.SIGINT)
+        for p in procs:
+            try:
+                p.wait(timeout=60)
+            except subprocess.TimeoutExpired:
+                p.kill()
+        raise
+    finally:
+        signal.signal(signal.SIGTERM, old)
+    for t in pumps:
+        t.join(timeout=5)
+    return [p.returncode for p in procs], bool(terminated)
+
+
+def _signal_all(procs: list, signum: int) -> None:
+    for p in procs:
+        if p.poll() is None:
+            p.send_signal(signum)
+
+
+def _forward_lines(src, prefix: str) -> None:
+    for line in iter(src.readline, b""):
+        try:
+            sys.stdout.write(prefix + line.decode(errors="replace"))
+            sys.stdout.flush()
+        except (BrokenPipeError, OSError, ValueError):
+            pass
 
 
 def parse_junit(path: Path) -> dict[str, tuple[str, str]]:

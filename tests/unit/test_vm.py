@@ -1,5 +1,8 @@
 """VM backend planning: command line, quoting and kernel choice (no VM is booted)."""
+import json
 import shlex
+import sys
+import time
 from pathlib import Path
 
 import pytest
@@ -114,3 +117,30 @@ def test_9p_is_forced_unless_a_rust_virtiofsd_is_installed(tmp_path, monkeypatch
     finally:
         vm.rust_virtiofsd.cache_clear()
     assert ("--force-9p" in argv) == force_9p
+
+
+def test_vm_test_shards_balance_recorded_time_and_keep_file_order(tmp_path, monkeypatch):
+    from tests import conftest
+
+    durations = tmp_path / "durations.json"
+    durations.write_text(json.dumps({"about": "", "seconds": {"t::a": 250, "t::b": 180, "t::c": 130, "t::d": 100}}))
+    monkeypatch.setattr(conftest, "DURATIONS", durations)
+    parts = conftest.shards(["t::a", "t::b", "t::c", "t::d", "t::new"], 2)
+    # longest first to the emptier shard: a | b, c to b's (180 < 250), d to a's (250 < 310), new (60 s,
+    # not recorded) to b's (310 < 350)
+    assert parts == [["t::a", "t::d"], ["t::b", "t::c", "t::new"]]
+    assert conftest.shards(["t::a", "t::b"], 1) == [["t::a", "t::b"]]
+    assert conftest.shards(["t::a"], 3) == [["t::a"]]
+
+
+def test_vm_test_shards_run_side_by_side_with_their_output_marked(tmp_path, capsys):
+    from tests import conftest
+
+    def argv_of(junit, part):
+        code = "import sys, time; time.sleep(1); print('ran', *sys.argv[1:]); sys.exit(len(sys.argv) - 1)"
+        return [sys.executable, "-c", code, *part]
+    t0 = time.monotonic()
+    codes, terminated = conftest.run_shards([["x", "y"], ["z"]], tmp_path, argv_of)
+    assert codes == [2, 1] and not terminated and time.monotonic() - t0 < 1.9   # at once, not one after another
+    out = capsys.readouterr().out.splitlines()
+    assert sorted(out) == ["[vm1] ran x y", "[vm2] ran z"]
