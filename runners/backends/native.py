@@ -261,6 +261,8 @@ class NativeRunner:
         for result in results:
             if captured is not None:
                 result["capture"] = captured
+            if together:   # the pings, counter snapshots and capture of the job are kept once, with its first run
+                result["shared_raw"] = f"raw/{job.run_id}"
             self.store.add_run(result)
         self._maybe_pause("run")
         clock.mark("store")

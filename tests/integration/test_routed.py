@@ -63,6 +63,8 @@ def test_e3_case7_ipv4_efficiency(tmp_path):
         assert tcp[path]["alongside"] == [p for p in "ABCD" if p != path]
         assert list(tcp[path]["paths"]) == [path] and tcp[path]["metrics"]["retrans_segs"] is None
         assert 0.9 * rate <= tcp[path]["metrics"]["throughput_mbps"] <= rate, tcp[path]["metrics"]
+        assert (d / tcp[path]["id"].join(["raw/", "/iperf3-client.json"])).is_file()
+        assert (d / tcp[path]["shared_raw"] / f"ping-{path}.txt").is_file()   # pinged once, for all four
     assert leftovers() == []
 
 
