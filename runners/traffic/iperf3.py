@@ -135,7 +135,7 @@ class Iperf3Tool(TrafficTool):
             for tag, proc in procs.items():
                 if (proc.returncode is not None and proc.returncode < 0 and -proc.returncode != signal.SIGTERM
                         and proc.pid not in self.stopped_by_us):
-                    raise RunFailure(f"run {req.run_id}: the iperf3 {side} for {flows[tag].where} died "
+                    raise RunFailure(f"run {req.run_id}: the iperf3 {side} on {flows[tag].where} died "
                                      f"(killed by {signal.Signals(-proc.returncode).name})")
 
     def _report(self, req: TrafficRun, flow: Flow, c_out: bytes, c_err: bytes, s_out: bytes, s_err: bytes) -> dict:
