@@ -67,6 +67,7 @@ class VmProxy:
         with capman.global_and_fixture_disabled():
             print(f"\n== integration tests in {len(parts)} micro-VM(s) side by side, {', '.join(str(len(p)) for p in parts)} "
                   f"tests (this machine: {'; '.join(self.why)}) ==", flush=True)
+            started = time.monotonic()
             try:
                 codes, terminated = run_shards(parts, workdir)
                 self.outcomes = {}
@@ -76,7 +77,9 @@ class VmProxy:
                     why = (f"did not finish in micro-VM {k} (exit {codes[k - 1]}; its output above is marked "
                            f"[vm{k}])")
                     self.outcomes.update({n: done.get(n, ("failed", why)) for n in part})
-                    print(f"== micro-VM {k}: pytest exited {codes[k - 1]} ==", flush=True)
+                    # pytest's own durations give all of it to the first test, which waited for the VMs
+                    print(f"== micro-VM {k}: pytest exited {codes[k - 1]} after {time.monotonic() - started:.0f} s "
+                          f"(per-test times are its [vm{k}] lines) ==", flush=True)
             finally:
                 shutil.rmtree(workdir, ignore_errors=True)
         if terminated:
