@@ -123,6 +123,9 @@ def boxplot_figure(doc: dict, metric: str):
                 ax.plot([x] * len(vals), vals, "o", color=color)
                 ax.annotate(f"n={len(vals)},\nno interval", (x, max(vals)), textcoords="offset points",
                             xytext=(0, 6), ha="center", fontsize=6.5)
+        if not counts:      # e.g. nstat counts of TCP baselines run together: the namespace's, not theirs
+            ax.plot([], [], color=color, lw=8, alpha=0.2, label=f"{case} (not counted)")
+            continue
         n = f"n={min(counts)}" if min(counts) == max(counts) else f"n={min(counts)}-{max(counts)}"
         ax.plot([], [], color=color, lw=8, alpha=0.6, label=f"{case} ({n} per point)")
     ax.set_xticks(range(len(groups)))

@@ -58,6 +58,17 @@ def test_few_runs_are_drawn_as_points_saying_there_is_no_interval():
     assert ax.get_ylim()[0] == 0
 
 
+def test_a_case_whose_metric_was_not_counted_is_named_so_not_drawn():
+    """TCP baselines run together leave nstat counts (OFO) null: every run of the case, so no box at all."""
+    tcp = with_point(recorded("tcp"), "r001-tcp-A", "p001", "base", {})
+    tcp["metrics"]["ofo_mptcp"] = None
+    doc = {"runs": [with_point(recorded("mptcp"), "r001-mptcp-A", "p001", "base", {}), tcp]}
+    ax = plots.boxplot_figure(doc, "ofo_mptcp").axes[0]
+    assert sorted(t.get_text() for t in ax.get_legend().get_texts()) == ["mptcp@A (n=1 per point)",
+                                                                         "tcp@A (not counted)"]
+    assert [t.get_text() for t in ax.texts] == ["n=1,\nno interval"]        # the MPTCP run's point only
+
+
 def test_boxes_have_medians_that_stand_out():
     runs = [with_point(recorded("mptcp"), f"r00{i}-mptcp-A", "p001", "base", {}, repeat=i, scale=1 + i / 100)
             for i in (1, 2, 3)]
