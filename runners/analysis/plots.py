@@ -98,7 +98,9 @@ def boxplot_figure(doc: dict, metric: str):
     """One box per point and case; with fewer than 3 runs the runs themselves, marked 'no interval'."""
     groups = group_runs(doc)
     cases = sorted({case_of(r) for r in doc["runs"]})
-    fig, ax = plt.subplots(figsize=(max(6, 1.2 * len(groups) * len(cases)), 4.5))
+    slots = len(groups) * len(cases)
+    fig, ax = plt.subplots(figsize=(min(18, max(6, 1.2 * slots)), 4.5))
+    crowded = slots > 16    # E3's 10 cases x 5: notes over every point would overlap; the legend says it
     width = 0.8 / max(len(cases), 1)
     colors = plt.rcParams["axes.prop_cycle"].by_key()["color"]
     top = 0.0
@@ -121,19 +123,22 @@ def boxplot_figure(doc: dict, metric: str):
                     patch.set_alpha(0.6)
             else:
                 ax.plot([x] * len(vals), vals, "o", color=color)
+            if len(vals) < 3 and not crowded:
                 ax.annotate(f"n={len(vals)},\nno interval", (x, max(vals)), textcoords="offset points",
                             xytext=(0, 6), ha="center", fontsize=6.5)
         if not counts:      # e.g. nstat counts of TCP baselines run together: the namespace's, not theirs
             ax.plot([], [], color=color, lw=8, alpha=0.2, label=f"{case} (not counted)")
             continue
         n = f"n={min(counts)}" if min(counts) == max(counts) else f"n={min(counts)}-{max(counts)}"
-        ax.plot([], [], color=color, lw=8, alpha=0.6, label=f"{case} ({n} per point)")
+        no_interval = ", no interval" if crowded and max(counts) < 3 else ""
+        ax.plot([], [], color=color, lw=8, alpha=0.6, label=f"{case} ({n} per point{no_interval})")
     ax.set_xticks(range(len(groups)))
     ax.set_xlim(-0.6, len(groups) - 0.4)
     ax.set_xticklabels([label for _, (label, _) in groups.items()], fontsize=7, rotation=0)
     ax.set_ylabel(LABELS.get(metric, metric))
     ax.set_ylim(0, top * 1.25 or 1)   # room above the highest run for its note and the legend
-    ax.legend(fontsize=8, loc="upper right")
+    # crowded: one row across the top, in the room kept above the highest run, not over the last points
+    ax.legend(fontsize=8, loc="upper center" if crowded else "upper right", ncol=len(cases) if crowded else 1)
     ax.grid(axis="y", alpha=0.3)
     ax.set_title(f"{LABELS.get(metric, metric)} per point")
     return fig

@@ -69,6 +69,18 @@ def test_a_case_whose_metric_was_not_counted_is_named_so_not_drawn():
     assert [t.get_text() for t in ax.texts] == ["n=1,\nno interval"]        # the MPTCP run's point only
 
 
+def test_many_points_keep_a_readable_width_and_say_no_interval_once_in_the_legend():
+    """E3: ten cases, five kinds of run each, two runs a point."""
+    runs = [with_point(recorded(mode), f"p{k:03}-r00{rep}-{mode}-A", f"p{k:03}", f"variant=case{k}", {}, repeat=rep)
+            for k in range(1, 11) for mode in ("mptcp", "tcp") for rep in (1, 2)]
+    fig = plots.boxplot_figure({"runs": runs}, "throughput_mbps")
+    ax = fig.axes[0]
+    assert fig.get_size_inches()[0] <= 18 and not ax.texts
+    assert sorted(t.get_text() for t in ax.get_legend().get_texts()) == [
+        "mptcp@A (n=2 per point, no interval)", "tcp@A (n=2 per point, no interval)"]
+    assert [t.get_text() for t in ax.get_xticklabels()][:2] == ["variant=case1", "variant=case2"]
+
+
 def test_boxes_have_medians_that_stand_out():
     runs = [with_point(recorded("mptcp"), f"r00{i}-mptcp-A", "p001", "base", {}, repeat=i, scale=1 + i / 100)
             for i in (1, 2, 3)]
