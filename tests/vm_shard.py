@@ -1,9 +1,9 @@
 """One shard of the integration tests in its own micro-VM boot: `python -m tests.vm_shard JUNIT TIMEOUT NODEID...`.
 
-tests/conftest.py starts one of these per shard, so the shards' VMs run side by side: under TCG a
-guest is often waiting on its traffic's clock, not computing, and one guest kept one of two host
-cores busy. A child process, not a thread: run_in_vm installs its SIGTERM handler, which only the
-main thread may do. Exit codes: the guest pytest's, 3 when the VM itself failed (said on stdout),
+tests/conftest.py starts one of these per shard, so that the shards' VMs can run side by side (the
+default is one shard: on 2 cores two TCG guests made every test ~3x slower, docs/development.md).
+A child process, not a thread: run_in_vm installs its SIGTERM handler, which only the main thread
+may do. Exit codes: the guest pytest's, 3 when the VM itself failed (said on stdout),
 143 on SIGTERM.
 """
 from __future__ import annotations
