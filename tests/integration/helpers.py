@@ -25,8 +25,9 @@ def run_cli(*args: str, timeout: float = 900, plots: bool = False) -> subprocess
     """run-scenario's main() in a fork of this process, which imported the testbed once.
 
     The same code as `python -m runners.cli`, less a new interpreter's start-up and
-    imports (about 12 s each in a TCG guest, for some 25 runs). Tests of signals and
-    of a SIGKILLed run start a real `python -m runners.cli` process instead.
+    imports (about 12 s each in a TCG guest, for some 25 runs); the warm VM runs its
+    jobs the same way. Tests of signals (Ctrl-C, SIGTERM) and of a SIGKILLed run start
+    a real `python -m runners.cli` process instead.
     With `--no-plots` unless `plots`: drawing a set's figures costs seconds under TCG,
     and the figures are checked where they are the point (the sweep test, lab 1, the
     fresh-machine run, and the unit tests on recorded sets).
@@ -34,19 +35,7 @@ def run_cli(*args: str, timeout: float = 900, plots: bool = False) -> subprocess
     if not plots and args and args[0] not in ("shell", "export", "report", "merge", "compare", "vm", "clean",
                                               "list") and "--check" not in args and "--dry-run" not in args:
         args = (*args, "--no-plots")
-    import runners.cli  # noqa: F401  (imported before the fork: every child inherits it)
-    import runners.backends.native  # noqa: F401
-    import runners.analysis.plots  # noqa: F401  (matplotlib: seconds to import under TCG)
-    import runners.analysis.report  # noqa: F401
-    import rich.console, rich.table  # noqa: E401,F401  (the summary's: 1.8 s to import under TCG)
-    from runners.backends import kernel_features
-    from runners.backends.probe import iperf3_facts, netem_works
-    from runners.cli import userland_metadata
-    if os.geteuid() == 0:
-        netem_works()   # memoised: the children inherit the answers
-        kernel_features.endpoint_answers()
-        iperf3_facts()
-    userland_metadata()   # memoised: the checkout's revision and tool versions, 4.5 s a run under TCG
+    _import_before_fork()
     out_r, out_w = os.pipe()
     err_r, err_w = os.pipe()
     pid = os.fork()
@@ -79,6 +68,23 @@ def run_cli(*args: str, timeout: float = 900, plots: bool = False) -> subprocess
                                        outs[out_r].decode(errors="replace"), outs[err_r].decode(errors="replace"))
 
 
+def _import_before_fork() -> None:
+    """What every run-scenario child would import and ask: done once, in this process."""
+    import runners.cli  # noqa: F401  (imported before the fork: every child inherits it)
+    import runners.backends.native  # noqa: F401
+    import runners.analysis.plots  # noqa: F401  (matplotlib: seconds to import under TCG)
+    import runners.analysis.report  # noqa: F401
+    import rich.console, rich.table  # noqa: E401,F401  (the summary's: 1.8 s to import under TCG)
+    from runners.backends import kernel_features
+    from runners.backends.probe import iperf3_facts, netem_works
+    from runners.cli import userland_metadata
+    if os.geteuid() == 0:
+        netem_works()   # memoised: the children inherit the answers
+        kernel_features.endpoint_answers()
+        iperf3_facts()
+    userland_metadata()   # memoised: the checkout's revision and tool versions, 4.5 s a run under TCG
+
+
 def _read_all(fd: int) -> bytes:
     chunks = []
     while True:
@@ -93,3 +99,47 @@ def _read_all(fd: int) -> bytes:
 def write_scenario(path: Path, text: str) -> Path:
     path.write_text(text)
     return path
+
+
+class ForkedCli:
+    """run-scenario's main() in a fork of this process, as run_cli, with its output (stdout and stderr
+    together) read line by line as it comes: the part of subprocess.Popen the fault tests use."""
+
+    def __init__(self, *args: str, plots: bool = False):
+        if not plots:
+            args = (*args, "--no-plots")
+        _import_before_fork()
+        read, write = os.pipe()
+        self.pid = os.fork()
+        if self.pid == 0:
+            os.close(read)
+            os.chdir(REPO)
+            main_in_this_child(list(args), write, write)
+        os.close(write)
+        self.stdout = os.fdopen(read, "r", errors="replace")
+        self.returncode: int | None = None
+
+    def poll(self) -> int | None:
+        if self.returncode is None:
+            done, status = os.waitpid(self.pid, os.WNOHANG)
+            if done:
+                code = os.waitstatus_to_exitcode(status)
+                self.returncode = code if code >= 0 else 128 - code
+        return self.returncode
+
+    def communicate(self, timeout: float) -> tuple[str, str]:
+        """The rest of the output and an empty stderr, once the child has exited (TimeoutExpired if not)."""
+        deadline = time.monotonic() + timeout
+        while self.poll() is None:
+            if time.monotonic() > deadline:
+                raise subprocess.TimeoutExpired(["run-scenario"], timeout)
+            time.sleep(0.05)
+        rest = []
+        reader = threading.Thread(target=lambda: rest.append(self.stdout.read()), daemon=True)
+        reader.start()   # processes the run left behind may hold the pipe: read what is there, not forever
+        reader.join(max(1.0, deadline - time.monotonic()))
+        return (rest[0] if rest else ""), ""
+
+    def kill(self) -> None:
+        if self.poll() is None:
+            os.kill(self.pid, signal.SIGKILL)

@@ -5,15 +5,14 @@ import sys
 
 import pytest
 
-from .helpers import REPO, leftovers
+from .helpers import leftovers, run_cli
 
 pytestmark = pytest.mark.integration
 
 
 def test_an_exported_script_builds_the_same_shaped_network(tmp_path):
     script = tmp_path / "net.py"
-    r = subprocess.run([sys.executable, "-m", "runners.cli", "export", "scenarios/e4-delay.yaml", "--primary", "B"],
-                       cwd=REPO, capture_output=True, text=True, timeout=60)
+    r = run_cli("export", "scenarios/e4-delay.yaml", "--primary", "B", timeout=60)
     assert r.returncode == 0, r.stderr
     script.write_text(r.stdout)
     cli = "\n".join(["h1 tc qdisc show dev h1-eth0", "h2 tc qdisc show dev h2-eth1", "h2 ip mptcp endpoint show",

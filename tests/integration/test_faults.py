@@ -2,7 +2,6 @@
 status, finished runs intact, and nothing left behind (the leftovers helper that `run-scenario clean`
 uses). The VM-level faults (a wedged guest, Ctrl-C during the boot) are in tests/vmhost."""
 import json
-import os
 import re
 import signal
 import subprocess
@@ -14,7 +13,7 @@ import pytest
 
 from runners.session import RESULTS_UNWRITABLE
 
-from .helpers import REPO, leftovers, write_scenario
+from .helpers import REPO, ForkedCli, leftovers, run_cli, write_scenario
 
 pytestmark = pytest.mark.integration
 
@@ -33,13 +32,15 @@ STARTED = re.compile(r"run r\d{3}-\w+-\w+: \w+ with primary path")
 
 
 class Run:
-    """A real `python -m runners.cli` process whose output is read line by line as it comes."""
+    """run-scenario whose output is read line by line as it comes: a real `python -m runners.cli` process
+    for the tests of signals, else a fork of this process that imported the testbed once (ForkedCli)."""
 
-    def __init__(self, *args: str, out: Path):
+    def __init__(self, *args: str, out: Path, real: bool = False):
         self.out = out
-        self.p = subprocess.Popen([sys.executable, "-u", "-m", "runners.cli", *args, "--backend", "native",
-                                   "--out", str(out)], cwd=REPO, stdout=subprocess.PIPE,
-                                  stderr=subprocess.STDOUT, text=True)
+        args = (*args, "--backend", "native", "--out", str(out))
+        self.p = subprocess.Popen([sys.executable, "-u", "-m", "runners.cli", *args], cwd=REPO,
+                                  stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True) if real \
+            else ForkedCli(*args)
         self.seen: list[str] = []
 
     def wait_for(self, pattern: re.Pattern | str, count: int = 1, within: float = 300) -> None:
@@ -95,7 +96,8 @@ def test_iperf3_pair_killed_fails_that_run_with_the_signal(tmp_path):
 
 @pytest.mark.parametrize("delay", [0.0, 1.5], ids=["at-once", "mid-build"])
 def test_sigterm_during_the_topology_build(tmp_path, delay):
-    run = Run(str(write_scenario(tmp_path / "f.yaml", THREE_RUNS.replace("DURATION", "6"))), out=tmp_path / "o")
+    run = Run(str(write_scenario(tmp_path / "f.yaml", THREE_RUNS.replace("DURATION", "6"))), out=tmp_path / "o",
+              real=True)
     run.wait_for("building topology")
     time.sleep(delay)
     run.p.send_signal(signal.SIGTERM)
@@ -141,8 +143,7 @@ def test_results_disk_full_mid_set_keeps_finished_runs_and_resumes(tmp_path, sma
     assert leftovers() == []
 
     filler.unlink()
-    r = subprocess.run([sys.executable, "-m", "runners.cli", "--resume", str(run.result_dir), "--backend", "native",
-                        "--no-report"], cwd=REPO, capture_output=True, text=True, timeout=300)
+    r = run_cli("--resume", str(run.result_dir), "--backend", "native", "--no-report", timeout=300)
     assert r.returncode == 0, r.stdout + r.stderr
     assert len(run.runs()) == 3 and run.metadata()["status"] == "ok"
     assert leftovers() == []
@@ -158,8 +159,7 @@ def test_results_disk_turned_read_only_mid_set(tmp_path, small_disk):
     assert 1 <= len(run.runs()) < 3
     assert leftovers() == []
     subprocess.run(["mount", "-o", "remount,rw", str(small_disk)], check=True)
-    r = subprocess.run([sys.executable, "-m", "runners.cli", "--resume", str(run.result_dir), "--backend", "native",
-                        "--no-report"], cwd=REPO, capture_output=True, text=True, timeout=300)
+    r = run_cli("--resume", str(run.result_dir), "--backend", "native", "--no-report", timeout=300)
     assert r.returncode == 0, r.stdout + r.stderr
     assert len(run.runs()) == 3
 

@@ -1,14 +1,14 @@
 """Switches and the controller on a real kernel: learning, steering (E2), several clients (E5), failures."""
 import json
+import os
 import signal
 import subprocess
-import sys
 import time
 from pathlib import Path
 
 import pytest
 
-from .helpers import REPO, leftovers, run_cli, write_scenario
+from .helpers import REPO, ForkedCli, leftovers, run_cli, write_scenario
 
 pytestmark = pytest.mark.integration
 
@@ -155,12 +155,11 @@ def test_bridge_switches_pass_traffic(tmp_path):
 def test_user_app_killed_mid_run_fails_clearly_and_cleans_up(tmp_path):
     """A user's app file (the README's hub) gets our lifecycle: started, checked, and watched."""
     app = REPO / "tests" / "fixtures" / "hub_app.py"
-    text = LEARNING.replace("duration: 4", "duration: 30").replace("compare: [mptcp, tcp]", "compare: [tcp]")
+    # long enough that the kill, 3 s after the traffic started, lands mid-run with margin under TCG
+    text = LEARNING.replace("duration: 4", "duration: 12").replace("compare: [mptcp, tcp]", "compare: [tcp]")
     text = text.replace("controller: {app: learning}", f"controller: {{app: {app}}}")
     f = write_scenario(tmp_path / "k.yaml", text)
-    p = subprocess.Popen([sys.executable, "-m", "runners.cli", str(f), "--backend", "native", "--allow-commands",
-                          "--out", str(tmp_path / "o")], cwd=REPO, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
-                         text=True)
+    p = ForkedCli(str(f), "--backend", "native", "--allow-commands", "--out", str(tmp_path / "o"))
     try:
         deadline = time.monotonic() + 240
         victim = None
@@ -173,12 +172,11 @@ def test_user_app_killed_mid_run_fails_clearly_and_cleans_up(tmp_path):
                 victim = int(out.split()[0]) if out.split() else None
             time.sleep(0.5)
         assert victim is not None, "the run never reached its traffic phase"
-        import os
         os.kill(victim, signal.SIGKILL)
-        out, err = p.communicate(timeout=180)
+        out, _ = p.communicate(timeout=180)
     finally:
-        if p.poll() is None:
-            p.kill()
+        p.kill()
+    err = out    # one stream: stdout and stderr together
     assert p.returncode == 1, out + err
     assert f"the controller ({app}) exited" in err and "controller.log" in err, err
     d = next(next((tmp_path / "o").iterdir()).iterdir())
