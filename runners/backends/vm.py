@@ -22,6 +22,7 @@ from pathlib import Path
 
 from scenarios.spec.kernel import is_kernel_path, satisfies
 
+from . import root_cache
 from .kernel_images import KernelNotFound, image_release, installed_kernels, modules_for, resolve_kernel, stage_image
 
 from ..leftovers import VM_SCRIPT_PREFIX
@@ -285,12 +286,14 @@ def run_in_vm(plan: VmPlan, log=print, timeout: float | None = None, silence: fl
     vng = vng_binary()
     compile_bytecode()
     env = vng_env(vng)
-    log(f"booting micro-VM: kernel {kernel_release(plan.kernel)}, "
-        f"{'KVM' if plan.kvm else 'TCG (' + plan.accel_reason + f'; CPU {plan.cpu_model})'}, {plan.cpus} CPUs, "
-        f"{plan.memory}")
     script_dir = Path(tempfile.mkdtemp(prefix=VM_SCRIPT_PREFIX))
     try:
         (script_dir / GUEST_SCRIPT).write_text(plan.guest_script())
+        # this VM lives for one command, so its root may be cached (the warm VM's may not)
+        cached = root_cache.install_shim(script_dir / "bin", env, vng)
+        log(f"booting micro-VM: kernel {kernel_release(plan.kernel)}, "
+            f"{'KVM' if plan.kvm else 'TCG (' + plan.accel_reason + f'; CPU {plan.cpu_model})'}, {plan.cpus} CPUs, "
+            f"{plan.memory}{', root cached' if cached else ''}")
         return _boot(plan.vng_argv(vng, script_dir), env, log, timeout, silence, quiet)
     finally:
         shutil.rmtree(script_dir, ignore_errors=True)

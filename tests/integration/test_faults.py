@@ -178,7 +178,7 @@ topology:
   paths:
     - {name: A, client_if: 0, server_if: 0}
     - {name: B, client_if: 1, server_if: 1}
-traffic: {duration: 20}
+traffic: {duration: 10}
 runs: {compare: [mptcp, tcp], pause: 0.2s}
 """
 
