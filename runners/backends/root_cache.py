@@ -1,4 +1,4 @@
-"""A one-shot micro-VM's root, cached in the guest: the host's root over 9p with `cache=loose`.
+"""The micro-VM's root, cached in the guest: the host's root over 9p with `cache=loose`.
 
 virtme-ng mounts the shared root without a cache option, so the guest asks the
 host for every lookup and every read again: each Python start reads its modules
@@ -11,8 +11,10 @@ The cache never asks the host again, so it is right only while the host's root
 does not change under the guest. That holds for a VM that lives for one
 run-scenario or one test session, whose inputs exist before it boots and whose
 outputs go to shared folders of their own (`--rwdir`, mounted without the
-cache). It does not hold for the warm VM, which lives across the user's edits
-and upgrades: it keeps virtme-ng's uncached root.
+cache). The warm VM lives across the user's edits, so before each job its guest
+drops what it cached of files that no process holds (forget_cached_root): each
+job then reads the host's files as they are when it starts, and rereads a file
+it uses many times (a binary, a library) from the guest's memory.
 
 The guest's initramfs mounts the root with options fixed in virtme-ng
 (`virtme.mkinitramfs._MOUNT_ROOT_HOST`). virtme-ng starts `virtme-run` by name
@@ -72,4 +74,29 @@ def install_shim(folder: Path, env: dict, vng: str) -> bool:
     shim.write_text(SHIM.format(python=python, uncached=UNCACHED, cached=CACHED))
     shim.chmod(0o755)
     env["PATH"] = f"{folder}{os.pathsep}{env.get('PATH', '')}"
+    return True
+
+
+def root_is_cached(mounts: str | None = None) -> bool:
+    """In a guest: whether / is the 9p root with a cache (6.1 shows `loose`; newer kernels `cache=<flags>`)."""
+    if mounts is None:
+        try:
+            mounts = Path("/proc/mounts").read_text()
+        except OSError:
+            return False
+    for line in mounts.splitlines():
+        fields = line.split()
+        if len(fields) >= 4 and fields[1] == "/" and fields[2] == "9p":
+            options = fields[3].split(",")
+            return "loose" in options or any(o.startswith("cache=") and o not in ("cache=none", "cache=0")
+                                             for o in options)
+    return False
+
+
+def forget_cached_root(mounts: str | None = None, drop_caches: Path = Path("/proc/sys/vm/drop_caches")) -> bool:
+    """In a long-lived guest with a cached root (the warm VM), before each job: drop what the guest
+    cached of files no process holds, so the job reads the host's files as they are now. True if done."""
+    if not root_is_cached(mounts):
+        return False
+    drop_caches.write_text("3\n")
     return True

@@ -87,6 +87,10 @@ def main_in_this_child(argv: list[str], stdout_fd: int, stderr_fd: int) -> None:
 def run_job(job: Path) -> dict:
     spec = json.loads(job.read_text())
     t0 = time.monotonic()
+    in_vm = bool(os.environ.get("TESTBED_IN_VM"))
+    if in_vm:
+        from .root_cache import forget_cached_root
+        forget_cached_root()    # the job reads the host's files as they are now, not as an earlier job saw them
     pid = os.fork()
     if pid == 0:
         log = os.open(job.with_suffix(".log"), os.O_WRONLY | os.O_CREAT | os.O_APPEND, 0o644)
@@ -108,7 +112,6 @@ def run_job(job: Path) -> dict:
     from runners.leftovers import remove_leftovers
     # only inside the micro-VM is everything a job could leave ours; the unit tests serve jobs on the
     # host, where a clean-up would stop other people's runs (it once killed a test suite's VM)
-    in_vm = bool(os.environ.get("TESTBED_IN_VM"))
     cleaned = remove_leftovers(ovs_was_running=False) if in_vm else []   # no OVS runs in the guest between jobs
     return {"code": code, "cleaned": cleaned, "seconds": round(time.monotonic() - t0, 3)}
 

@@ -19,6 +19,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from ..paths import RESULTS  # noqa: F401  (run-scenario vm up shares it with the guest)
+from . import root_cache
 from .vm import VmError, VmPlan, kernel_release, plan_vm, vng_binary, vng_env
 
 def _warm_dir() -> Path:
@@ -159,6 +160,7 @@ def up(vm: WarmVm, plan: VmPlan, log=print) -> dict:
     script_dir.mkdir(exist_ok=True)
     (script_dir / GUEST_SCRIPT).write_text(plan.guest_script())
     env = vng_env(vng)
+    cached = root_cache.install_shim(script_dir / "bin", env, vng)   # its guest forgets the cache before each job
     t0 = time.time()
     with open(vm.home / "console.log", "wb") as console:
         proc = subprocess.Popen(plan.vng_argv(vng, script_dir), env=env, stdin=subprocess.DEVNULL,
@@ -167,9 +169,10 @@ def up(vm: WarmVm, plan: VmPlan, log=print) -> dict:
              "modules": plan.modules,
              "accel": "kvm" if plan.kvm else "tcg", "cpu_model": plan.cpu_model, "cpus": plan.cpus,
              "memory": plan.memory,
-             "rwdirs": list(plan.rwdirs), "started": t0, "code": code_fingerprint()}
+             "rwdirs": list(plan.rwdirs), "started": t0, "code": code_fingerprint(), "root_cached": cached}
     _write_json(vm.state_file, state)
-    log(f"booting the warm VM: kernel {state['kernel']}, {state['accel'].upper()}, {plan.cpus} CPUs, {plan.memory}")
+    log(f"booting the warm VM: kernel {state['kernel']}, {state['accel'].upper()}, {plan.cpus} CPUs, {plan.memory}"
+        + (", root cached (forgotten before each job)" if cached else ""))
     while not (vm.spool / "ready").exists():
         if proc.poll() is not None:
             raise VmError(f"the warm VM exited during boot (exit {proc.returncode}); see {vm.home / 'console.log'}")
@@ -255,7 +258,8 @@ def status_lines(vm: WarmVm) -> tuple[bool, list[str]]:
     done = len(history.read_text().splitlines()) if history.exists() else 0
     queued = len([p for p in jobs.glob("*.json") if not p.with_suffix(".done").exists()]) if jobs.exists() else 0
     lines = [f"warm VM: {'up' if problem is None else problem}",
-             f"  pid {st['pid']}, kernel {st['kernel']} ({st['accel'].upper()}), {st['cpus']} CPUs, {st['memory']}",
+             f"  pid {st['pid']}, kernel {st['kernel']} ({st['accel'].upper()}), {st['cpus']} CPUs, {st['memory']}"
+             + (", root cached" if st.get("root_cached") else ""),
              f"  up for {time.time() - st['started']:.0f} s; jobs finished {done}, queued or running {queued}",
              f"  shares: {', '.join(st.get('rwdirs', []))}"]
     return problem is None, lines

@@ -44,3 +44,27 @@ def test_no_shim_when_turned_off_or_when_virtme_ng_runs_under_another_python(tmp
     other.symlink_to(sys.executable)
     assert not root_cache.install_shim(tmp_path / "other-bin", env, fake_vng(tmp_path, str(other)))
     assert env == {"PATH": "/usr/bin"} and not (tmp_path / "off").exists() and not (tmp_path / "other-bin").exists()
+
+
+GUEST_61 = """/dev/root / 9p ro,dirsync,relatime,loose,access=any,msize=512000,trans=virtio 0 0
+proc /proc proc rw,nosuid,nodev,noexec,relatime 0 0
+results /work/main/results 9p rw,relatime,access=any,msize=512000,trans=virtio 0 0
+"""
+UNCACHED_61 = GUEST_61.replace("relatime,loose,", "relatime,")
+NEWER = GUEST_61.replace("relatime,loose,", "relatime,cache=f,")
+HOST = "/dev/vda1 / ext4 rw,relatime,discard 0 0\n"
+
+
+def test_the_guest_knows_whether_its_root_is_cached():
+    assert root_cache.root_is_cached(GUEST_61) and root_cache.root_is_cached(NEWER)
+    assert not root_cache.root_is_cached(UNCACHED_61)
+    assert not root_cache.root_is_cached(HOST)
+    assert not root_cache.root_is_cached(UNCACHED_61.replace("relatime,access", "relatime,cache=none,access"))
+
+
+def test_before_each_job_a_cached_root_is_forgotten_and_nothing_else_is_touched(tmp_path):
+    knob = tmp_path / "drop_caches"
+    assert root_cache.forget_cached_root(GUEST_61, knob) and knob.read_text() == "3\n"
+    knob.unlink()
+    assert not root_cache.forget_cached_root(UNCACHED_61, knob) and not knob.exists()
+    assert not root_cache.forget_cached_root(HOST, knob) and not knob.exists()
