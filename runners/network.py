@@ -85,10 +85,12 @@ def setup_per_node(plan: TopologyPlan) -> dict[str, list[list[str]]]:
     per_node: dict[str, list] = {}
     for node, argvs in plan.setup.items():
         per_node.setdefault(node, []).extend(argvs)
-    for iface in plan.interfaces:
-        if iface.shaping is not None:
-            per_node.setdefault(iface.node, []).extend([commands.segmentation_offloads_off_argv(iface.name),
-                                                        commands.one_segment_per_packet_argv(iface.name)])
+    shaped = [i for i in plan.interfaces if i.shaping is not None]
+    # the `ip` ones first, next to the plan's: a run of `ip` changes is one process (ipbatch)
+    for iface in shaped:
+        per_node.setdefault(iface.node, []).append(commands.one_segment_per_packet_argv(iface.name))
+    for iface in shaped:
+        per_node[iface.node].append(commands.segmentation_offloads_off_argv(iface.name))
     for node, ifname in plan.offload_off:
         # the userspace datapath does not complete checksums or segment: TCP breaks without this
         per_node.setdefault(node, []).append(commands.tx_offloads_off_argv(ifname))

@@ -6,14 +6,18 @@ long-running process is registered for cleanup.
 """
 from __future__ import annotations
 
+import contextlib
+import os
 import secrets
 import subprocess
+import tempfile
 import threading
 import time
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 from typing import Callable
 
+from . import ipbatch
 from .commandlog import COMMANDS, Timed
 from .processes import stop_processes
 
@@ -120,15 +124,30 @@ def split_batch(argvs: list[list[str]], marker: str, out: str, err: str) -> list
 
 
 def run_batch(node, argvs: list[list[str]], timeout: float = 60, check: bool = True) -> list[Result]:
-    """Run several commands in a host's namespace with one process start; results in order."""
+    """Run several commands in a host's namespace with one process start (and one more per run of
+    `ip` or `tc` changes, which read their commands from a file: ipbatch); results in order."""
     if not argvs:
         return []
     marker = "@@testbed-" + secrets.token_hex(8)
     for argv in argvs:
         COMMANDS.announce(node.name, argv)
     t0 = time.monotonic()
-    res = _run(node, batch_argv(argvs, marker), timeout=timeout, check=False)
-    results = split_batch(argvs, marker, res.out, res.err)
+    parts = ipbatch.units(argvs)
+    with tempfile.TemporaryDirectory(prefix="testbed-batch-") if any(u.lines for u in parts) else \
+            contextlib.nullcontext() as folder:
+        argv_of = []
+        for k, unit in enumerate(parts):
+            path = None
+            if unit.lines:
+                path = os.path.join(folder, f"{k}.{unit.tool}")
+                with open(path, "w") as f:
+                    f.write("\n".join(unit.lines) + "\n")
+            argv_of.append(unit.argv(path))
+        res = _run(node, batch_argv(argv_of, marker), timeout=timeout, check=False)
+    results = []
+    for unit, done in zip(parts, split_batch(argv_of, marker, res.out, res.err)):
+        results += [Result(argv, *each) for argv, each in zip(unit.argvs, ipbatch.spread(unit, done.rc, done.out,
+                                                                                          done.err))]
     share = (time.monotonic() - t0) / len(argvs)
     for r in results:
         COMMANDS.record(node.name, r.argv, r.rc, share)

@@ -170,6 +170,16 @@ def parse_ping_after_warmup(text: str, warmup: int = 1) -> dict[str, Any]:
 
 # ---------------------------------------------------------------- tc -j qdisc
 
+def qdiscs_of_dev(text: str, dev: str) -> str:
+    """From `tc -j qdisc show` (every device), the JSON list of one device's qdiscs, as
+    `tc -j qdisc show dev DEV` would print it."""
+    try:
+        doc = json.loads(text) if text.strip() else []
+    except json.JSONDecodeError as e:
+        raise ParseError(f"tc -j output is not JSON: {e}") from None
+    return json.dumps([q for q in doc if q.get("dev") == dev])
+
+
 def parse_netem(text: str) -> dict[str, Any] | None:
     """The root netem qdisc of `tc -j qdisc show dev X`, as rate/delay/loss/limit; None if absent."""
     try:

@@ -8,7 +8,7 @@ from __future__ import annotations
 from . import commands
 from . import parsers
 from .errors import RunFailure
-from .nsexec import at_once, run_batch
+from .nsexec import at_once, run, run_batch
 
 
 class Shaper:
@@ -41,9 +41,9 @@ class Shaper:
             if res.rc != 0:
                 raise RunFailure(f"link {iface.link}: tc refused the netem qdisc on {iface.name}: "
                                  f"{(res.err or res.out).strip()} - refusing to run unshaped")
-        shown = run_batch(node, [["tc", "-j", "qdisc", "show", "dev", i.name] for i in ifaces])
-        for iface, res in zip(ifaces, shown):
-            report[iface.name] = self._verify(iface, res.out)
+        shown = run(node, ["tc", "-j", "qdisc", "show"]).out     # every device at once: one process
+        for iface in ifaces:
+            report[iface.name] = self._verify(iface, parsers.qdiscs_of_dev(shown, iface.name))
         return report
 
     def _verify(self, iface, shown: str) -> dict:

@@ -192,8 +192,8 @@ def interface_setup_argvs(iface: Interface, flush_family: str | None = "ipv4") -
     flush = [IP_FAMILY_FLAG[flush_family]] if flush_family else []
     argvs = [["ip", *flush, "addr", "flush", "dev", iface.name]]
     for fam, addr, plen in iface.addrs:
-        argvs.append(["ip", IP_FAMILY_FLAG[fam], "addr", "add", f"{addr}/{plen}", "dev", iface.name]
-                     + (["nodad"] if fam == "ipv6" else []))
+        # no -4/-6: the address says its family, and without an option the whole setup is one `ip -batch`
+        argvs.append(["ip", "addr", "add", f"{addr}/{plen}", "dev", iface.name] + (["nodad"] if fam == "ipv6" else []))
     argvs.append(["ip", "link", "set", "dev", iface.name, "up"])
     return argvs
 

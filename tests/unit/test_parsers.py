@@ -176,3 +176,19 @@ def test_read_back_tolerates_the_clocks_rounding_of_small_delays_but_not_a_lost_
     assert parsers.shaping_mismatches(want, {**got, "delay_ms": 0.020}) == ["delay_ms 0.02 != 0.025"]
     tiny = {**want, "rate_mbit": 0.000001}
     assert parsers.shaping_mismatches(tiny, {**got, "rate_mbit": 0.0}) == ["rate_mbit 0 != 1e-06"]
+
+
+def test_one_qdisc_listing_of_every_device_gives_each_device_its_own():
+    """Shaping reads every device's qdiscs with one `tc -j qdisc show` (one process, not one per device)."""
+    every = ('[{"kind":"noqueue","handle":"0:","dev":"lo","root":true,"refcnt":2,"options":{}},'
+             '{"kind":"netem","handle":"8002:","dev":"h1-eth0","root":true,"refcnt":3,"options":{"limit":309,'
+             '"delay":{"delay":0.25,"jitter":0,"correlation":0},"rate":{"rate":1250000,"packetoverhead":0,'
+             '"cellsize":0,"celloverhead":0},"ecn":false,"gap":0}},'
+             '{"kind":"netem","handle":"8003:","dev":"h1-eth1","root":true,"refcnt":3,"options":{"limit":100,'
+             '"delay":{"delay":0.015,"jitter":0,"correlation":0},"ecn":false,"gap":0}}]')
+    eth0 = parsers.parse_netem(parsers.qdiscs_of_dev(every, "h1-eth0"))
+    assert eth0 == parsers.parse_netem(fx("tc-netem.json"))
+    assert parsers.parse_netem(parsers.qdiscs_of_dev(every, "h1-eth1"))["limit"] == 100
+    assert parsers.parse_netem(parsers.qdiscs_of_dev(every, "h1-eth9")) is None
+    with pytest.raises(parsers.ParseError):
+        parsers.qdiscs_of_dev("not json", "h1-eth0")

@@ -76,10 +76,10 @@ def test_paths_are_subnets_and_a_second_path_on_an_interface_is_an_alias():
         ("A", "10.0.1.12", "h3-eth0", "10.0.1.1", "h1-eth0"), ("B", "10.0.2.12", "h3-eth1", "10.0.2.1", "h1-eth1"),
         ("C", "10.0.3.12", "h3-eth0", "10.0.3.1", "h1-eth2")]
     # both addresses configured on the one interface; ARP answered per interface
-    adds = [a for a in p.setup["h2"] if a[:4] == ["ip", "-4", "addr", "add"]]
-    assert adds == [["ip", "-4", "addr", "add", "10.0.1.11/24", "dev", "h2-eth0"],
-                    ["ip", "-4", "addr", "add", "10.0.3.11/24", "dev", "h2-eth0"],
-                    ["ip", "-4", "addr", "add", "10.0.2.11/24", "dev", "h2-eth1"]]
+    adds = [a for a in p.setup["h2"] if a[:3] == ["ip", "addr", "add"]]
+    assert adds == [["ip", "addr", "add", "10.0.1.11/24", "dev", "h2-eth0"],
+                    ["ip", "addr", "add", "10.0.3.11/24", "dev", "h2-eth0"],
+                    ["ip", "addr", "add", "10.0.2.11/24", "dev", "h2-eth1"]]
     assert ["sysctl", "-q", "-w", "net.ipv4.conf.all.arp_ignore=1"] in p.setup["h2"]
 
 

@@ -1,0 +1,73 @@
+"""Runs of `ip`/`tc` changes become one `-batch` process; each command keeps its own result."""
+from runners import ipbatch
+from runners.nsexec import batch_argv, split_batch
+
+SETUP = [["ip", "addr", "flush", "dev", "h1-eth0"],
+         ["ip", "addr", "add", "10.0.1.1/24", "dev", "h1-eth0"],
+         ["ip", "link", "set", "dev", "h1-eth0", "up"],
+         ["ip", "rule", "add", "from", "10.0.1.1", "table", "100", "priority", "100"],
+         ["ethtool", "-K", "h1-eth0", "tso", "off", "gso", "off", "gro", "off"],
+         ["ip", "-4", "addr", "flush", "dev", "r1-eth0"],
+         ["ip", "-4", "route", "add", "10.0.2.0/24", "via", "10.1.1.2"],
+         ["tc", "qdisc", "replace", "dev", "h1-eth0", "root", "netem", "rate", "10mbit", "delay", "15ms",
+          "loss", "0.5%", "limit", "100"],
+         ["ip", "mptcp", "endpoint", "show"]]
+
+
+def test_runs_of_changes_with_the_same_tool_and_options_share_a_process_and_keep_their_order():
+    units = ipbatch.units(SETUP)
+    assert [u.argvs for u in units] == [SETUP[0:4], [SETUP[4]], SETUP[5:7], [SETUP[7]], [SETUP[8]]]
+    assert [a for u in units for a in u.argvs] == SETUP
+    first = units[0]
+    assert first.lines == ("addr flush dev h1-eth0", "addr add 10.0.1.1/24 dev h1-eth0", "link set dev h1-eth0 up",
+                           "rule add from 10.0.1.1 table 100 priority 100")
+    assert first.argv("/tmp/b/0.ip") == ["ip", "-force", "-batch", "/tmp/b/0.ip"]
+    assert units[2].argv("/tmp/b/2.ip") == ["ip", "-4", "-force", "-batch", "/tmp/b/2.ip"]
+    assert units[2].lines == ("addr flush dev r1-eth0", "route add 10.0.2.0/24 via 10.1.1.2")
+    assert units[1].argv() == SETUP[4] and units[3].argv() == SETUP[7]   # alone: runs as it is
+
+
+def test_reads_options_with_values_and_words_the_line_parser_would_change_run_alone():
+    alone = [["ip", "mptcp", "endpoint", "show"], ["tc", "-s", "qdisc", "show"], ["ip", "-j", "addr", "show"],
+             ["ip", "-n", "ns1", "link", "set", "dev", "x", "up"], ["ip", "netns", "add", "x"],
+             ["ip", "link", "set", "dev", "a b", "up"], ["ip", "link", "set", "dev", "a#b", "up"],
+             ["ip", "link", "set", "dev", "a\"b", "up"], ["ip", "link", "set", "dev", "a\\", "up"],
+             ["ip", "link", "set", "dev", "", "up"], ["ip", "route"], ["sysctl", "-q", "-w", "a.b=1"],
+             ["tc", "-j", "qdisc", "show", "dev", "x"], ["ip", "route", "get", "10.0.0.1"]]
+    for argv in alone:
+        assert ipbatch.batch_key(argv) is None, argv
+    doubled = [a for argv in alone for a in (argv, argv)]
+    assert all(len(u.argvs) == 1 and not u.lines for u in ipbatch.units(doubled))
+
+
+# what iproute2 6.1 printed for `ip -force -batch F` whose lines 2 and 3 failed (recorded in a namespace)
+FAILED_2_AND_3 = ("Error: ipv4: Address already assigned.\nCommand failed /tmp/testbed-batch-x/0.ip:2\n"
+                  "Error: too many addresses or duplicate one: -17.\nCommand failed /tmp/testbed-batch-x/0.ip:3\n")
+
+
+def test_each_command_of_a_batch_gets_its_own_result_and_its_own_message():
+    unit = ipbatch.units([["ip", "link", "set", "dev", "a0", "up"], ["ip", "addr", "add", "10.9.0.1/24", "dev", "a0"],
+                          ["ip", "mptcp", "endpoint", "add", "10.9.0.1", "dev", "a0", "subflow"],
+                          ["ip", "mptcp", "limits", "set", "subflows", "4"]])[0]
+    assert ipbatch.spread(unit, 1, "", FAILED_2_AND_3) == [
+        (0, "", ""), (1, "", "Error: ipv4: Address already assigned.\n"),
+        (1, "", "Error: too many addresses or duplicate one: -17.\n"), (0, "", "")]
+    assert ipbatch.spread(unit, 0, "", "") == [(0, "", "")] * 4
+    # the tool never ran its file: every command failed with it
+    assert ipbatch.spread(unit, -1, "", "did not run") == [(-1, "", "did not run")] * 4
+    assert ipbatch.spread(unit, 127, "", "sh: 1: ip: not found\n") == [(127, "", "sh: 1: ip: not found\n")] * 4
+    alone = ipbatch.units([["ip", "mptcp", "endpoint", "show"]])[0]
+    assert ipbatch.spread(alone, 0, "10.9.0.1 id 1 subflow dev a0\n", "") == [(0, "10.9.0.1 id 1 subflow dev a0\n", "")]
+
+
+def test_a_batch_process_passes_through_the_shell_batch_like_any_command():
+    units = ipbatch.units(SETUP)
+    argvs = [u.argv(f"/tmp/b/{k}.{u.tool}") for k, u in enumerate(units)]
+    words = batch_argv(argvs, "@@m")
+    assert words[words.index("@@m") + 1:words.index("@@m") + 6] == ["4", "ip", "-force", "-batch", "/tmp/b/0.ip"]
+    out = "\n@@m 0 rc=0\n\n@@m 1 rc=0\n\n@@m 2 rc=1\n\n@@m 3 rc=0\n10.9.0.1 id 1\n@@m 4 rc=0\n"
+    err = "@@m 0\n@@m 1\n@@m 2\nError: x\nCommand failed /tmp/b/2.ip:2\n@@m 3\n@@m 4\n"
+    done = split_batch(argvs, "@@m", out, err)
+    per_command = [r for u, d in zip(units, done) for r in ipbatch.spread(u, d.rc, d.out, d.err)]
+    assert [rc for rc, _, _ in per_command] == [0, 0, 0, 0, 0, 0, 1, 0, 0]
+    assert per_command[6][2] == "Error: x\n" and per_command[8][1] == "10.9.0.1 id 1"
