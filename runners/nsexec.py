@@ -143,9 +143,13 @@ def run_batch(node, argvs: list[list[str]], timeout: float = 60, check: bool = T
                 with open(path, "w") as f:
                     f.write("\n".join(unit.lines) + "\n")
             argv_of.append(unit.argv(path))
-        res = _run(node, batch_argv(argv_of, marker), timeout=timeout, check=False)
+        if len(argv_of) == 1 and argv_of[0][0] != "sysctl":
+            done_all = [_run(node, argv_of[0], timeout=timeout, check=False)]   # no shell: one start less
+        else:
+            res = _run(node, batch_argv(argv_of, marker), timeout=timeout, check=False)
+            done_all = split_batch(argv_of, marker, res.out, res.err)
     results = []
-    for unit, done in zip(parts, split_batch(argv_of, marker, res.out, res.err)):
+    for unit, done in zip(parts, done_all):
         results += [Result(argv, *each) for argv, each in zip(unit.argvs, ipbatch.spread(unit, done.rc, done.out,
                                                                                           done.err))]
     share = (time.monotonic() - t0) / len(argvs)
