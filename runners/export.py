@@ -36,7 +36,7 @@ from mininet.node import Host, OVSSwitch
 HOSTS = {hosts}
 # (name, datapath id, type: ovs | ovs-user | bridge, under a controller)
 SWITCHES = {switches}
-# (node a, node b, interface on a, interface on b, port on a, port on b)
+# (node a, node b, interface on a, interface on b, port on a, port on b, MAC on a, MAC on b)
 LINKS = {links}
 # per node, in order: addresses, routes, forwarding, offloads, counters
 SETUP = {setup}
@@ -56,7 +56,7 @@ def run(node, argv):
 
 
 def build():
-    net = Mininet(topo=None, build=False, controller=None, host=Host, link=Link, autoSetMacs=True,
+    net = Mininet(topo=None, build=False, controller=None, host=Host, link=Link, autoSetMacs=False,
                   waitConnected=False)
     nodes = {{name: net.addHost(name, ip=None) for name in HOSTS}}
     controllers = []
@@ -70,8 +70,9 @@ def build():
     if any(s[3] for s in SWITCHES):
         from mininet.node import RemoteController
         controllers = [RemoteController("c0", ip="127.0.0.1", port={controller_port})]
-    for a, b, a_if, b_if, pa, pb in LINKS:
-        net.addLink(nodes[a], nodes[b], port1=pa, port2=pb, intfName1=a_if, intfName2=b_if)
+    for a, b, a_if, b_if, pa, pb, mac_a, mac_b in LINKS:
+        net.addLink(nodes[a], nodes[b], port1=pa, port2=pb, intfName1=a_if, intfName2=b_if,
+                    addr1=mac_a, addr2=mac_b)
     net.build()
     for name, _, _, controlled in SWITCHES:
         nodes[name].start(controllers if controlled else [])
@@ -162,7 +163,7 @@ def export_script(point, source: str, primary: str | None = None) -> str:
                          f"(see docs/controller.md) on 127.0.0.1:{plan.controller['port']}.\n" if controlled else ""),
         hosts=_literal(hosts),
         switches=_literal([(w.name, w.dpid, w.type, w.controller) for w in plan.switches]),
-        links=_literal(plan.link_ports()),
+        links=_literal([(*ends, *macs) for ends, macs in zip(plan.link_ports(), plan.link_macs())]),
         setup=_table(setup_per_node(plan)), shaping=_table(shaping), mptcp=_table(_mptcp(sc, plan, primary)),
         bridge_class=BRIDGE_CLASS if any(w.type == "bridge" for w in plan.switches) else "",
         controller_port=plan.controller["port"] if controlled else 6653)

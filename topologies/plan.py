@@ -141,6 +141,11 @@ class TopologyPlan:
             out.append((a, b, a_if, b_if, pa, pb))
         return out
 
+    def link_macs(self) -> list[tuple[str, str]]:
+        """(MAC on a, MAC on b) per link, in link order: locally administered, from the link's number,
+        so that captures and neighbour tables read the same in every run."""
+        return [(link_mac(k, 1), link_mac(k, 2)) for k in range(1, len(self.links) + 1)]
+
     @property
     def all_clients(self) -> tuple[str, ...]:
         return self.clients or (self.client,)
@@ -180,6 +185,13 @@ class TopologyPlan:
 
 
 IP_FAMILY_FLAG = {"ipv4": "-4", "ipv6": "-6"}
+
+
+def link_mac(number: int, end: int) -> str:
+    """02:00:00:LL:LL:EE: link `number` (from 1), end 1 or 2; 02 marks it locally administered, unicast."""
+    if not (0 < number < 1 << 16 and end in (1, 2)):
+        raise ValueError(f"no MAC for link {number}, end {end}")
+    return f"02:00:00:{number >> 8:02x}:{number & 0xff:02x}:{end:02x}"
 
 
 def interface_setup_argvs(iface: Interface, flush_family: str | None = "ipv4") -> list[Argv]:

@@ -271,7 +271,7 @@ def _write_json(path: Path, doc: dict) -> None:
     os.replace(tmp, path)
 
 
-def submit(vm: WarmVm, argv: list[str], out=None, poll: float = 0.2) -> int:
+def submit(vm: WarmVm, argv: list[str], out=None, poll: float = 0.05) -> int:
     """Queue a run-scenario job in the guest, copy its output here as it comes, return its exit code.
 
     Ctrl-C and SIGTERM are passed on to the job (it cleans up as any run does).

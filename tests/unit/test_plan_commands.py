@@ -179,3 +179,22 @@ def test_every_shaped_interface_hands_netem_one_segment_per_packet():
         argvs = per_node[node]
         assert ["ip", "link", "set", "dev", ifname, "gso_max_segs", "1"] in argvs
         assert commands.segmentation_offloads_off_argv(ifname) in argvs
+
+
+def test_every_link_end_has_its_own_fixed_locally_administered_mac():
+    """The builder sets these as it makes each veth pair (no shell round trips), and the export's script
+    sets the same: captures and neighbour tables read the same in every run."""
+    from topologies.plan import link_mac
+    p = plan(sc())
+    macs = p.link_macs()
+    assert len(macs) == len(p.links)
+    flat = [m for pair in macs for m in pair]
+    assert len(set(flat)) == len(flat)
+    assert macs[0] == ("02:00:00:00:01:01", "02:00:00:00:01:02")
+    assert link_mac(258, 2) == "02:00:00:01:02:02"
+    for m in flat:
+        first = int(m.split(":")[0], 16)
+        assert first & 0b10 and not first & 0b01    # locally administered, unicast
+    for bad in ((0, 1), (1, 3), (1 << 16, 1)):
+        with pytest.raises(ValueError):
+            link_mac(*bad)
