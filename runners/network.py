@@ -7,7 +7,7 @@ from pathlib import Path
 from typing import Callable
 
 from controller.launch import user_app_path
-from topologies.net import build_network
+from topologies.net import build_network, planned_link_ends
 from topologies.plan import TopologyPlan
 
 from . import commands
@@ -61,6 +61,7 @@ class Network:
             self.ovs.revive_for_teardown()
             self.log("cleaning up: stopping Mininet")
             try:
+                self._delete_links()
                 self.mininet.stop()
             except Exception as e:  # still try the rest
                 self.log(f"warning: Mininet stop failed: {e}")
@@ -69,6 +70,23 @@ class Network:
             self.controller.stop()
             self.controller = None
         self.ovs.stop()
+
+    def _delete_links(self) -> None:
+        """Every host's and router's links deleted by one `ip` process per namespace, all namespaces at
+        once: Mininet's stop asks each node's shell per interface end, one after another (0.8 s for the
+        default scenario's two links in a TCG guest). An end whose delete failed is left to Mininet."""
+        ends = planned_link_ends(self.mininet)
+
+        def delete(item):
+            name, intfs = item
+            results = run_batch(self.mininet.get(name), [["ip", "link", "del", i.name] for i in intfs], check=False)
+            for intf, res in zip(intfs, results):
+                intf.deleted_already = res.rc == 0
+                peer = intf.link.intf2 if intf.link.intf1 is intf else intf.link.intf1
+                if res.rc == 0 and hasattr(peer, "deleted_already"):
+                    peer.deleted_already = True   # the other end of the pair went with it
+
+        at_once(delete, ends.items())
 
     def _controller_app(self, plan: TopologyPlan) -> str:
         app = plan.controller["app"]

@@ -139,6 +139,7 @@ def run_to_the_end(runner, run_set: RunSet, jobs: list[Job], max_repeat: int | N
             runner.run_jobs(jobs)
             if max_repeat is not None:
                 more_rounds(runner, run_set, max_repeat, progress)
+        run_set.store.flush_raw()
         return EXIT_OK, "ok", None
     except KeyboardInterrupt:
         return EXIT_INTERRUPTED, "interrupted", None
@@ -155,4 +156,14 @@ def run_to_the_end(runner, run_set: RunSet, jobs: list[Job], max_repeat: int | N
         err(why + "; the set stopped there")
         return EXIT_FAIL, RESULTS_UNWRITABLE, why
     finally:
+        _write_what_was_handed_over(run_set.store)
         progress.close()
+
+
+def _write_what_was_handed_over(store) -> None:
+    """However the set ended, the raw files of its runs reach the disk. A failed write is not reported
+    here: the set already ended on an error or an interrupt, or reported the disk's state itself."""
+    try:
+        store.flush_raw()
+    except OSError:
+        pass

@@ -108,6 +108,7 @@ def make_cli(runner, point, primary: str):
             self.rep += 1
             mode = "mptcp" if "mptcp" in self.point.scenario.runs.compare else "tcp"
             result = self.runner.run_one(Job(self.point, self.rep, self.primary, mode))
+            self.runner.store.flush_raw()   # its raw files are there to look at when the line is printed
             self.stdout.write(f"run {result['id']}: {describe_result(result)}\n")
 
         def do_testbed(self, _line):

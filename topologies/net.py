@@ -37,10 +37,31 @@ def _host_intf_class():
         setup, one `ip -batch` per namespace, gives it its addresses and brings it up. Mininet's own
         config would ask the node's shell again per interface (`ifconfig up`): 0.06 s each in a TCG guest."""
 
+        # set by the runner once it deleted this end's veth pair itself (one `ip` process per namespace)
+        deleted_already = False
+
         def config(self, **_params):
             return {}
 
+        def delete(self):
+            if not self.deleted_already:
+                super().delete()   # Mininet: `ip link del` through the node's shell, a round trip each
+                return
+            self.node.delIntf(self)
+            self.link = None
+
     return PlannedIntf
+
+
+def planned_link_ends(net) -> dict[str, list]:
+    """node name -> the planned interfaces whose veth pairs that node deletes: each pair once, from a
+    host's or router's end (deleting one end of a veth deletes the pair)."""
+    out: dict[str, list] = {}
+    for link in net.links:
+        ends = [i for i in (link.intf1, link.intf2) if i is not None and hasattr(i, "deleted_already")]
+        if ends:
+            out.setdefault(ends[0].node.name, []).append(ends[0])
+    return out
 
 
 def build_network(plan: TopologyPlan, controller_port: int | None = None):

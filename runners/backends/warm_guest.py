@@ -82,6 +82,8 @@ def main_in_this_child(argv: list[str], stdout_fd: int, stderr_fd: int) -> None:
         import traceback
         traceback.print_exc()
     finally:
+        from runners.results import wait_for_writes
+        wait_for_writes()
         sys.stdout.flush()
         sys.stderr.flush()
         os._exit(code)

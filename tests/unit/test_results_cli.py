@@ -34,7 +34,8 @@ def test_store_rewrites_results_after_every_run(tmp_path):
     store.add_run(RUN)
     doc = json.loads((tmp_path / "results.json").read_text())
     assert doc["runs"][0]["id"] == "r001-mptcp-A" and doc["metadata"]["kernel"] == "x"
-    assert (tmp_path / "raw" / "r001-mptcp-A" / "run.json").exists()
+    store.flush_raw()   # the run's own copy is a raw file, written in the background
+    assert json.loads((tmp_path / "raw" / "r001-mptcp-A" / "run.json").read_text())["id"] == "r001-mptcp-A"
     rows = list(csv.DictReader(io.StringIO((tmp_path / "runs.csv").read_text())))
     assert {"run_id": "r001-mptcp-A", "metric": "throughput_mbps", "path": "", "value": "18.5"}.items() <= rows[0].items()
     assert any(r["metric"] == "share" and r["path"] == "B" for r in rows)
