@@ -290,11 +290,6 @@ def nft_list_argv() -> Argv:
     return ["nft", "-j", "list", "table", *NFT_TABLE]
 
 
-def qdisc_stats_argv() -> Argv:
-    """Every qdisc of a namespace with its counters (packets sent, drops)."""
-    return ["tc", "-s", "-j", "qdisc", "show"]
-
-
 def ss_argv(memory: bool = False) -> Argv:
     """`memory`: socket memory too (skmem: the send buffer), for a person in the shell; the runs' samples
     stay without it (every extra ss field costs time under TCG)."""

@@ -14,6 +14,7 @@ from . import commands
 from .controlplane import Controller, OvsDaemons, check_bridges
 from .errors import RunFailure
 from .nsexec import at_once, run_batch
+from .rtnetlink import QdiscReader
 
 
 class Network:
@@ -24,6 +25,7 @@ class Network:
         self.mininet = None
         self.client = self.server = None
         self.clients: list = []
+        self._qdisc_readers: dict[str, QdiscReader] = {}
 
     @property
     def up(self) -> bool:
@@ -31,6 +33,13 @@ class Network:
 
     def get(self, name: str):
         return self.mininet.get(name)
+
+    def qdisc_reader(self, name: str) -> QdiscReader:
+        """The node's qdisc counters over rtnetlink; its socket lives until the network stops (it holds
+        the namespace, and so the node's links, while open)."""
+        if name not in self._qdisc_readers:
+            self._qdisc_readers[name] = QdiscReader(self.get(name).pid)
+        return self._qdisc_readers[name]
 
     def build(self, plan: TopologyPlan) -> None:
         if any(w.type != "bridge" for w in plan.switches):
@@ -60,6 +69,9 @@ class Network:
         if self.mininet is not None:
             self.ovs.revive_for_teardown()
             self.log("cleaning up: stopping Mininet")
+            for reader in self._qdisc_readers.values():
+                reader.close()
+            self._qdisc_readers.clear()
             try:
                 self._delete_links()
                 self.mininet.stop()

@@ -330,8 +330,13 @@ def parse_qdisc_stats_by_dev(text: str) -> dict[str, dict[str, int]]:
         doc = json.loads(text) if text.strip() else []
     except json.JSONDecodeError as e:
         raise ParseError(f"tc -s -j output is not JSON: {e}") from None
+    return root_qdisc_counts(doc)
+
+
+def root_qdisc_counts(qdiscs: list[dict]) -> dict[str, dict[str, int]]:
+    """Qdiscs as `tc -s -j` or runners.rtnetlink give them -> {dev: root qdisc's packets and drops}."""
     return {q["dev"]: {"packets": int(q.get("packets", 0)), "drops": int(q.get("drops", 0))}
-            for q in doc if q.get("root", False) and "dev" in q}
+            for q in qdiscs if q.get("root", False) and "dev" in q}
 
 
 def path_loss_pct(before: dict, after: dict, hops) -> float | None:

@@ -9,6 +9,7 @@ Layout of one result set (`results/<scenario>/<UTC timestamp>/`):
 """
 from __future__ import annotations
 
+import atexit
 import csv
 import io
 import json
@@ -16,7 +17,7 @@ import os
 import tempfile
 import threading
 import weakref
-from collections import deque
+from concurrent.futures import ThreadPoolExecutor
 from datetime import datetime, timezone
 from pathlib import Path
 from typing import Any
@@ -151,82 +152,71 @@ def render_csv(runs: list[dict]) -> str:
     return buf.getvalue()
 
 
-_WRITERS: "weakref.WeakSet[BackgroundWriter]" = weakref.WeakSet()
+_WRITERS: "weakref.WeakSet[DeferredWriter]" = weakref.WeakSet()
 
 
 def wait_for_writes() -> None:
-    """Before os._exit (a forked job), which skips the wait for threads: every writer's files written,
-    errors ignored (the job reported its own)."""
+    """Every writer's files written, errors ignored: at exit (atexit), and before os._exit in a forked job,
+    which skips atexit. A set whose write failed has reported it already."""
     for w in list(_WRITERS):
         try:
-            w.flush()
-        except BaseException:
+            w.flush(parallel=False)   # at exit, concurrent.futures takes no more work
+        except OSError:
             pass
 
 
-class BackgroundWriter:
-    """Writes files atomically in a thread of its own, in the order they were handed over.
+atexit.register(wait_for_writes)
 
-    A run keeps a dozen raw files (counters, pings, iperf3's JSON). In a micro-VM
-    each is written over 9p, and each open, fsync, rename and mkdir is a round
-    trip: 67 ms a file, over a second a run, measured under TCG on 2026-11-25.
-    Written here, they overlap the run's next steps. results.json, which holds
-    every finished run, is still written by the caller, at once.
 
-    The thread is not a daemon and ends when nothing is left to write, so even an
-    exit that skips `flush` writes what was handed over. The first error is kept
-    and raised by the next `check` or `flush`; later writes are dropped until then.
+class DeferredWriter:
+    """Files handed over now and written, atomically, when `flush` is called.
+
+    A run keeps a dozen raw files (pings, counters, iperf3's JSON). In a
+    micro-VM each is written over 9p, and each create, fsync, chmod and rename
+    is a round trip: 67 ms a file with the run going on around it, over a
+    second a run (TCG, 2026-11-25). Written while the run measures, they
+    competed with it for the emulated CPU: pings read it as RTT. So they wait
+    in memory until the run's traffic is over, and are then written a few at
+    a time (the round trips overlap).
     """
+
+    PARALLEL = 4
 
     def __init__(self) -> None:
         _WRITERS.add(self)
         self._lock = threading.Lock()
-        self._drained = threading.Condition(self._lock)
-        self._pending: deque = deque()
-        self._thread: threading.Thread | None = None
-        self._error: BaseException | None = None
+        self._pending: dict[Path, str | bytes] = {}
         self._folders: set[Path] = set()
 
     def put(self, path: Path, data: str | bytes) -> None:
         with self._lock:
-            self._pending.append((path, data))
-            if self._thread is None:
-                self._thread = threading.Thread(target=self._drain, name="result-writer")
-                self._thread.start()
+            self._pending.pop(path, None)   # written once, with the latest text, in the latest place in order
+            self._pending[path] = data
 
-    def check(self) -> None:
-        """Raise the error of a write that failed (once), without waiting."""
+    def flush(self, parallel: bool = True) -> None:
+        """Write everything handed over; the first error is raised once all were tried."""
         with self._lock:
-            err, self._error = self._error, None
-        if err is not None:
-            raise err
-
-    def flush(self) -> None:
-        """Wait until everything handed over is written; raise the first error."""
-        with self._lock:
-            while self._thread is not None:
-                self._drained.wait()
-        self.check()
-
-    def _drain(self) -> None:
-        while True:
-            with self._lock:
-                if not self._pending:
-                    self._thread = None
-                    self._drained.notify_all()
-                    return
-                path, data = self._pending.popleft()
-                failed = self._error is not None
-            if failed:
-                continue
-            try:
-                if path.parent not in self._folders:
-                    path.parent.mkdir(parents=True, exist_ok=True)
-                    self._folders.add(path.parent)
-                atomic_write(path, data, make_parent=False)
-            except BaseException as e:  # kept for the caller's thread, which decides what it means
-                with self._lock:
-                    self._error = e
+            items, self._pending = list(self._pending.items()), {}
+        if not items:
+            return
+        for folder in dict.fromkeys(path.parent for path, _ in items):
+            if folder not in self._folders:
+                folder.mkdir(parents=True, exist_ok=True)
+                self._folders.add(folder)
+        if len(items) == 1 or not parallel:
+            errors = []
+            for path, data in items:
+                try:
+                    atomic_write(path, data, make_parent=False)
+                except OSError as e:
+                    errors.append(e)
+            if errors:
+                raise errors[0]
+            return
+        with ThreadPoolExecutor(max_workers=min(self.PARALLEL, len(items))) as pool:
+            futures = [pool.submit(atomic_write, path, data, False) for path, data in items]
+        for f in futures:
+            f.result()
 
 
 SPACE_RESERVE = ".space-reserve"
@@ -242,7 +232,7 @@ class ResultStore:
         self.runs: list[dict] = []
         self.metadata: dict[str, Any] = {}
         self.extra: dict[str, Any] = {}
-        self.raw_writer = BackgroundWriter()
+        self.raw_writer = DeferredWriter()
         self._raw_dirs: set[str] = set()
 
     def reserve_space(self) -> None:
@@ -288,8 +278,7 @@ class ResultStore:
         return d
 
     def save_raw(self, run_id: str, name: str, text: str) -> None:
-        """A tool's own output, written in the background (flush_raw waits for it)."""
-        self.raw_writer.check()
+        """A tool's own output, written by the next flush_raw (add_run, the set's end)."""
         self.raw_writer.put(self.dir / "raw" / run_id / name, text)
 
     def flush_raw(self) -> None:
@@ -299,9 +288,9 @@ class ResultStore:
     def add_run(self, run: dict) -> None:
         """Record a run; one recorded again (a job run together, rerun on resume) replaces the old record.
 
-        results.json is written now: once it holds the run, the run is kept. Its raw files may still
-        be on their way (flush_raw)."""
-        self.raw_writer.check()
+        Its raw files are written first, then results.json: once that holds the run, the run is kept.
+        The run's own copy (raw/<id>/run.json) goes with the next flush."""
+        self.flush_raw()
         self.runs = [r for r in self.runs if r["id"] != run["id"]] + [run]
         self._flush()
         self.save_raw(run["id"], "run.json", json.dumps(run, indent=2, default=str) + "\n")

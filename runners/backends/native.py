@@ -27,6 +27,7 @@ from ..collect.counters import Counters
 from ..collect.pings import Pinger
 from ..collect.steering import Steering
 from ..controlplane import ControlPlaneError
+from ..drain import rest_between_runs
 from ..errors import RunFailure, Terminated
 from ..jobs import Job, topology_signature
 from ..mptcp_config import MptcpConfig
@@ -239,11 +240,16 @@ class NativeRunner:
         tool = TOOLS[sc.traffic.tool](self)
         tool.start_servers(req)
         clock.mark("servers")
+        endpoints = self.counters.read_endpoints_meanwhile()   # the endpoints in place, during the pause
         self._rest_after_last_traffic()
+        # nothing of the testbed's own may still be starting when the pings go: under emulation a busy
+        # CPU delays packets, and the pings would read it as RTT
+        endpoints_text = endpoints.result(timeout=60)
+        tool.servers_ready(req)
         clock.mark("pause")
         pings = self.pinger.ping_paths(job.run_id)
         clock.mark("pings")
-        before = self.counters.snapshot(job.run_id, "before")
+        before = self.counters.snapshot(job.run_id, "before", endpoints_text)
         clock.mark("snapshot_before")
         dumps = self._start_capture(job.run_id)
         traffic = tool.run(req)
@@ -331,7 +337,5 @@ class NativeRunner:
         return result
 
     def _rest_after_last_traffic(self) -> None:
-        """runs.pause of idle time between one run's traffic and the next (queues drain), counted from the
-        end of the last traffic: reading counters and saving results already spent part of it."""
-        if self.traffic_ended is not None:
-            time.sleep(max(0.0, self.scenario.runs.pause / 1000.0 - (time.monotonic() - self.traffic_ended)))
+        rest_between_runs(self.scenario.runs.pause / 1000.0, self.traffic_ended, self.counters.queues_empty,
+                          self.log)

@@ -1,13 +1,15 @@
 """Counter snapshots around a run, read from every namespace at once.
 
-TCP/MPTCP counters and interface counters come from /proc (no process
-start); qdisc statistics, nft counters and the MPTCP endpoints from one
-batched command per namespace. The raw text is kept beside the run.
+TCP/MPTCP counters and interface counters come from /proc and qdisc
+statistics over rtnetlink (no process start); nft counters and the MPTCP
+endpoints from one batched command per namespace. The raw text is kept
+beside the run.
 """
 from __future__ import annotations
 
 import json
 import os
+from concurrent.futures import Future, ThreadPoolExecutor
 
 from .. import commands
 from .. import parsers
@@ -21,44 +23,64 @@ class Counters:
     def __init__(self, host):
         self.host = host
 
-    def snapshot(self, run_id: str, label: str) -> dict:
-        """Counters of every namespace at once: /proc for TCP/MPTCP and interface counters, one batched
-        command per namespace for qdiscs (and nft, endpoints). The raw text is kept beside the run."""
-        snap: dict = {"qdiscs": {}}
+    def _sides(self) -> list[tuple[str, object, str]]:
+        """(side, node, tag) of every host whose counters a run keeps."""
         multi = len(self.host.clients) > 1
         sides = [("client", n, f"client-{n.name}" if multi else "client") for n in self.host.clients]
-        sides.append(("server", self.host.server, "server"))
-        shaped = {i.node for i in self.host.plan.interfaces if i.shaping is not None}
-        reads = []
+        return sides + [("server", self.host.server, "server")]
+
+    def read_endpoints_meanwhile(self) -> Future:
+        """Every host's MPTCP endpoints (`ip mptcp endpoint show`), read in the background: started before
+        the pause between runs, they are ready for the "before" snapshot without costing it a process."""
+        pool = ThreadPoolExecutor(max_workers=1)
+        sides = self._sides()
+        future = pool.submit(lambda: [f"# {node.name}\n{res[0].out}" for (_, node, _), res in zip(sides, at_once(
+            lambda s: run_batch(s[1], [["ip", "mptcp", "endpoint", "show"]]), sides))])
+        pool.shutdown(wait=False)
+        return future
+
+    def shaped_nodes(self) -> list[str]:
+        """Every namespace with a shaped interface."""
+        return sorted({i.node for i in self.host.plan.interfaces if i.shaping is not None})
+
+    def queues_empty(self) -> bool:
+        """No packet waits in any qdisc of a shaped interface (netem counts the packets it delays too)."""
+        shaped = {(i.node, i.name) for i in self.host.plan.interfaces if i.shaping is not None}
+        for name in self.shaped_nodes():
+            for q in self.host.network.qdisc_reader(name).qdiscs():
+                if (name, q["dev"]) in shaped and (q.get("qlen") or q.get("backlog")):
+                    return False
+        return True
+
+    def snapshot(self, run_id: str, label: str, endpoints: list[str] | None = None) -> dict:
+        """Counters of every namespace: /proc for TCP/MPTCP and interface counters, rtnetlink for qdiscs,
+        one batched command per namespace for nft counters; `endpoints` (read_endpoints_meanwhile's
+        result) is kept with it. The raw text is kept beside the run."""
+        snap: dict = {"qdiscs": {}}
+        sides = self._sides()
+        nodes = [node.name for _, node, _ in sides]
+        nodes += [name for name in self.shaped_nodes() if name not in nodes]   # routers with shaped links
+        qdisc_raw = {name: self.host.network.qdisc_reader(name).qdiscs() for name in nodes}
+        for name, qdiscs in qdisc_raw.items():
+            for dev, counts in parsers.root_qdisc_counts(qdiscs).items():
+                snap["qdiscs"][(name, dev)] = counts
+        nft = {}
+        if self.host.plan.byte_counters == "nft":
+            nft = dict(zip([tag for _, _, tag in sides], (res[0].out for res in at_once(
+                lambda s: run_batch(s[1], [commands.nft_list_argv()]), sides))))
         for side, node, tag in sides:
-            wanted = {"qdiscs": commands.qdisc_stats_argv()}
-            if self.host.plan.byte_counters == "nft":
-                wanted["nft"] = commands.nft_list_argv()
-            if label == "before":
-                wanted["endpoints"] = ["ip", "mptcp", "endpoint", "show"]
-            reads.append((side, node, tag, wanted))
-        for name in sorted(shaped - {n.name for _, n, _ in sides}):   # routers with shaped links
-            reads.append(("router", self.host.network.get(name), name, {"qdiscs": commands.qdisc_stats_argv()}))
-        outputs = at_once(lambda r: run_batch(r[1], list(r[3].values())), reads)
-        qdisc_raw = {}
-        for (side, node, tag, wanted), results in zip(reads, outputs):
-            out = dict(zip(wanted, (r.out for r in results)))
-            qdisc_raw[node.name] = out["qdiscs"]
-            for dev, counts in parsers.parse_qdisc_stats_by_dev(out["qdiscs"]).items():
-                snap["qdiscs"][(node.name, dev)] = counts
-            if side == "router":
-                continue
             self._host_counters(snap, run_id, label, side, node, tag)
-            if "nft" in out:
-                self.host.store.save_raw(run_id, f"nft-{tag}-{label}.json", out["nft"])
-                _add_into(snap, f"{side}_paths", parsers.parse_nft_counters(out["nft"]))
-            if "endpoints" in out:
-                snap.setdefault("endpoints", []).append(f"# {node.name}\n{out['endpoints']}")
+            if tag in nft:
+                self.host.store.save_raw(run_id, f"nft-{tag}-{label}.json", nft[tag])
+                _add_into(snap, f"{side}_paths", parsers.parse_nft_counters(nft[tag]))
+        if endpoints is not None:
+            snap["endpoints"] = endpoints
         if self.host.plan.switches:
             # switch ports live in the root namespace, this process's own: one read covers every switch
             links = procfs.net_dev_text(os.getpid())
             self.host.store.save_raw(run_id, f"netdev-switches-{label}.txt", links)
             snap["switch_links"] = procfs.parse_net_dev(links)
+        # the qdiscs as `tc -s -j qdisc show` gives them, without their options (read over rtnetlink)
         self.host.store.save_raw(run_id, f"qdiscs-{label}.json", json.dumps(qdisc_raw, indent=1))
         if "endpoints" in snap:
             self.host.store.save_raw(run_id, "mptcp-endpoints.txt", "\n".join(snap.pop("endpoints")))

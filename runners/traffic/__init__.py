@@ -1,7 +1,8 @@
 """Traffic tools, by the name `traffic.tool` gives: one module each, one line in TOOLS.
 
 A tool is a TrafficTool subclass (runners/traffic/base.py) made for one run:
-`start_servers(TrafficRun)` before the pings, then `run(TrafficRun)` returns a
+`start_servers(TrafficRun)` before the pause between runs, `servers_ready(TrafficRun)` before the
+pings, then `run(TrafficRun)` returns a
 TrafficResult (the report collect.record reads, per-path samples, ss samples).
 """
 from __future__ import annotations

@@ -114,7 +114,10 @@ class TrafficTool:
         self.host = host
 
     def start_servers(self, req: TrafficRun) -> None:
-        """Before the pings: a server's start-up overlaps them. Nothing by default."""
+        """Before the pause between runs: a server's start-up overlaps it. Nothing by default."""
+
+    def servers_ready(self, req: TrafficRun) -> None:
+        """Return once the servers started by start_servers are ready (before the pings). Nothing by default."""
 
     def run(self, req: TrafficRun) -> TrafficResult:
         raise NotImplementedError

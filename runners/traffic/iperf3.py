@@ -52,12 +52,15 @@ class Iperf3Tool(TrafficTool):
                                                                                    h.scenario))
                         for f in self.flows(req)}
 
+    def servers_ready(self, req: TrafficRun) -> None:
+        for f in self.flows(req):
+            self.host.wait_listening(f.port)
+
     def run(self, req: TrafficRun) -> TrafficResult:
         h = self.host
         flows = self.flows(req)
         try:
-            for f in flows:
-                h.wait_listening(f.port)
+            self.servers_ready(req)
             sampler = self.sampler(req)
             clients = self._start_clients(req, flows)
             self._after_connect(clients, flows, req.run_id)

@@ -637,7 +637,8 @@ class Runs(Strict):
     seed: Optional[StrictInt] = Field(
         default=None, ge=0, description="seed of the randomised run order; default: drawn and recorded")
     pause: Annotated[Duration, AfterValidator(_delay_range)] = Field(
-        default=1000.0, description="idle time between runs, so queues drain")
+        default=200.0, description="idle time between runs, at least: each run then also waits until every "
+                                   "shaped queue is empty, so queues drain whatever their depth and rate")
 
     @model_validator(mode="after")
     def _unique_modes(self) -> "Runs":

@@ -20,8 +20,11 @@ REPO = Path(__file__).resolve().parents[2]
 
 def snapshot(raw: Path, label: str) -> dict:
     snap = {"qdiscs": {}}
-    for node, text in json.loads((raw / f"qdiscs-{label}.json").read_text()).items():
-        for dev, counts in parsers.parse_qdisc_stats_by_dev(text).items():
+    for node, qdiscs in json.loads((raw / f"qdiscs-{label}.json").read_text()).items():
+        # recorded when tc -s -j gave them (its text per node); rtnetlink's list since 2026-11-25
+        counts_by_dev = (parsers.parse_qdisc_stats_by_dev(qdiscs) if isinstance(qdiscs, str)
+                         else parsers.root_qdisc_counts(qdiscs))
+        for dev, counts in counts_by_dev.items():
             snap["qdiscs"][(node, dev)] = counts
     for side in ("client", "server"):
         snap[f"{side}_nstat"] = parsers.parse_nstat((raw / f"nstat-{side}-{label}.txt").read_text())
