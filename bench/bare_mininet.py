@@ -2,12 +2,15 @@
 
 It builds the same one-path topology as the benchmark's overhead scenario
 (two hosts, one veth, netem both ways), runs the same iperf3 for the same
-time, and tears down. The benchmark times it against `run-scenario`.
+time, and tears down. The benchmark times it against `run-scenario`: the
+whole script, and its run alone (from the server's start to the client's
+end), which it prints on stderr as `run_wall_s=SECONDS`.
 
 Usage (as root, on a kernel with netem): python3 bench/bare_mininet.py RATE_MBIT DELAY_MS SECONDS
 """
 import subprocess
 import sys
+import time
 
 from mininet.link import Link
 from mininet.net import Mininet
@@ -28,10 +31,12 @@ def main() -> int:
                          ["tc", "qdisc", "replace", "dev", ifn, "root", "netem", "rate", f"{rate:g}mbit",
                           "delay", f"{delay:g}ms", "limit", "1000"]):
                 h.popen(argv).communicate()
+        t0 = time.monotonic()
         server = h2.popen(["iperf3", "-s", "-1", "-J"], stdout=subprocess.PIPE)
         out, _ = h1.popen(["sh", "-c", "sleep 0.5; iperf3 -c 10.0.1.2 -J -t %g" % seconds],
                           stdout=subprocess.PIPE).communicate()
         server.communicate(timeout=20)
+        sys.stderr.write(f"run_wall_s={time.monotonic() - t0:.3f}\n")
         sys.stdout.write(out.decode())
     finally:
         net.stop()

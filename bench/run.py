@@ -127,6 +127,14 @@ class Bench:
         self.add("overhead", "run-scenario, 1 path, 1 run", round(secs, 2), round(wall - secs, 2), "s",
                  (wall - secs) / (bare - secs), f"bare Mininet script: {bare - secs:.2f} s beyond traffic; "
                  "report not included (a phase of its own)")
+        # what one more run costs: run-scenario's run beyond its traffic (pings, counters, endpoints and
+        # iperf3's start and end) against the bare script's run (its server, its 0.5 s sleep, iperf3)
+        bare_secs = json.loads(r.stdout)["end"]["sum_received"]["seconds"]
+        bare_run = float(r.stderr.rsplit("run_wall_s=", 1)[1].split()[0]) - bare_secs
+        ours_run = doc["metadata"]["phases"]["runs"][0]["overhead"]
+        self.add("overhead", "per run: run-scenario's against the bare script's", round(secs, 2), round(ours_run, 2),
+                 "s", ours_run / bare_run, f"bare Mininet script's run: {bare_run:.2f} s beyond its traffic; "
+                 "ours measures RTT and counters too")
         for name, value in sorted(doc["metadata"].get("phases", {}).items()):
             if isinstance(value, (int, float)):
                 self.add("overhead", f"run-scenario phase: {name}", None, round(value, 2), "s")

@@ -15,6 +15,7 @@ import shutil
 import subprocess
 import sys
 import tempfile
+import threading
 import time
 from pathlib import Path
 
@@ -622,6 +623,8 @@ def _run_vm(args, exp, run_dir: Path) -> int:
     ResultStore(run_dir).write_scenario(exp.text)
     RUN_LOG.start(run_dir / "run.log")
     _info(f"results: {run_dir}")
+    if not args.no_report and not args.no_plots:
+        _prepare_the_report_meanwhile()
     if sweeps_kernels(exp):
         code = _run_vm_per_kernel(args, exp, run_dir)
     else:
@@ -638,6 +641,19 @@ def _run_vm(args, exp, run_dir: Path) -> int:
     if (run_dir / "results.json").exists() and code != 2:
         code = _summary_and_report(run_dir, args, code)
     return code if code in (0, 1, 2, 130, 143) else EXIT_FAIL
+
+
+def _prepare_the_report_meanwhile() -> None:
+    """While the guest runs, this process only waits: load matplotlib and draw a first figure now (0.4-0.5 s
+    on the host) rather than after the guest is done, when the user waits for the report."""
+    def load() -> None:
+        try:
+            from .analysis import plots
+            plots.warm_up()
+        except Exception:   # the report itself will say what is wrong
+            pass
+
+    threading.Thread(target=load, name="report-warm-up", daemon=True).start()
 
 
 def _run_vm_per_kernel(args, exp, run_dir: Path) -> int:

@@ -243,18 +243,21 @@ def fill(argv: list[str], values: dict[str, str]) -> Argv:
     return [PLACEHOLDER.sub(lambda m: values[m.group(1)], w) for w in argv]
 
 
-# One unmeasured echo that must come back before the measured ones leave: neighbour resolution holds
-# every echo sent meanwhile, and on a 250 ms path (ARP itself takes 500 ms) the echoes of one
-# `ping -i 0.2` sent before it finished measured 580 ms for 500. The addresses are positional
-# parameters of the shell, never part of its script.
 # Echoes 50 ms apart (root may go below 0.2 s): each echo is timed alone, several may be in flight on a long
 # path, and five of them cost 0.25 s, not 1 s, before every run.
-PING_SCRIPT = 'ping -n -c 1 -W 10 -I "$1" "$2" >/dev/null 2>&1; exec ping -n -c "$3" -i 0.05 -W 3 -I "$1" "$2"'
-
-
 def ping_argv(src: str, dst: str, count: int = 5) -> Argv:
-    """A warm-up echo answered, then `count` measured echoes with per-reply lines."""
-    return ["sh", "-c", PING_SCRIPT, "ping-path", src, dst, str(count)]
+    """`count` measured echoes with per-reply lines. A path is warmed up first (warm_up_ping_argv)."""
+    return ["ping", "-n", "-c", str(count), "-i", "0.05", "-W", "3", "-I", src, dst]
+
+
+# Neighbour resolution holds every echo sent before it ends: on a 250 ms path (ARP itself takes 500 ms)
+# the echoes of one `ping -i 0.2` sent meanwhile measured 580 ms for 500. So before the first measured
+# echo a path gets unmeasured ones, 0.2 s apart until one is answered (up to 10 s: a lossy path may
+# lose a few). Once the neighbour is known it stays usable between runs (a stale entry is used at once
+# and confirmed meanwhile), so this is done once per shaping, and before every run only where switches
+# may have forgotten their flows (a controller's are cleared before every run).
+def warm_up_ping_argv(src: str, dst: str) -> Argv:
+    return ["ping", "-n", "-q", "-c", "1", "-w", "10", "-i", "0.2", "-I", src, dst]
 
 
 NFT_TABLE = ["inet", "mptb"]

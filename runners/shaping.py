@@ -18,8 +18,9 @@ class Shaper:
         self.host = host
         self.applied: dict[str, object] = {}
 
-    def shape(self) -> None:
+    def shape(self) -> bool:
         """netem on both directions of every path, read back and compared; a refusal stops the run.
+        True when an interface's shaping changed.
 
         One batched command per namespace installs its qdiscs, a second reads them back.
         """
@@ -32,6 +33,7 @@ class Shaper:
             report.update(part)
         if report and "shaping" not in self.host.store.metadata:
             self.host.store.set_metadata(shaping=report)
+        return bool(todo)
 
     def _shape_node(self, node_name: str, ifaces: list) -> dict:
         report = {}

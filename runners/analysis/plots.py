@@ -50,6 +50,16 @@ SIZE_KEYS = {"bytes", "send", "receive"}
 OWNER_WORDS = {"paths": "path", "links": "link"}
 
 
+def warm_up() -> None:
+    """Draw one small figure into memory: the fonts and the renderer load now, not at the first real one."""
+    import io
+
+    fig = plt.figure(figsize=(1, 1))
+    fig.gca().set_title("warm-up")
+    fig.savefig(io.BytesIO(), format="png")
+    plt.close(fig)
+
+
 def param_label(key: str) -> str:
     """'paths.A.delay' -> 'path A one-way delay (ms)'; 'traffic.bytes' -> 'transfer size (MiB)'."""
     parts = key.split(".")

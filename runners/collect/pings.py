@@ -1,4 +1,5 @@
-"""Every path's RTT before a run, all paths at once, each ping bound to its own path's addresses."""
+"""Every path's RTT before a run, all paths at once, each ping bound to its own path's addresses; and the
+warm-up echoes that make a path's neighbours known before any echo is measured."""
 from __future__ import annotations
 
 import subprocess
@@ -13,10 +14,16 @@ class Pinger:
     def __init__(self, host):
         self.host = host
 
-    def ping_paths(self, run_id: str) -> dict:
-        """RTT of every path, all paths at once (each ping is bound to its own path's addresses)."""
+    def warm_up(self) -> None:
+        """Every path at once: unmeasured echoes until one is answered (commands.warm_up_ping_argv)."""
+        self._ping_all([commands.warm_up_ping_argv(p.client_ip, p.server_ip) for p in self.host.plan.paths])
+
+    def ping_paths(self, run_id: str, warm_up: bool = False) -> dict:
+        """RTT of every path, all paths at once (each ping is bound to its own path's addresses); with
+        `warm_up`, each path's warm-up first."""
         paths = self.host.plan.paths
-        # each path's warm-up echo is answered before its measured ones start (commands.ping_argv)
+        if warm_up:
+            self.warm_up()
         texts = self._ping_all([commands.ping_argv(p.client_ip, p.server_ip) for p in paths])
         out = {}
         for p, text in zip(paths, texts):

@@ -164,9 +164,9 @@ def test_user_app_killed_mid_run_fails_clearly_and_cleans_up(tmp_path):
         deadline = time.monotonic() + 240
         victim = None
         while time.monotonic() < deadline and victim is None:
-            runs = list((tmp_path / "o").glob("*/*/raw/r001-tcp-A/iperf3-client.json"))
-            started = list((tmp_path / "o").glob("*/*/raw/r001-tcp-A/nstat-client-before.txt"))
-            if started and not runs:
+            # a run's raw files are written after its traffic: the client's process says it started
+            client = subprocess.run(["pgrep", "-f", "iperf3 -c"], capture_output=True, text=True).stdout
+            if client.split():
                 time.sleep(3)   # iperf3 is running now
                 out = subprocess.run(["pgrep", "-f", "controller.launch"], capture_output=True, text=True).stdout
                 victim = int(out.split()[0]) if out.split() else None
