@@ -103,11 +103,15 @@ def _counts_with_nft(scenario: Scenario) -> bool:
 
 
 def probe(scenario: Scenario) -> ProbeReport:
-    # the two probes that start processes run side by side: each start is 0.1-0.2 s in a TCG guest
+    # the probes that start processes run side by side: each start is 0.1-0.2 s in a TCG guest. The
+    # endpoint flags' answers are cached (kernel_features) for _probe's checks and metadata's inventory.
     can_netem = os.geteuid() == 0 and shutil.which("tc") and shutil.which("ip")
-    with ThreadPoolExecutor(max_workers=2) as pool:
+    can_endpoints = os.geteuid() == 0 and (PROC / "net/mptcp/enabled").exists() and shutil.which("ip")
+    with ThreadPoolExecutor(max_workers=3) as pool:
         netem_answer = pool.submit(netem_works) if can_netem else None
         iperf3_answer = pool.submit(iperf3_facts)
+        if can_endpoints:
+            pool.submit(kernel_features.endpoint_answers).result()
         return _probe(scenario, netem_answer.result() if netem_answer else None, iperf3_answer.result())
 
 
