@@ -57,3 +57,35 @@ def test_inside_the_vm_the_hosts_folders_are_not_leftovers(monkeypatch, tmp_path
     (tmp_path / "testbed-vm-cmd-abc").mkdir()
     monkeypatch.setenv("TESTBED_IN_VM", "1")
     assert leftovers.leftover_folders() == []
+
+
+def test_links_are_read_from_proc_net_dev_and_only_ours_count(tmp_path):
+    from runners.leftovers import leftover_links
+    dev = tmp_path / "dev"
+    dev.write_text("Inter-|   Receive |  Transmit\n face |bytes packets|bytes packets\n"
+                   "    lo: 1 2 0 0 0 0 0 0 1 2 0 0 0 0 0 0\n  eth0: 1 2 0 0 0 0 0 0 1 2 0 0 0 0 0 0\n"
+                   "h1-eth0: 1 2 0 0 0 0 0 0 1 2 0 0 0 0 0 0\n s1-eth2: 1 2 0 0 0 0 0 0 1 2 0 0 0 0 0 0\n")
+    assert leftover_links(dev) == ["h1-eth0", "s1-eth2"]
+    assert leftover_links(tmp_path / "missing") == []
+
+
+def test_the_links_read_are_the_ones_ip_lists():
+    import json
+    import shutil
+    import subprocess
+
+    import pytest
+
+    from runners.leftovers import OUR_LINK, leftover_links
+    if not shutil.which("ip"):
+        pytest.skip("no ip here")
+    listed = json.loads(subprocess.run(["ip", "-j", "link", "show"], capture_output=True, text=True).stdout)
+    assert leftover_links() == [ln["ifname"] for ln in listed if OUR_LINK.match(ln["ifname"])]
+
+
+def test_named_namespaces_are_the_files_ip_netns_makes(tmp_path):
+    from runners.leftovers import leftover_netns
+    (tmp_path / "mptb-features-12").touch()
+    (tmp_path / "other").touch()
+    assert leftover_netns(tmp_path) == ["mptb-features-12", "other"]
+    assert leftover_netns(tmp_path / "missing") == []
