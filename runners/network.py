@@ -74,6 +74,9 @@ class Network:
             self._qdisc_readers.clear()
             try:
                 self._delete_links()
+            except Exception as e:  # Mininet's stop deletes what is left, one by one
+                self.log(f"warning: deleting the links at once failed: {e}")
+            try:
                 self.mininet.stop()
             except Exception as e:  # still try the rest
                 self.log(f"warning: Mininet stop failed: {e}")
