@@ -45,9 +45,10 @@ class RunSet:
         return len(done), [j for j in jobs if any(k not in done for k in j.keys)]
 
 
-# what a run costs beyond its traffic and pause: measured 3.6-4.5 s per run in the TCG VM
-# (docs/benchmark.md, 2026-11-22); natively less. The estimate leans long on purpose.
-RUN_OVERHEAD_S = 5.0
+# what a run costs beyond its traffic and pause: measured 1.3-1.7 s per run in the TCG VM, plus the network's
+# build and shaping once per point (docs/benchmark.md, 2026-11-25; 3.6-4.5 s on 2026-11-22); natively
+# less. The estimate leans long on purpose: deep queues take longer to drain, a boot adds ~15 s.
+RUN_OVERHEAD_S = 3.0
 MAX_UNASKED_S = 24 * 3600
 
 
