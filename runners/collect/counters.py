@@ -14,6 +14,7 @@ from concurrent.futures import Future, ThreadPoolExecutor
 from .. import commands
 from .. import parsers
 from .. import procfs
+from ..errors import RunFailure
 from ..nsexec import at_once, run, run_batch
 
 
@@ -43,11 +44,18 @@ class Counters:
         """Every namespace with a shaped interface."""
         return sorted({i.node for i in self.host.plan.interfaces if i.shaping is not None})
 
+    def qdiscs(self, name: str) -> list[dict]:
+        """A node's qdiscs with their counters (rtnetlink); RunFailure when the kernel will not say."""
+        try:
+            return self.host.network.qdisc_reader(name).qdiscs()
+        except OSError as e:   # the node's namespace gone (its shell died), or no answer
+            raise RunFailure(f"{name}: its qdisc counters could not be read over netlink: {e}") from None
+
     def queues_empty(self) -> bool:
         """No packet waits in any qdisc of a shaped interface (netem counts the packets it delays too)."""
         shaped = {(i.node, i.name) for i in self.host.plan.interfaces if i.shaping is not None}
         for name in self.shaped_nodes():
-            for q in self.host.network.qdisc_reader(name).qdiscs():
+            for q in self.qdiscs(name):
                 if (name, q["dev"]) in shaped and (q.get("qlen") or q.get("backlog")):
                     return False
         return True
@@ -60,7 +68,7 @@ class Counters:
         sides = self._sides()
         nodes = [node.name for _, node, _ in sides]
         nodes += [name for name in self.shaped_nodes() if name not in nodes]   # routers with shaped links
-        qdisc_raw = {name: self.host.network.qdisc_reader(name).qdiscs() for name in nodes}
+        qdisc_raw = {name: self.qdiscs(name) for name in nodes}
         for name, qdiscs in qdisc_raw.items():
             for dev, counts in parsers.root_qdisc_counts(qdiscs).items():
                 snap["qdiscs"][(name, dev)] = counts

@@ -68,3 +68,35 @@ def test_a_truncated_message_is_refused_not_misread():
 def test_a_device_the_link_dump_did_not_name_keeps_its_index():
     payload = nl.messages((FIX / "rtnetlink-qdisc-dump.bin").read_bytes())[0][1]
     assert nl.parse_qdisc(payload, {})["dev"].startswith("if")
+
+
+def test_a_namespace_that_is_gone_is_a_clear_run_failure():
+    """A node whose shell died has no namespace left to read: the run fails naming the node, no traceback."""
+    from types import SimpleNamespace
+
+    from runners.collect.counters import Counters
+    from runners.errors import RunFailure
+
+    dead = nl.QdiscReader(pid=2 ** 22 + 7)   # above pid_max: no such process
+    host = SimpleNamespace(network=SimpleNamespace(qdisc_reader=lambda name: dead))
+    with pytest.raises(RunFailure, match=r"h2: its qdisc counters could not be read over netlink"):
+        Counters(host).qdiscs("h2")
+
+
+def test_this_process_namespace_is_read_like_tc_reads_it():
+    """The reader on a live namespace (this process's own: no root needed) gives what `tc -s -j` gives."""
+    import os
+    import shutil
+    import subprocess
+
+    if not shutil.which("tc"):
+        pytest.skip("no tc here")
+    reader = nl.QdiscReader(os.getpid())
+    try:
+        ours = reader.qdiscs()
+    except OSError as e:   # setns needs CAP_SYS_ADMIN, even into one's own namespace
+        pytest.skip(f"setns not allowed here: {e}")
+    finally:
+        reader.close()
+    tc = json.loads(subprocess.run(["tc", "-j", "qdisc", "show"], capture_output=True, text=True).stdout or "[]")
+    assert [(q["kind"], q["dev"], q["handle"]) for q in ours] == [(q["kind"], q["dev"], q["handle"]) for q in tc]
