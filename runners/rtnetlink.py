@@ -159,19 +159,28 @@ class QdiscReader:
     def qdiscs(self) -> list[dict]:
         """Every qdisc of the namespace, as parse_qdisc gives them."""
         with self._lock:
-            found = self._dump(RTM_GETQDISC, TCMSG.pack(socket.AF_UNSPEC, 0, 0, 0, 0))
-            payloads = [p for kind, p in found if kind == RTM_NEWQDISC]
-            if any(TCMSG.unpack_from(p)[1] not in self._names for p in payloads):
-                self._names = dict(filter(None, (parse_link(p) for kind, p in
-                                                 self._dump(RTM_GETLINK, IFINFOMSG.pack(socket.AF_UNSPEC, 0, 0, 0, 0))
-                                                 if kind == RTM_NEWLINK)))
-            return [parse_qdisc(p, self._names) for p in payloads]
+            try:
+                return self._qdiscs()
+            except OSError:
+                self._drop_socket()   # a late answer must not be read as the next dump's
+                raise
+
+    def _qdiscs(self) -> list[dict]:
+        found = self._dump(RTM_GETQDISC, TCMSG.pack(socket.AF_UNSPEC, 0, 0, 0, 0))
+        payloads = [p for kind, p in found if kind == RTM_NEWQDISC]
+        if any(TCMSG.unpack_from(p)[1] not in self._names for p in payloads):   # a device not seen yet
+            links = self._dump(RTM_GETLINK, IFINFOMSG.pack(socket.AF_UNSPEC, 0, 0, 0, 0))
+            self._names = dict(filter(None, (parse_link(p) for kind, p in links if kind == RTM_NEWLINK)))
+        return [parse_qdisc(p, self._names) for p in payloads]
 
     def close(self) -> None:
         with self._lock:
-            if self._sock is not None:
-                self._sock.close()
-                self._sock = None
+            self._drop_socket()
+
+    def _drop_socket(self) -> None:
+        if self._sock is not None:
+            self._sock.close()
+            self._sock = None
 
     def _dump(self, kind: int, header: bytes) -> list[tuple[int, bytes]]:
         if self._sock is None:
