@@ -2,7 +2,7 @@
 
 Pure: the job table comes from the same planner the runner uses (runners.jobs), and the time from
 per-phase costs: the ones a finished set of the same scenario measured (its metadata.json), else
-defaults measured on this project's CI machine kind (TCG micro-VM, 2026-11-22; docs/benchmark.md).
+defaults measured on this project's CI machine kind (TCG micro-VM, 2026-11-25; docs/benchmark.md).
 """
 from __future__ import annotations
 
@@ -28,13 +28,14 @@ class Costs:
 
 
 # The default scenario's phases, measured in the TCG micro-VM (README "How long the first run takes",
-# 2026-11-22): boot 9.7 s + the guest's Python 1.6 s + prepare 6.0 s; build 3.6 s + shaping 1.5 s +
-# teardown 1.0 s; 3.6-4.4 s per run; report 0.6 s. A warm VM: hand-over 0.65 s + 0.4 s prepare.
-# Natively there is no emulation: the native row is an estimate, until a set of the scenario has run.
+# 2026-11-25): boot 9.1 s + the guest's Python 5.0 s + prepare 2.3-2.5 s; build 1.2-1.6 s + shaping
+# 0.8-1.0 s + teardown 0.2 s; 1.3-1.7 s per run; report 0.3 s. A warm VM: hand-over 0.8 s + 0.4 s
+# prepare. Natively there is no emulation: the native row is an estimate (these, at most), until a set
+# of the scenario has run. Larger networks (routers, switches) take longer to build.
 DEFAULTS = {
-    "vm": Costs(start=17.3, build=6.1, run_overhead=4.4, report=0.6, source="defaults measured in the TCG VM"),
-    "warm vm": Costs(start=1.1, build=5.9, run_overhead=4.5, report=0.5, source="defaults measured in the TCG VM"),
-    "native": Costs(start=2.0, build=3.0, run_overhead=3.0, report=0.6, source="defaults (estimated)"),
+    "vm": Costs(start=16.6, build=2.6, run_overhead=1.7, report=0.3, source="defaults measured in the TCG VM"),
+    "warm vm": Costs(start=1.2, build=2.7, run_overhead=1.7, report=0.3, source="defaults measured in the TCG VM"),
+    "native": Costs(start=2.0, build=2.6, run_overhead=1.7, report=0.3, source="defaults (estimated)"),
 }
 
 
