@@ -33,8 +33,10 @@ def test_plugged_in_tool_gets_the_same_metrics(tmp_path):
     d = next((tmp_path / "o" / "plugin").iterdir())
     runs = {x["mode"]: x for x in json.loads((d / "results.json").read_text())["runs"]}
     mp, tcp = runs["mptcp"], runs["tcp"]
-    # throughput from the receiver's counters (with headers) over the client's run time
-    assert 4.5 < tcp["metrics"]["throughput_mbps"] < 5.5, tcp["metrics"]
+    # throughput from the receiver's counters (with headers) over the client's run time, which includes its
+    # process start and end: 5.63-5.66 s for 5 s of traffic in the TCG guest (4.79-4.82 Mbit/s), once 6.03 s
+    # (4.47 Mbit/s) in a full integration run (2026-11-25)
+    assert 4.2 < tcp["metrics"]["throughput_mbps"] < 5.5, tcp["metrics"]
     assert mp["metrics"]["throughput_mbps"] >= 1.6 * tcp["metrics"]["throughput_mbps"]
     assert mp["metrics"]["subflows"] == 2
     assert all(p["bytes_received"] > 500_000 for p in mp["paths"].values())
