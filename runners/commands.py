@@ -260,6 +260,19 @@ def warm_up_ping_argv(src: str, dst: str) -> Argv:
     return ["ping", "-n", "-q", "-c", "1", "-w", "10", "-i", "0.2", "-I", src, dst]
 
 
+# Switched topologies: one unmeasured echo that must come back, then the measured ones, in one process
+# per path, as every run did before 2026-11-25. A controller's flows are cleared before every run, and
+# each unanswered echo is one more packet-in for it; lab 5's joins (their flows installed by the
+# controller during the transfer) were timed with this. The addresses are positional parameters of
+# the shell, never part of its script.
+PING_AFTER_ONE_ECHO = ('ping -n -c 1 -W 10 -I "$1" "$2" >/dev/null 2>&1; '
+                       'exec ping -n -c "$3" -i 0.05 -W 3 -I "$1" "$2"')
+
+
+def ping_after_one_echo_argv(src: str, dst: str, count: int = 5) -> Argv:
+    return ["sh", "-c", PING_AFTER_ONE_ECHO, "ping-path", src, dst, str(count)]
+
+
 NFT_TABLE = ["inet", "mptb"]
 
 

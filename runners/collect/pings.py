@@ -20,11 +20,10 @@ class Pinger:
 
     def ping_paths(self, run_id: str, warm_up: bool = False) -> dict:
         """RTT of every path, all paths at once (each ping is bound to its own path's addresses); with
-        `warm_up`, each path's warm-up first."""
+        `warm_up` (switched topologies), each after one answered echo (commands.ping_after_one_echo_argv)."""
         paths = self.host.plan.paths
-        if warm_up:
-            self.warm_up()
-        texts = self._ping_all([commands.ping_argv(p.client_ip, p.server_ip) for p in paths])
+        argv = commands.ping_after_one_echo_argv if warm_up else commands.ping_argv
+        texts = self._ping_all([argv(p.client_ip, p.server_ip) for p in paths])
         out = {}
         for p, text in zip(paths, texts):
             self.host.store.save_raw(run_id, f"ping-{p.name}.txt", text)

@@ -154,6 +154,20 @@ def test_bad_socket_buffers_are_named(value, msg):
     assert "sockets.send" in str(e.value)
 
 
+def test_switched_pings_warm_up_then_measure_with_addresses_kept_out_of_the_script(tmp_path, monkeypatch):
+    import subprocess
+    fake = tmp_path / "ping"
+    fake.write_text('#!/bin/sh\nprintf "[%s]" "$@"; echo\n')
+    fake.chmod(0o755)
+    monkeypatch.setenv("PATH", f"{tmp_path}:/usr/bin:/bin")
+    hostile = "10.0.0.1; touch " + str(tmp_path / "pwned")
+    out = subprocess.run(commands.ping_after_one_echo_argv(hostile, "10.0.1.2"), capture_output=True,
+                         text=True).stdout
+    # the warm-up's output is discarded; the measured ping got the address as one word
+    assert out.strip() == f"[-n][-c][5][-i][0.05][-W][3][-I][{hostile}][10.0.1.2]"
+    assert not (tmp_path / "pwned").exists()
+
+
 def test_pings_are_argument_lists_with_each_address_one_word():
     hostile = "10.0.0.1; touch /tmp/pwned"
     assert commands.ping_argv(hostile, "10.0.1.2") == ["ping", "-n", "-c", "5", "-i", "0.05", "-W", "3", "-I",
