@@ -254,8 +254,8 @@ def ping_argv(src: str, dst: str, count: int = 5) -> Argv:
 # the echoes of one `ping -i 0.2` sent meanwhile measured 580 ms for 500. So before the first measured
 # echo a path gets unmeasured ones, 0.2 s apart until one is answered (up to 10 s: a lossy path may
 # lose a few). Once the neighbour is known it stays usable between runs (a stale entry is used at once
-# and confirmed meanwhile), so this is done once per shaping, and before every run only where switches
-# may have forgotten their flows (a controller's are cleared before every run).
+# and confirmed meanwhile), so this is done once per build or reshaping. Switched topologies also get
+# one echo before every run's measured ones (ping_after_one_echo_argv).
 def warm_up_ping_argv(src: str, dst: str) -> Argv:
     return ["ping", "-n", "-q", "-c", "1", "-w", "10", "-i", "0.2", "-I", src, dst]
 

@@ -233,7 +233,6 @@ class ResultStore:
         self.metadata: dict[str, Any] = {}
         self.extra: dict[str, Any] = {}
         self.raw_writer = DeferredWriter()
-        self._raw_dirs: set[str] = set()
 
     def reserve_space(self) -> None:
         """Hold back a little disk space for the set's status: when the disk fills mid-set, releasing it
@@ -272,9 +271,7 @@ class ResultStore:
     def raw_dir(self, run_id: str) -> Path:
         """The run's raw folder, made now (a tool writes into it)."""
         d = self.dir / "raw" / run_id
-        if run_id not in self._raw_dirs:
-            d.mkdir(parents=True, exist_ok=True)
-            self._raw_dirs.add(run_id)
+        d.mkdir(parents=True, exist_ok=True)
         return d
 
     def save_raw(self, run_id: str, name: str, text: str) -> None:

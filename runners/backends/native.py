@@ -111,7 +111,6 @@ class NativeRunner:
         self.procs = ProcessRegistry()
         self.scenario = self.plan = None
         self.signature: tuple | None = None
-        self.signature_warm: tuple | None = None   # the network whose paths were last warmed up
         self.counters, self.steering, self.pinger = Counters(self), Steering(self), Pinger(self)
         self.shaper, self.mptcp = Shaper(self), MptcpConfig(self)
         self.after_connect: dict[str, list] = {}     # per client: commands once connected (MP_PRIO)
@@ -187,7 +186,7 @@ class NativeRunner:
             self.shaper.applied.clear()
             self.mptcp.forget()
         self.network.stop()
-        self.signature = self.signature_warm = None
+        self.signature = None
         self.phases["teardown"] = round(self.phases["teardown"] + time.monotonic() - t0, 3)
 
     def check_control_plane(self, when: str) -> None:
@@ -205,7 +204,8 @@ class NativeRunner:
         """Rebuild only when the topology changes; reshape and re-set sysctls only when they differ."""
         self.scenario, self.plan = point.scenario, make_plan(point.scenario)
         sig = topology_signature(point)
-        if sig != self.signature:
+        built = sig != self.signature
+        if built:
             self.cleanup()
             t0 = time.monotonic()
             self.log(f"building topology {self.scenario.topology.kind} with {len(self.plan.paths)} paths")
@@ -216,9 +216,8 @@ class NativeRunner:
             self._maybe_pause("build")
         t0 = time.monotonic()
         self.mptcp.apply_sysctls(self.scenario)
-        if self.shaper.shape() or self.signature_warm != sig:
+        if self.shaper.shape() or built:
             self.pinger.warm_up()   # the paths' neighbours known before any echo is timed (warm_up_ping_argv)
-            self.signature_warm = sig
         self.phases["shaping"] = round(self.phases["shaping"] + time.monotonic() - t0, 3)
         self._maybe_pause("shaping")
 

@@ -59,8 +59,7 @@ class Iperf3Tool(TrafficTool):
     def run(self, req: TrafficRun) -> TrafficResult:
         h = self.host
         flows = self.flows(req)
-        try:
-            self.servers_ready(req)
+        try:   # the runner waited for servers_ready before its pings
             sampler = self.sampler(req)
             clients = self._start_clients(req, flows)
             self._after_connect(clients, flows, req.run_id)
