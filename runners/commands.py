@@ -7,6 +7,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 
+from scenarios.spec import placeholders
 from scenarios.spec.model import Scenario
 from topologies.plan import Shaping, TopologyPlan
 
@@ -239,8 +240,7 @@ def command_values(scenario: Scenario, plan: TopologyPlan, primary: str, port: i
 
 def fill(argv: list[str], values: dict[str, str]) -> Argv:
     """Substitute placeholders word by word; the result is still an argument list, never a shell line."""
-    from scenarios.spec.model import PLACEHOLDER
-    return [PLACEHOLDER.sub(lambda m: values[m.group(1)], w) for w in argv]
+    return [placeholders.fill(w, values) for w in argv]
 
 
 # Echoes 50 ms apart (root may go below 0.2 s): each echo is timed alone, several may be in flight on a long

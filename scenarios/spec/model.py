@@ -7,7 +7,6 @@ typo never silently falls back to a default.
 from __future__ import annotations
 
 import os
-import re
 from ipaddress import IPv4Network, IPv6Network
 import typing
 from typing import Annotated, Any, Literal, Optional, Union
@@ -15,7 +14,7 @@ from typing import Annotated, Any, Literal, Optional, Union
 from pydantic import (AfterValidator, BaseModel, BeforeValidator, ConfigDict, Field,
                       StrictInt, WithJsonSchema, model_validator)
 
-from . import units
+from . import placeholders, units
 from .expect import parse_check
 from .graph import adjacency, first_cycle_edge, first_overlap, reachable
 from .kernel import KERNEL_KEY, KERNEL_REQ, is_kernel_path, kernel_label_problem, release_matches
@@ -539,20 +538,14 @@ class Mptcp(Strict):
 
 IPERF_PORTS = (5201, 5216)   # iperf3 servers: one port per client
 
-PLACEHOLDER = re.compile(r"\{([^{}]*)\}")
-PLACEHOLDERS = ("server_ip", "client_ip", "port", "duration", "bytes", "interval")
-
 
 def _argv_words(argv: list[str]) -> list[str]:
     for word in argv:
         if "\x00" in word:
             raise ValueError("a command word may not contain a NUL byte")
-        for name in PLACEHOLDER.findall(word):
-            base = name.split(":", 1)[0]
-            if base not in PLACEHOLDERS:
-                raise ValueError(f"unknown placeholder {{{name}}} in {word!r} "
-                                 f"(known: {', '.join('{' + p + '}' for p in PLACEHOLDERS)}, "
-                                 "and {server_ip:PATH} / {client_ip:PATH})")
+        problem = placeholders.word_problem(word)
+        if problem:
+            raise ValueError(problem)
     return argv
 
 
@@ -571,10 +564,11 @@ class CommandTool(Strict):
     """Another multipath tool in place of iperf3 (e.g. a tunnel such as MPT), as argument lists.
 
     Placeholders: {server_ip} {client_ip} (the primary path's), {server_ip:B}
-    {client_ip:B} (path B's), {port}, {duration}, {bytes}, {interval}. No
-    shell is involved. The same metrics are collected around it; throughput is
-    the receiver's per-path byte counters over the client command's run time,
-    unless `result: json` reads it from the client's output.
+    {client_ip:B} (path B's), {port}, {duration}, {bytes}, {interval}; {{ and
+    }} are literal braces. No shell is involved. The same metrics are collected
+    around it; throughput is the receiver's per-path byte counters over the
+    client command's run time, unless `result: json` reads it from the client's
+    output.
     """
 
     server: Optional[Argv] = Field(default=None, description="started in the server's namespace before the "
@@ -588,6 +582,14 @@ class CommandTool(Strict):
         default="counters", description="json: the client prints a JSON object with throughput_mbps "
                                         "(or bytes and seconds)")
     mptcpize: bool = Field(default=False, description="in mptcp runs, wrap both commands in `mptcpize run`")
+
+    def argvs(self) -> list[tuple[str, list[str]]]:
+        """Every command with where it is in the file ('client', 'setup_server[1]'), in the order they run."""
+        out = [(f"setup_client[{i}]", a) for i, a in enumerate(self.setup_client)]
+        out += [(f"setup_server[{i}]", a) for i, a in enumerate(self.setup_server)]
+        if self.server is not None:
+            out.append(("server", self.server))
+        return out + [("client", self.client)]
 
 
 class Traffic(Strict):
@@ -780,12 +782,11 @@ class Scenario(Strict):
                 raise ValueError(f"mptcp.backup: no path named {b!r} (paths: {', '.join(names)})")
         cmd = self.traffic.command
         if cmd is not None:
-            for key in ("client", "server"):
-                for word in getattr(cmd, key) or []:
-                    for ph in PLACEHOLDER.findall(word):
-                        if ":" in ph and ph.split(":", 1)[1] not in names:
-                            raise ValueError(f"traffic.command.{key}: {{{ph}}} names no path "
-                                             f"(paths: {', '.join(names)})")
+            for where, words in cmd.argvs():
+                for ph in (ph for word in words for ph in placeholders.placeholders(word)):
+                    if ":" in ph and ph.split(":", 1)[1] not in names:
+                        raise ValueError(f"traffic.command.{where}: {{{ph}}} names no path "
+                                         f"(paths: {', '.join(names)})")
         for i, port in enumerate(self.mptcp.signal_ports):
             if IPERF_PORTS[0] <= port <= IPERF_PORTS[1]:
                 raise ValueError(f"mptcp.signal_ports[{i}]: {port} is taken by iperf3 "

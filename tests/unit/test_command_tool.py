@@ -34,9 +34,37 @@ def test_placeholders_fill_word_by_word():
     assert commands.fill(["x{client_ip}y"], {"client_ip": "a b"}) == ["xa by"]
 
 
+def test_doubled_braces_are_literal_braces():
+    """curl's -w '%{time_total}' (issue 28): {{ and }} are braces, as in str.format; placeholders still fill."""
+    s = parse_scenario(BASE.replace('-t, "{duration}"', '-w, "%{{time_total}} {{{port}}}", "}}{{"'))
+    values = commands.command_values(s, plan(s), "A", 5201)
+    assert commands.fill(s.traffic.command.client, values)[-2:] == ["%{time_total} {5201}", "}{"]
+
+
+SETUP = '    ready_port: 5201\n    setup_client: [[ip, "{client_ip:B}"]]\n    setup_server: [[a], [b, "{port}"]]\n'
+
+
+def test_setup_commands_fill_like_the_others():
+    s = parse_scenario(BASE.replace("    ready_port: 5201\n", SETUP))
+    values = commands.command_values(s, plan(s), "A", 5201)
+    assert [commands.fill(a, values) for a in s.traffic.command.setup_server] == [["a"], ["b", "5201"]]
+    assert commands.fill(s.traffic.command.setup_client[0], values) == ["ip", "10.0.2.1"]
+
+
 @pytest.mark.parametrize("old,new,msg", [
     ('"{duration}"', '"{colour}"', "unknown placeholder {colour}"),
+    ('"{duration}"', '"%{time_total}"', "write {{ and }} for a literal brace"),
+    ('"{duration}"', '"{{duration}"', "a single } in '{{duration}' opens or closes no placeholder"),
     ("{server_ip:B}", "{server_ip:Z}", "{server_ip:Z} names no path"),
+    ("{server_ip:B}", "{port:B}", "traffic.command.client (line 10): {port:B} in '--via={port:B}': only "
+                                 "{server_ip:PATH} and {client_ip:PATH} name a path (use {port})"),
+    # the setup commands are checked like client and server (they were not: both failed only at run time)
+    ("    ready_port: 5201\n", SETUP.replace("{client_ip:B}", "{client_ip:Z}"),
+     "traffic.command.setup_client[0] (line 12): {client_ip:Z} names no path (paths: A, B)"),
+    ("    ready_port: 5201\n", SETUP.replace('"{port}"', '"{port:A}"'),
+     "traffic.command.setup_server[1] (line 13): {port:A} in '{port:A}': only"),
+    ("    ready_port: 5201\n", SETUP.replace('"{port}"', '"{colour}"'),
+     "traffic.command.setup_server[1] (line 13): unknown placeholder {colour}"),
     ("    client: [mpt-client", "    clients: [mpt-client", "traffic.command.clients"),
     ("  tool: command\n", "  tool: iperf3\n", "traffic.command (line 8): only with tool: command"),
 ])
