@@ -51,7 +51,7 @@ Size = Annotated[
     BeforeValidator(units.parse_size_bytes),
     WithJsonSchema({"anyOf": [
         {"type": "integer", "minimum": 1, "description": "bytes"},
-        {"type": "string", "pattern": r"(?i)^\s*\d+(\.\d+)?\s*(b|kb|mb|gb|kib|mib|gib)?\s*$"}]}),
+        {"type": "string", "pattern": r"(?i)^\s*\d+(\.\d+)?\s*(b|kb|mb|gb|tb|kib|mib|gib|tib)?\s*$"}]}),
 ]
 
 

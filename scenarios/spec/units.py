@@ -7,15 +7,17 @@ from __future__ import annotations
 
 import math
 import re
+from decimal import Decimal
 
 _DURATION = re.compile(r"^\s*(\d+(?:\.\d+)?)\s*(us|ms|s)\s*$")
 _RATE = re.compile(r"^\s*(\d+(?:\.\d+)?)\s*(kbit|mbit|gbit)(?:/s|ps)?\s*$", re.IGNORECASE)
-_SIZE = re.compile(r"^\s*(\d+(?:\.\d+)?)\s*(b|kb|mb|gb|kib|mib|gib)?\s*$", re.IGNORECASE)
+_SIZE = re.compile(r"^\s*(\d+(?:\.\d+)?)\s*(b|kb|mb|gb|tb|kib|mib|gib|tib)?\s*$", re.IGNORECASE)
 
 _DURATION_MS = {"us": 0.001, "ms": 1.0, "s": 1000.0}
 _RATE_MBIT = {"kbit": 0.001, "mbit": 1.0, "gbit": 1000.0}
-_SIZE_BYTES = {"b": 1, "kb": 10**3, "mb": 10**6, "gb": 10**9,
-               "kib": 2**10, "mib": 2**20, "gib": 2**30}
+# Sizes are bytes, whatever the case: '10Mb' is ten megabytes, not megabits (docs/scenario-format.md)
+_SIZE_BYTES = {"b": 1, "kb": 10**3, "mb": 10**6, "gb": 10**9, "tb": 10**12,
+               "kib": 2**10, "mib": 2**20, "gib": 2**30, "tib": 2**40}
 
 
 def parse_duration_ms(value: object) -> float:
@@ -49,7 +51,7 @@ MAX_SIZE_BYTES = 10**12   # 1 TB: beyond it a transfer is a typo (a 30-digit int
 
 
 def parse_size_bytes(value: object) -> int:
-    """10000000, '10MB' (10^6) or '10MiB' (2^20) -> bytes, at most 1 TB."""
+    """10000000, '10MB' (10^6) or '10MiB' (2^20) -> bytes, a whole number of them, at most 1 TB."""
     if isinstance(value, bool):
         raise ValueError(f"must be a size such as '10MB' (got {value!r})")
     size = None
@@ -58,11 +60,17 @@ def parse_size_bytes(value: object) -> int:
     elif isinstance(value, str):
         m = _SIZE.match(value)
         if m:
-            size = int(float(m.group(1)) * _SIZE_BYTES[(m.group(2) or "b").lower()])
+            # Decimal, not float: '1.000000000001TB' is 10^12 + 1 bytes, one over the limit, not 10^12
+            exact = Decimal(m.group(1)) * _SIZE_BYTES[(m.group(2) or "b").lower()]
+            if exact != exact.to_integral_value():
+                raise ValueError(f"must be a whole number of bytes (got {value!r}, {exact.normalize():f} bytes)")
+            size = int(exact)
     if size is None:
-        raise ValueError(f"must be a size such as 10000000, '10MB' or '10MiB' (got {value!r})")
+        raise ValueError(f"must be a size such as 10000000, '10MB' or '10MiB' (units b, kB, MB, GB, TB, KiB, "
+                         f"MiB, GiB, TiB, in any case) (got {value!r})")
     if size > MAX_SIZE_BYTES:
-        raise ValueError(f"must be at most 1TB (got {value!r})")
+        in_bytes = f", {size} bytes" if isinstance(value, str) else ""
+        raise ValueError(f"must be at most 1TB, {MAX_SIZE_BYTES} bytes (got {value!r}{in_bytes})")
     return size
 
 

@@ -102,6 +102,14 @@ def test_bad_input_names_file_and_field(text, expected):
     assert expected in msg, msg
 
 
+def test_transfer_sizes_up_to_1_tb_in_any_unit():
+    """The docs' limit, "at most 1 TB", as a scenario writes it: 1TB is the largest, 1TiB is over it."""
+    assert parse_scenario(GOOD + "traffic: {bytes: 1TB}\n").traffic.bytes == 10**12
+    assert parse_scenario(GOOD + "traffic: {bytes: 0.5tib}\n").traffic.bytes == 2**39
+    assert "traffic.bytes (line 7): must be at most 1TB, 1000000000000 bytes (got '1TiB', 1099511627776 bytes)" \
+        in problems(GOOD + "traffic: {bytes: 1TiB}\n")
+
+
 def test_all_field_errors_reported_at_once():
     msg = problems(GOOD.replace("bw: 10,", "bw: -5,").replace("delay: 0.25s", "delay: 3"))
     assert "2 problems" in msg and "paths[0].bw" in msg and "paths[1].delay" in msg
