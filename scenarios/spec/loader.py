@@ -15,9 +15,9 @@ from typing import Any
 import yaml
 from pydantic import ValidationError
 
-from .model import IDENT, KERNEL_IDENT, SCENARIO_NAME, TOPOLOGY_KINDS, Scenario
+from .model import IDENT, KERNEL_IDENT, SCENARIO_NAME, TOPOLOGY_KINDS, Scenario, ValueRange
 from .kernel import KERNEL_KEY
-from .sweep import Point, SweepError, point_documents
+from .sweep import Point, SweepError, point_documents, set_dotted
 
 
 class ScenarioError(Exception):
@@ -154,9 +154,9 @@ def _message(err: dict) -> str:
     return msg
 
 
-def _validation_problems(e: ValidationError, lines: dict) -> list[str]:
+def _validation_problems(errors: list[dict], lines: dict) -> list[str]:
     problems = []
-    for err in e.errors():
+    for err in errors:
         loc = _clean_loc(err["loc"])
         msg = _message(err)
         if err["type"] == "value_error":
@@ -319,6 +319,28 @@ def with_kernels(data: dict, kernels: list[str] | None) -> dict:
     return data
 
 
+def _fractional_range_problem(err: dict, params: dict, doc: dict, data: dict, lines: dict) -> str | None:
+    """A point's field that takes whole numbers, given a fraction by a range such as {from: 1, step: 0.5}:
+    the range is at fault, at every point (its 1.0 too), so say so once, naming the range and the field."""
+    field = _clean_loc(err["loc"])
+    if not isinstance(err.get("input"), float) or not _message(err).startswith("must be a whole number"):
+        return None
+    grids = [(("sweep",), data.get("sweep") or {})]
+    for i, variant in enumerate(data.get("variants") or []):
+        if variant.get("name") == params.get("variant"):
+            grids.append((("variants", i, "sweep"), variant.get("sweep") or {}))
+    ranges = {key: (where + (key,), ValueRange.model_validate(entry))   # a variant's own grid wins
+              for where, grid in grids for key, entry in grid.items() if isinstance(entry, dict)}
+    for key, (loc, vrange) in ranges.items():
+        # set again, to the same value, for where it went (paths.A.queue: topology.paths[0].queue)
+        if not vrange.whole and key in params and set_dotted(doc, key, params[key]) == field:
+            line = lines.get(loc)
+            return (f"{_dotted(loc)}{f' (line {line})' if line else ''}: {_dotted(field)} takes "
+                    f"whole numbers, but this range goes from {vrange.from_:g} in steps of {vrange.step:g}; "
+                    "give `from` and `step` as whole numbers")
+    return None
+
+
 def parse_experiment(text: str, file: str | Path = "<string>", kernels: list[str] | None = None) -> Experiment:
     """Parse, validate, and expand the sweep; every point is validated as a whole scenario. `kernels`
     (two or more, from the command line) sweep the kernel."""
@@ -338,9 +360,10 @@ def parse_experiment(text: str, file: str | Path = "<string>", kernels: list[str
     try:
         scenario = Scenario.model_validate(data)
     except ValidationError as e:
-        raise ScenarioError(file, _validation_problems(e, lines)) from None
+        raise ScenarioError(file, _validation_problems(e.errors(), lines)) from None
     points = []
     failing: dict[str, list[str]] = {}  # problem -> labels of the points that have it
+    range_problems: dict[str, None] = {}  # a range's own problems, once each, in order
     try:
         docs = point_documents(data)
     except SweepError as e:
@@ -350,10 +373,17 @@ def parse_experiment(text: str, file: str | Path = "<string>", kernels: list[str
             points.append(Point(id=f"p{i + 1:03d}", params=params, scenario=Scenario.model_validate(doc)))
         except ValidationError as e:
             label = ", ".join(f"{k}={v}" for k, v in params.items())
-            for problem in _validation_problems(e, {}):
+            errors = []
+            for err in e.errors():
+                blamed = _fractional_range_problem(err, params, doc, data, lines)
+                if blamed:
+                    range_problems[blamed] = None
+                else:
+                    errors.append(err)
+            for problem in _validation_problems(errors, {}):
                 failing.setdefault(problem, []).append(label)
-    if failing:
-        raise ScenarioError(file, [
+    if failing or range_problems:
+        raise ScenarioError(file, list(range_problems) + [
             f"sweep point {labels[0]}{f' (and {len(labels) - 1} more)' if len(labels) > 1 else ''}: {problem}"
             for problem, labels in failing.items()])
     return Experiment(scenario=scenario, points=points, text=text, file=str(file))

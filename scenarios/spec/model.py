@@ -696,10 +696,23 @@ class ValueRange(Strict):
 
     model_config = ConfigDict(extra="forbid", frozen=True, populate_by_name=True)
 
+    @property
+    def whole(self) -> bool:
+        """`from` and `step` are whole numbers, so every value is one."""
+        return self.from_.is_integer() and self.step.is_integer()
+
     def values(self) -> list:
-        """The values the range stands for: numbers, or strings with the unit (e.g. '256KiB')."""
-        vals = [self.from_ + i * self.step for i in range(self.count)]
-        return [f"{x:g}{self.unit}" if self.unit else x for x in vals]
+        """The values the range stands for: numbers, or strings with the unit (e.g. '256KiB').
+
+        Whole numbers are ints, as an integer field (queue, bytes) takes them: 1.0 was refused there."""
+        if self.whole:
+            vals = [int(self.from_) + i * int(self.step) for i in range(self.count)]
+        else:
+            vals = [self.from_ + i * self.step for i in range(self.count)]
+        if not self.unit:
+            return vals
+        # an int in full: '{:g}' made 1000000 '1e+06', which is no size
+        return [f"{x}{self.unit}" if isinstance(x, int) else f"{x:g}{self.unit}" for x in vals]
 
 
 Grid = dict[SweepKey, Union[Annotated[list[Any], Field(min_length=1)], ValueRange]]

@@ -45,8 +45,9 @@ def _fmt(v: Any) -> str:
     return f"{v:g}" if isinstance(v, float) else str(v)
 
 
-def set_dotted(doc: dict, key: str, value: Any) -> None:
-    """Set `key` (e.g. 'paths.A.delay', 'mptcp.primary', 'traffic.duration') in a raw scenario dict."""
+def set_dotted(doc: dict, key: str, value: Any) -> tuple:
+    """Set `key` (e.g. 'paths.A.delay', 'mptcp.primary', 'traffic.duration') in a raw scenario dict.
+    Returns where it went, as a validation error names it: ('topology', 'paths', 0, 'delay')."""
     parts = key.split(".")
     for coll in ("paths", "links"):
         if parts[0] == coll or parts[:2] == ["topology", coll]:
@@ -54,10 +55,10 @@ def set_dotted(doc: dict, key: str, value: Any) -> None:
             if len(rest) != 2:
                 raise SweepError(f"{key!r}: use {coll}.<name>.<field>, e.g. {coll}.A.delay")
             name, fld = rest
-            for item in (doc.get("topology") or {}).get(coll) or []:
+            for i, item in enumerate((doc.get("topology") or {}).get(coll) or []):
                 if isinstance(item, dict) and item.get("name") == name:
                     item[fld] = value
-                    return
+                    return ("topology", coll, i, fld)
             raise SweepError(f"{key!r}: no {coll[:-1]} named {name!r}")
     node = doc
     for part in parts[:-1]:
@@ -68,6 +69,7 @@ def set_dotted(doc: dict, key: str, value: Any) -> None:
             raise SweepError(f"{key!r}: {part!r} is not a mapping")
         node = nxt
     node[parts[-1]] = value
+    return tuple(parts)
 
 
 def expand_values(v: Any) -> list:

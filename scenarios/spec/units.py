@@ -54,6 +54,8 @@ def parse_size_bytes(value: object) -> int:
     """10000000, '10MB' (10^6) or '10MiB' (2^20) -> bytes, a whole number of them, at most 1 TB."""
     if isinstance(value, bool):
         raise ValueError(f"must be a size such as '10MB' (got {value!r})")
+    if isinstance(value, float):   # e.g. from a sweep's range with a fractional step
+        raise ValueError(f"must be a whole number of bytes, or a size such as '10MB' (got {value!r})")
     size = None
     if isinstance(value, int):
         size = value

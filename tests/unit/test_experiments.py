@@ -48,6 +48,37 @@ variants:
     assert all(p.scenario.topology.paths[0].loss == 1 for p in lossy)
 
 
+def test_a_range_of_whole_numbers_gives_integers():
+    """{from: 1, step: 1, count: N} on queue (issue 28: refused, "must be a whole number (got 1.0)") and bytes."""
+    exp = parse_experiment(BASE + "sweep:\n  paths.A.queue: {from: 1, step: 1, count: 3}\n"
+                                  "  traffic.bytes: {from: 1000000, step: 1000000, count: 2}\n")
+    assert [p.params["paths.A.queue"] for p in exp.points[::2]] == [1, 2, 3]
+    assert [p.scenario.topology.paths[0].queue for p in exp.points[::2]] == [1, 2, 3]
+    assert [p.scenario.traffic.bytes for p in exp.points[:2]] == [10**6, 2 * 10**6]
+    # a whole range with a unit is written in full ('1e+06KiB' was no size), a fractional one as before
+    assert [p.params["traffic.bytes"] for p in parse_experiment(
+        BASE + "sweep: {traffic.bytes: {from: 1000000, step: 1, count: 2, unit: B}}\n").points] == [
+        "1000000B", "1000001B"]
+    assert [p.params["paths.A.loss"] for p in parse_experiment(
+        BASE + "sweep: {paths.A.loss: {from: 0, step: 0.5, count: 3}}\n").points] == [0, 0.5, 1.0]
+
+
+@pytest.mark.parametrize("extra,msg", [
+    ("sweep:\n  paths.A.queue: {from: 1, step: 0.5, count: 3}\n",
+     "s.yaml: sweep.paths.A.queue (line 4): topology.paths[0].queue takes whole numbers, but this range goes "
+     "from 1 in steps of 0.5; give `from` and `step` as whole numbers"),
+    # the field is found by where the key goes: the loss range has the same values and is not at fault
+    ("sweep:\n  paths.B.loss: {from: 1.5, step: 1, count: 2}\n  traffic.bytes: {from: 1.5, step: 1, count: 2}\n",
+     "s.yaml: sweep.traffic.bytes (line 5): traffic.bytes takes whole numbers, but this range goes from 1.5"),
+    ("variants:\n  - name: v\n    sweep:\n      paths.A.queue: {from: 10, step: 2.5, count: 2}\n",
+     "s.yaml: variants[0].sweep.paths.A.queue (line 6): topology.paths[0].queue takes whole numbers"),
+])
+def test_a_fractional_range_on_a_whole_number_field_names_the_range_and_the_field(extra, msg):
+    with pytest.raises(ScenarioError) as e:
+        parse_experiment(BASE + extra, "s.yaml")
+    assert e.value.render().startswith(msg), e.value.render()
+
+
 def test_no_sweep_is_one_point():
     exp = parse_experiment(BASE)
     assert len(exp.points) == 1 and exp.points[0].label == "base"
