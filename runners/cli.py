@@ -380,23 +380,26 @@ def _point_at_the_resumed_set(args, parser) -> None:
 
 
 def _after_a_killed_run(run_dir: Path, backend: str) -> str | None:
-    """A result set without a status was SIGKILLed: what it left would measure alongside the resumed
-    runs. Its orphaned micro-VM names the result folder and is stopped here; for a native run,
-    anything left on this machine stops the resume (only the user can tell it from another run)."""
-    try:
-        status = json.loads((run_dir / "metadata.json").read_text()).get("status")
-    except (OSError, ValueError):
-        status = None
-    if status is not None or os.geteuid() != 0:
+    """A result set without a status was SIGKILLed: `clean` first, as its --help says. What names the
+    result folder is the killed run's own (its orphaned micro-VM, its cold boot's temporary folder) and
+    is removed here, on either backend. Anything else left on this machine is listed (only the user can
+    tell it from another run's): natively it would run alongside the resumed runs, so it stops the
+    resume; a VM's guest has a network of its own, so there it is only reported."""
+    from .invocation import read_metadata
+    from .leftovers import clean_after_a_killed_run, find_leftovers
+
+    if read_metadata(run_dir).get("status") is not None:
         return None
-    from .leftovers import find_leftovers, kill_processes_naming
-    for line in kill_processes_naming(run_dir):
-        print(f"resume: stopped what the killed run left: {line}", flush=True)
-    left = find_leftovers() if backend == "native" else []
-    if left:
+    for line in clean_after_a_killed_run(run_dir):
+        print(f"resume: removed what the killed run left: {line}", flush=True)
+    left = find_leftovers() if os.geteuid() == 0 else []   # what clean finds: it needs root
+    listed = "\n".join(f"  - {line}" for line in left)
+    if left and backend == "native":
         return ("the killed run (or another) left these behind, and they would run alongside the resumed "
-                "runs:\n" + "\n".join(f"  - {line}" for line in left) + "\nremove them with `run-scenario "
-                "clean --yes`, then resume")
+                f"runs:\n{listed}\nremove them with `run-scenario clean --yes`, then resume")
+    if left:
+        print(f"resume: also left behind on this machine (by another run, or one still going):\n{listed}\n"
+              "resume: `run-scenario clean --yes` removes them when no run is going", flush=True)
     return None
 
 
@@ -1045,7 +1048,9 @@ def _clean_parser() -> argparse.ArgumentParser:
                                             "links, OVS bridges, iperf3, a controller, micro-VMs of cold boots, "
                                             "their temporary folders) and, with --yes, remove it. Exit 0 when "
                                             "the machine is clean. Run it when no run is going: it stops those "
-                                            "too. After a SIGKILLed run, --resume runs it first.")
+                                            "too. After a SIGKILLed run, --resume runs it first: it removes what "
+                                            "names the set's folder (its micro-VM, its temporary folder), lists "
+                                            "the rest, and natively does not start while anything is listed.")
     p.add_argument("--yes", action="store_true", help="remove what is listed")
     return p
 

@@ -199,6 +199,44 @@ def test_a_set_recorded_before_run_options_resumes_with_its_repeat(testbed, caps
     assert len(runs(run_dir)) == 4    # two variants, two rounds: nothing more
 
 
+def killed_set(tb, other: Path) -> tuple[Path, Path, Path]:
+    """A set SIGKILLed during its cold boot (no status), its guest's temporary folder, and another's."""
+    run_dir = tb.out / "resumed" / "20261125T000000Z"
+    run_dir.mkdir(parents=True)
+    (run_dir / "scenario.yaml").write_text(SCENARIO)
+    (run_dir / "metadata.json").write_text(json.dumps({"scenario": "resumed", "backend": "vm"}))
+    folders = []
+    for name, target in (("testbed-vm-cmd-mine", run_dir), ("testbed-vm-cmd-theirs", other)):
+        plan = vm.VmPlan(kernel=tb.kernel, kvm=False, accel_reason="", memory="2G", cpus=2, rwdirs=(str(target),),
+                         guest_argv=("python", "-m", "runners.cli", str(target / "scenario.yaml"), "--backend",
+                                     "native", "--run-dir", str(target)))
+        (tb.tmp / name).mkdir()
+        (tb.tmp / name / vm.GUEST_SCRIPT).write_text(plan.guest_script())
+        folders.append(tb.tmp / name)
+    return run_dir, *folders
+
+
+def test_a_vm_resume_after_a_sigkill_removes_what_that_run_left(testbed, capsys):
+    run_dir, mine, theirs = killed_set(testbed, testbed.out / "other" / "20261125T000000Z")
+    assert cli.main(["--resume", str(run_dir), "--backend", "vm", "--repeat", "1", "--no-plots"]) == 0
+    out = capsys.readouterr().out
+    assert f"resume: removed what the killed run left: temporary folder {mine}" in out
+    assert not mine.exists() and theirs.exists()     # another run's may be in use: listed, not removed
+    assert f"resume: also left behind on this machine (by another run, or one still going):\n  - temporary " \
+           f"folder {theirs}" in out
+    assert len(runs(run_dir)) == 2 and metadata(run_dir)["status"] == "ok"
+
+
+def test_a_native_resume_after_a_sigkill_removes_its_own_and_refuses_while_others_are_left(testbed, capsys):
+    run_dir, mine, theirs = killed_set(testbed, testbed.out / "other" / "20261125T000000Z")
+    assert cli.main(["--resume", str(run_dir), "--backend", "native", "--no-report"]) == 1
+    captured = capsys.readouterr()
+    assert f"resume: removed what the killed run left: temporary folder {mine}" in captured.out
+    assert not mine.exists() and theirs.exists()
+    assert f"  - temporary folder {theirs}\nremove them with `run-scenario clean --yes`" in captured.err
+    assert not (run_dir / "results.json").exists()
+
+
 def test_a_resumed_set_that_is_killed_again_is_seen_as_killed(testbed, monkeypatch):
     """A resume clears how the set ended before: a SIGKILL during it leaves no status, as in a first run."""
     FakeRunner.stop_after = 1
