@@ -24,6 +24,7 @@ from scenarios.spec.kernel import is_kernel_path
 from .analysis.summary import summary
 from .backends.kernel_images import native_refusal
 from .kernel_sets import EXIT_KERNEL_REFUSED, kernel_base, record_kernel, sweeps_kernels, vm_kernels_problem
+from .invocation import DEFAULT_MAX_REPEAT
 from .paths import REPO
 
 from .session import EXIT_FAIL, EXIT_INPUT, EXIT_OK
@@ -109,11 +110,12 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--vm-memory", default="2G", metavar="SIZE", help="vm backend: guest memory (default: 2G)")
     p.add_argument("--vm-cpus", type=int, metavar="N", help="vm backend: guest CPUs (default: host CPUs, at most 4)")
     p.add_argument("--shard", metavar="K/N", help="run only shard K of N of the sweep's points (combine with merge)")
-    p.add_argument("--resume", metavar="DIR", help="continue an interrupted result set: finished runs are kept")
-    p.add_argument("--until-conclusive", action="store_true",
+    p.add_argument("--resume", metavar="DIR", help="continue an interrupted result set: finished runs are kept, "
+                   "and --repeat, --variant, --until-conclusive and --max-repeat are the set's unless given again")
+    p.add_argument("--until-conclusive", action=argparse.BooleanOptionalAction, default=False,
                    help="add repetitions to points whose verdicts are inconclusive, up to --max-repeat")
-    p.add_argument("--max-repeat", type=int, default=10, metavar="N",
-                   help="bound for --until-conclusive (default: 10)")
+    p.add_argument("--max-repeat", type=int, default=DEFAULT_MAX_REPEAT, metavar="N",
+                   help=f"bound for --until-conclusive (default: {DEFAULT_MAX_REPEAT})")
     p.add_argument("--baseline", metavar="DIR", help="a saved result set: flag significant regressions against it")
     p.add_argument("--allow-commands", action="store_true",
                    help="allow traffic.tool: command, which runs the scenario's own commands as root")
@@ -146,6 +148,7 @@ def build_parser() -> argparse.ArgumentParser:
                    "repetitions) and the estimated wall time on the chosen backend, then exit; starts nothing")
     p.add_argument("--schema", action="store_true", help="print the scenario JSON Schema and exit")
     p.add_argument("--run-dir", help=argparse.SUPPRESS)  # internal: exact result folder (VM guest side)
+    p.add_argument("--vm-guest", action="store_true", help=argparse.SUPPRESS)   # internal: see invocation.py
     p.add_argument("--scenario-file", help=argparse.SUPPRESS)   # internal: see as_if_from
     # internal (VM guest side): the host finishes the result set after the guest exits, at native speed:
     # summary, report, tool versions and the git revision
@@ -352,45 +355,51 @@ def _unwritable(base: Path) -> str | None:
 
 
 def _point_at_the_resumed_set(args, parser) -> None:
+    """--resume DIR: the set's folder, scenario, kernel sweep and run options (one given again is used,
+    and said so; another --variant is refused)."""
+    from .invocation import given_options, read_metadata, resume_options
+
     rdir = Path(args.resume)
     if not (rdir / "scenario.yaml").exists():
         parser.error(f"--resume {rdir}: not a result set (no scenario.yaml)")
     if args.scenario and Path(args.scenario[0]).read_text() != (rdir / "scenario.yaml").read_text():
         parser.error(f"--resume {rdir}: {args.scenario[0]} differs from the scenario of that result set")
     args.scenario = [str(rdir / "scenario.yaml")]
-    args.run_dir = str(rdir)
-    try:
-        original = json.loads((rdir / "metadata.json").read_text()).get("scenario_file")
-    except (OSError, ValueError):
-        original = None
+    args.run_dir = str(rdir.resolve())   # the VM's guest starts in the checkout, and its command names it
+    meta = read_metadata(rdir)
+    original = meta.get("scenario_file")
     if original and Path(original).is_file() and not args.scenario_file:
         args.scenario_file = original
-    try:
-        swept = json.loads((rdir / "metadata.json").read_text()).get("kernel_sweep")
-    except (OSError, ValueError):
-        swept = None
-    if swept and not args.kernel:
-        args.kernel = list(swept)
+    if meta.get("kernel_sweep") and not args.kernel:
+        args.kernel = list(meta["kernel_sweep"])
+    notes, refusal = resume_options(args, given_options(build_parser(), args.argv), meta)
+    if refusal:
+        parser.error(f"--resume {rdir}: {refusal}")
+    for note in notes:
+        _info(f"resume: {note}")
 
 
 def _after_a_killed_run(run_dir: Path, backend: str) -> str | None:
-    """A result set without a status was SIGKILLed: what it left would measure alongside the resumed
-    runs. Its orphaned micro-VM names the result folder and is stopped here; for a native run,
-    anything left on this machine stops the resume (only the user can tell it from another run)."""
-    try:
-        status = json.loads((run_dir / "metadata.json").read_text()).get("status")
-    except (OSError, ValueError):
-        status = None
-    if status is not None or os.geteuid() != 0:
+    """A result set without a status was SIGKILLed: `clean` first, as its --help says. What names the
+    result folder is the killed run's own (its orphaned micro-VM, its cold boot's temporary folder) and
+    is removed here, on either backend. Anything else left on this machine is listed (only the user can
+    tell it from another run's): natively it would run alongside the resumed runs, so it stops the
+    resume; a VM's guest has a network of its own, so there it is only reported."""
+    from .invocation import read_metadata
+    from .leftovers import clean_after_a_killed_run, find_leftovers
+
+    if read_metadata(run_dir).get("status") is not None:
         return None
-    from .leftovers import find_leftovers, kill_processes_naming
-    for line in kill_processes_naming(run_dir):
-        print(f"resume: stopped what the killed run left: {line}", flush=True)
-    left = find_leftovers() if backend == "native" else []
-    if left:
+    for line in clean_after_a_killed_run(run_dir):
+        print(f"resume: removed what the killed run left: {line}", flush=True)
+    left = find_leftovers() if os.geteuid() == 0 else []   # what clean finds: it needs root
+    listed = "\n".join(f"  - {line}" for line in left)
+    if left and backend == "native":
         return ("the killed run (or another) left these behind, and they would run alongside the resumed "
-                "runs:\n" + "\n".join(f"  - {line}" for line in left) + "\nremove them with `run-scenario "
-                "clean --yes`, then resume")
+                f"runs:\n{listed}\nremove them with `run-scenario clean --yes`, then resume")
+    if left:
+        print(f"resume: also left behind on this machine (by another run, or one still going):\n{listed}\n"
+              "resume: `run-scenario clean --yes` removes them when no run is going", flush=True)
     return None
 
 
@@ -475,6 +484,7 @@ def _run_native(args, exp, run_dir: Path, probe_report) -> int:
     from .backends.native import NativeRunner
     from .progress import make_progress
     from .errors import results_disk_error
+    from .invocation import command_record
     from .jobs import runs_in
     from .session import RESULTS_UNWRITABLE, open_run_set, run_to_the_end
 
@@ -487,10 +497,11 @@ def _run_native(args, exp, run_dir: Path, probe_report) -> int:
                        backend=os.environ.get("TESTBED_BACKEND", "native"),
                        started_utc=store.metadata.get("started_utc")
                        or time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime(started)),
-                       argv=sys.argv, seed=run_set.seed, shard=list(run_set.shard) if run_set.shard else None,
-                       repeat=run_set.repeat, points={**(store.metadata.get("points") or {}),
-                                                      **{p.id: {"label": p.label, "params": p.params}
-                                                         for p in run_set.points}}, user_code=user_code(exp),
+                       **command_record(args, exp, store.metadata), seed=run_set.seed,
+                       shard=list(run_set.shard) if run_set.shard else None, repeat=run_set.repeat,
+                       points={**(store.metadata.get("points") or {}),
+                               **{p.id: {"label": p.label, "params": p.params} for p in run_set.points}},
+                       user_code=user_code(exp),
                        **native_metadata(probe_report.facts, host_finishes=args.no_report), probe=probe_report.facts)
     if args.only_kernel:
         record_kernel(run_dir, args.only_kernel, release=platform.release(),
@@ -609,18 +620,21 @@ def _guest_flags(args) -> list[str]:
         out.append("--allow-commands")
     if args.capture_spec is not None:
         out += ["--capture", ",".join(args.capture_spec.roles), "--snaplen", str(args.capture_spec.snaplen)]
-    # not --quiet: the host shows the guest's errors only, and keeps every line in run.log
-    out += ["--no-run-log"] + (["--verbose"] if args.verbose else [])
+    # not --quiet: the host shows the guest's errors only, and keeps every line in run.log; the host
+    # records the user's command line and options (--vm-guest)
+    out += ["--no-run-log", "--vm-guest"] + (["--verbose"] if args.verbose else [])
     if args.yes:
         out.append("--yes")
     return out
 
 
 def _run_vm(args, exp, run_dir: Path) -> int:
+    from .invocation import command_record, read_metadata, update_metadata
     from .results import ResultStore
     from .runlog import RUN_LOG
 
     ResultStore(run_dir).write_scenario(exp.text)
+    update_metadata(run_dir, **command_record(args, exp, read_metadata(run_dir)))   # before the guest: it keeps it
     RUN_LOG.start(run_dir / "run.log")
     _info(f"results: {run_dir}")
     if not args.no_report and not args.no_plots:
@@ -662,11 +676,11 @@ def _run_vm_per_kernel(args, exp, run_dir: Path) -> int:
     from scenarios.spec.kernel import satisfies
 
     from .backends.kernel_images import image_release, kernel_groups, resolve_kernel
+    from .invocation import update_metadata
     from .kernel_sets import guest_kernel_flags
-    from .results import ResultStore
 
     if kernel_sweep(args):
-        ResultStore(run_dir).set_metadata(kernel_sweep=kernel_sweep(args))
+        update_metadata(run_dir, kernel_sweep=kernel_sweep(args))
     from scenarios.spec.sweep import shard_points
 
     requirement, codes = exp.scenario.requires.kernel, []
@@ -1034,7 +1048,9 @@ def _clean_parser() -> argparse.ArgumentParser:
                                             "links, OVS bridges, iperf3, a controller, micro-VMs of cold boots, "
                                             "their temporary folders) and, with --yes, remove it. Exit 0 when "
                                             "the machine is clean. Run it when no run is going: it stops those "
-                                            "too. After a SIGKILLed run, --resume runs it first.")
+                                            "too. After a SIGKILLed run, --resume runs it first: it removes what "
+                                            "names the set's folder (its micro-VM, its temporary folder), lists "
+                                            "the rest, and natively does not start while anything is listed.")
     p.add_argument("--yes", action="store_true", help="remove what is listed")
     return p
 
@@ -1351,7 +1367,7 @@ def _main(argv: list[str] | None = None) -> int:
         return sub(argv[1:])
     parser = build_parser()
     args = parser.parse_args(argv)
-    args.started_at, args.process_age = started_at, age
+    args.started_at, args.process_age, args.argv = started_at, age, argv
     global QUIET
     QUIET = args.quiet
     from scenarios.spec.loader import ScenarioError, load_experiment

@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import os
 import re
+import shlex
 import shutil
 import signal
 import tempfile
@@ -23,6 +24,7 @@ OUR_COMMANDS = ("iperf3", "mnexec")
 OVS_DAEMONS = ("ovs-vswitchd", "ovsdb-server")
 OVSDB_SOCKET = Path("/var/run/openvswitch/db.sock")
 VM_SCRIPT_PREFIX = "testbed-vm-cmd-"   # runners.backends.vm's temporary folder for the guest's command
+VM_SCRIPT_FILE = "guest.sh"            # in it: the guest's command line, which names the result folder
 BARRIER_PREFIX = "testbed-barrier-"    # runners.traffic.barrier's FIFO of several clients' start
 
 
@@ -92,6 +94,31 @@ def leftover_folders() -> list[Path]:
         return []
     tmp = Path(tempfile.gettempdir())
     return sorted([*tmp.glob(VM_SCRIPT_PREFIX + "*"), *tmp.glob(BARRIER_PREFIX + "*")])
+
+
+def folders_of(run_dir: Path) -> list[Path]:
+    """The temporary folders of cold boots whose guest writes into `run_dir` (the guest's command names
+    it: --run-dir), so that --resume removes its own killed run's and never another run's."""
+    needle = str(Path(run_dir).resolve())
+    found = []
+    for folder in leftover_folders():
+        try:
+            words = shlex.split((folder / VM_SCRIPT_FILE).read_text())
+        except (OSError, ValueError):
+            continue
+        if needle in words:
+            found.append(folder)
+    return found
+
+
+def clean_after_a_killed_run(run_dir: Path) -> list[str]:
+    """What a SIGKILLed run of `run_dir` left, stopped and removed: processes whose command line names
+    the folder (its orphaned micro-VM) and its cold boot's temporary folder. One line per thing."""
+    gone = kill_processes_naming(run_dir)
+    for folder in folders_of(run_dir):
+        shutil.rmtree(folder, ignore_errors=True)
+        gone.append(f"temporary folder {folder}")
+    return gone
 
 
 # Both read what `ip link show` and `ip netns list` would print, without starting them: the warm VM

@@ -14,6 +14,7 @@ from pathlib import Path
 from scenarios.spec.sweep import shard_points
 
 from .errors import RunFailure, Terminated, results_disk_error
+from .invocation import read_metadata
 from .jobs import Job, plan_jobs, run_key, runs_in
 from .nsexec import CommandError
 from .results import ResultStore
@@ -97,11 +98,9 @@ def open_run_set(exp, run_dir: Path, repeat: int | None, shard: tuple[int, int] 
     store = ResultStore(run_dir)
     resumed = (run_dir / "results.json").exists()
     if resumed:
-        old = json.loads((run_dir / "results.json").read_text())
-        store.runs = list(old.get("runs", []))
-        store.metadata = dict(old.get("metadata", {}))
-    elif (run_dir / "metadata.json").is_file():   # what the host recorded first (a kernel sweep's refusals)
-        store.metadata = json.loads((run_dir / "metadata.json").read_text())
+        store.runs = list(json.loads((run_dir / "results.json").read_text()).get("runs", []))
+    # with what the host recorded before its guest started (the command line, a kernel sweep's refusals)
+    store.metadata = read_metadata(run_dir)
     store.write_scenario(exp.text)
     seed = scenario.runs.seed if scenario.runs.seed is not None else store.metadata.get("seed")
     if seed is None:

@@ -25,7 +25,7 @@ from scenarios.spec.kernel import is_kernel_path, satisfies
 from . import root_cache
 from .kernel_images import KernelNotFound, image_release, installed_kernels, modules_for, resolve_kernel, stage_image
 
-from ..leftovers import VM_SCRIPT_PREFIX
+from ..leftovers import VM_SCRIPT_FILE, VM_SCRIPT_PREFIX
 from ..errors import Terminated
 from ..paths import REPO
 from ..processes import start_reaped, stop_processes
@@ -33,7 +33,7 @@ from ..tools import missing_tools
 
 
 
-GUEST_SCRIPT = "guest.sh"
+GUEST_SCRIPT = VM_SCRIPT_FILE
 GUEST_ENV = {
     "TESTBED_IN_VM": "1",
     # Mininet imports distutils; setuptools' replacement for it loads pkg_resources, which reads
