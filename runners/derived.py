@@ -66,3 +66,14 @@ def counts_text(m: dict) -> tuple[str, str]:
     def shown(v):
         return "-" if v is None else str(v)
     return f"{shown(m.get('ofo_tcp'))}/{shown(m.get('ofo_mptcp'))}", shown(m.get("retrans_segs"))
+
+
+def subflow_warning(run: dict) -> str | None:
+    """"expected 2 subflows, got 1 on r001-mptcp-A: <why>" for a run with fewer subflows than its plan
+    gives (its `missing_subflows`), as the run's progress and the summary warn; else None."""
+    m = run["metrics"]
+    if not m.get("missing_subflows"):
+        return None
+    why = run.get("subflow_shortfall")
+    return (f"expected {m['subflows_expected']} subflows, got {m['subflows']} on {run['id']}"
+            + (f": {why}" if why else ""))

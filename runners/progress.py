@@ -10,8 +10,10 @@ from .derived import counts_text
 def describe_result(result: dict) -> str:
     m = result["metrics"]
     ofo, retrans = counts_text(m)
-    return (f"{m['throughput_mbps']:.2f} Mbit/s, subflows {'?' if m['subflows'] is None else m['subflows']}, "
-            f"OFO tcp/mptcp {ofo}, retrans {retrans}")
+    subflows = "?" if m["subflows"] is None else str(m["subflows"])
+    if m.get("missing_subflows"):
+        subflows += f" of {m['subflows_expected']} expected (missing {m['missing_subflows']})"
+    return f"{m['throughput_mbps']:.2f} Mbit/s, subflows {subflows}, OFO tcp/mptcp {ofo}, retrans {retrans}"
 
 
 class PlainProgress:

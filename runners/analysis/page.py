@@ -8,7 +8,7 @@ import json
 from pathlib import Path
 
 from ..derived import counts_text
-from .summary import comparison_lines
+from .summary import comparison_lines, subflow_warnings, subflows_text
 from .verdicts import Verdict
 
 META_KEYS = ("scenario", "status", "started_utc", "finished_utc", "backend", "backend_kernel", "host_kernel",
@@ -30,7 +30,7 @@ def _run_rows(runs: list[dict]) -> list[tuple[str, ...]]:
     for r in runs:
         m = r["metrics"]
         out.append((r["id"], r.get("point_label", "base"), r["mode"], r["primary"], r["status"],
-                    f"{m['throughput_mbps']:.2f}", f"{m.get('seconds') or 0:.2f}", str(m.get("subflows") if m.get("subflows") is not None else "?"),
+                    f"{m['throughput_mbps']:.2f}", f"{m.get('seconds') or 0:.2f}", subflows_text(m),
                     *counts_text(m)))
     return out
 
@@ -51,7 +51,7 @@ def render_markdown(run_dir: Path, doc: dict, scenario_text: str, verdicts: list
     parts = [f"# {meta.get('scenario', run_dir.name)}: {run_dir.name}", "",
              _md_table(("what", "value"), _meta_rows(meta)), "", "## Runs", "",
              _md_table(RUN_COLUMNS, _run_rows(doc["runs"])), ""]
-    parts += [f"- {line}" for line in comparison_lines(doc["runs"])] + [""]
+    parts += [f"- {line}" for line in comparison_lines(doc["runs"]) + subflow_warnings(doc["runs"])] + [""]
     if verdicts:
         parts += ["## Verdicts", "", _md_table(("point", "expectation", "verdict", "detail"), _verdict_rows(verdicts)),
                   ""]
@@ -91,7 +91,8 @@ def render_html(run_dir: Path, doc: dict, scenario_text: str, verdicts: list[Ver
     figs = "".join(f'<figure><img alt="{html.escape(f.stem)}" src="data:image/png;base64,'
                    f'{base64.b64encode(f.read_bytes()).decode()}"><figcaption>{html.escape(f.stem)}</figcaption>'
                    f"</figure>" for f in figures if f.suffix == ".png")
-    lines = "".join(f"<li>{html.escape(line)}</li>" for line in comparison_lines(doc["runs"]))
+    lines = "".join(f"<li>{html.escape(line)}</li>"
+                    for line in comparison_lines(doc["runs"]) + subflow_warnings(doc["runs"]))
     return (f"<!DOCTYPE html><html lang=en><head><meta charset=utf-8><title>{html.escape(title)}</title>"
             f"<style>{STYLE}</style></head><body><h1>{html.escape(title)}</h1>"
             f"{_html_table(('what', 'value'), _meta_rows(meta), 'meta')}"

@@ -22,7 +22,8 @@ from ..derived import case_of, group_runs
 from .stats import describe
 from .verdicts import ACROSS_KERNELS, AT_A_POINT, FAIL, INCONCLUSIVE, PASS, Verdict, evaluate_points, regressions
 
-STAT_METRICS = ("throughput_mbps", "efficiency", "seconds", "ofo_tcp", "ofo_mptcp", "retrans_segs", "subflows")
+STAT_METRICS = ("throughput_mbps", "efficiency", "seconds", "ofo_tcp", "ofo_mptcp", "retrans_segs", "subflows",
+                "missing_subflows")
 
 
 @dataclass

@@ -3,15 +3,29 @@ from __future__ import annotations
 
 import io
 
-from ..derived import counts_text, with_derived
+from ..derived import counts_text, subflow_warning, with_derived
 
 
 def summary(runs: list[dict], metadata: dict | None = None) -> str:
     """A short table of the runs, and the MPTCP/TCP ratio of mean throughputs (per kernel when the set
-    sweeps kernels); then the kernels that did not run the scenario, and why."""
+    sweeps kernels); then a warning per run with fewer subflows than its plan gives, and the kernels that
+    did not run the scenario, and why."""
     text = _runs_and_ratios(runs)
+    warnings = subflow_warnings(runs)
     refused = [f"kernel {k}: not run ({why})" for k, why in refused_kernels(metadata or {}).items()]
-    return text + "".join(line + "\n" for line in refused)
+    return text + "".join(line + "\n" for line in warnings + refused)
+
+
+def subflow_warnings(runs: list[dict]) -> list[str]:
+    """A line per run with fewer subflows than its plan gives (derived.subflow_warning)."""
+    return [f"warning: {w}" for w in map(subflow_warning, runs) if w]
+
+
+def subflows_text(m: dict) -> str:
+    """A run's subflow count as the tables show it: "?" when unknown, "1 of 2" when some are missing."""
+    if m.get("subflows") is None:
+        return "?"
+    return f"{m['subflows']} of {m['subflows_expected']}" if m.get("missing_subflows") else str(m["subflows"])
 
 
 def refused_kernels(metadata: dict) -> dict[str, str]:
@@ -30,7 +44,7 @@ def _runs_and_ratios(runs: list[dict]) -> str:
         m = r["metrics"]
         shares = "  ".join(f"{n}:{(p.get('share') or 0) * 100:.0f}%" for n, p in r["paths"].items())
         table.add_row(r["id"], r["mode"] + ("" if r["status"] == "ok" else f" ({r['status']})"), r["primary"],
-                      f"{m['throughput_mbps']:.2f}", f"{m.get('seconds') or 0:.2f}", str(m["subflows"] if m["subflows"] is not None else "?"),
+                      f"{m['throughput_mbps']:.2f}", f"{m.get('seconds') or 0:.2f}", subflows_text(m),
                       *counts_text(m), shares)
     console = Console(record=True, width=110, force_terminal=False, file=io.StringIO())
     console.print(table)

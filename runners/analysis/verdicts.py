@@ -3,7 +3,9 @@
 For `L op k*R` we take Welch's interval of mean(L) - k*mean(R) (or of
 mean(L) - c for a constant). For `>`/`>=` the claim holds when the whole
 interval is above 0, fails when it is wholly below 0, and is otherwise
-"inconclusive, needs more repetitions"; `<`/`<=` mirror that. Fixed timing
+"inconclusive, needs more repetitions"; `<`/`<=` mirror that. `==` holds when
+the interval is 0 itself (counts that never varied: `mptcp.missing_subflows == 0`)
+and fails when it excludes 0. Fixed timing
 bounds on single runs (the kind that flake) are never used.
 """
 from __future__ import annotations
@@ -79,6 +81,7 @@ def decide(op: str, low: float | None, high: float | None) -> str:
         ">=": (low >= 0, high < 0),
         "<": (high < 0, low >= 0),
         "<=": (high <= 0, low > 0),
+        "==": (low == 0 and high == 0, low > 0 or high < 0),
     }[op]
     return PASS if holds else FAIL if broken else INCONCLUSIVE
 

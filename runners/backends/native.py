@@ -19,7 +19,7 @@ from typing import Callable
 from scenarios.spec.sweep import Point
 from topologies.kinds import plan as make_plan
 
-from .. import procfs
+from .. import commands, procfs
 from ..collect import record
 from ..collect.capture import Capture, CaptureSpec, capture_nodes, subflows_csv
 from ..collect.capture import incomplete as capture_incomplete
@@ -27,6 +27,7 @@ from ..collect.counters import Counters
 from ..collect.pings import Pinger
 from ..collect.steering import Steering
 from ..controlplane import ControlPlaneError
+from ..derived import subflow_warning
 from ..drain import rest_between_runs
 from ..errors import RunFailure, Terminated
 from ..jobs import Job, topology_signature
@@ -91,6 +92,17 @@ class StepClock:
     @property
     def elapsed(self) -> float:
         return self.marks[-1][1] - self.marks[0][1]
+
+
+def record_setting(sc, plan, job: Job, n_clients: int, alongside: tuple[str, ...]) -> record.Setting:
+    """What a run's record needs of the scenario and plan. Run alongside other paths' flows, it keeps its
+    own path's counters only; an MPTCP run gets the subflows its endpoints and limits should give."""
+    paths = tuple(p for p in plan.paths if p.name == job.primary) if alongside else plan.paths
+    return record.Setting(paths=paths, byte_counters=plan.byte_counters, n_clients=n_clients,
+                          fixed_size_bytes=sc.traffic.bytes if sc.traffic.tool == "iperf3" else None,
+                          alongside=tuple(p for p in alongside if p != job.primary),
+                          subflows=commands.expected_subflows(sc, plan, job.primary) if job.mode == "mptcp" else None,
+                          tool=sc.traffic.tool)
 
 
 class NativeRunner:
@@ -316,15 +328,13 @@ class NativeRunner:
                 alongside: tuple[str, ...] = ()) -> dict:
         """The run's record; run alongside other paths' flows, it keeps its own path's counters only."""
         sc = self.scenario
-        paths = tuple(p for p in self.plan.paths if p.name == job.primary) if alongside else self.plan.paths
-        setting = record.Setting(paths=paths, byte_counters=self.plan.byte_counters, n_clients=len(self.clients),
-                                 fixed_size_bytes=sc.traffic.bytes if sc.traffic.tool == "iperf3" else None,
-                                 alongside=tuple(p for p in alongside if p != job.primary))
         result = record.build(record.RunIdentity(job.run_id, job.mode, job.rep, job.primary, started), report, seen,
-                              setting)
+                              record_setting(sc, self.plan, job, len(self.clients), alongside))
         if result["metrics"]["subflows"] is None:
             self.log(f"warning: run {job.run_id}: no `ss` sample saw the MPTCP connection while it ran (the CPU "
                      "was too busy: capture under emulation?); its subflow count is unknown")
+        if subflow_warning(result):
+            self.log(f"warning: {subflow_warning(result)}")
         if report.clients:
             result["clients"] = report.clients
         if self.plan.switches:

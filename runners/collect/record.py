@@ -8,6 +8,7 @@ import time
 from dataclasses import dataclass, replace
 
 from .. import parsers
+from ..commands import SubflowExpectation
 from ..traffic.base import TrafficReport
 
 OFO_COUNTERS = ["TcpExtTCPOFOQueue", "MPTcpExtOFOQueue", "MPTcpExtOFOQueueTail"]
@@ -49,6 +50,8 @@ class Setting:
     fixed_size_bytes: int | None  # traffic.bytes when iperf3 sends a fixed amount, else None
     n_clients: int
     alongside: tuple[str, ...] = ()   # paths whose flows ran at the same time (runs.tcp_together)
+    subflows: SubflowExpectation | None = None   # an MPTCP run's expected subflows (commands.expected_subflows)
+    tool: str = "iperf3"              # traffic.tool
 
 
 # nstat counts for a whole namespace: with other flows alongside, these are not the run's own
@@ -65,6 +68,10 @@ def build(who: RunIdentity, report: TrafficReport, seen: Observations, setting: 
     # the transfer): the count is unknown, not 0
     subflows = (len(subflow_list) or None) if who.mode == "mptcp" else 1
     metrics = run_metrics(report, counters, paths, setting, subflows)
+    expected = 1 if who.mode == "tcp" else setting.subflows.count if setting.subflows else None
+    metrics["subflows_expected"] = expected
+    metrics["missing_subflows"] = (max(expected - subflows, 0) if expected is not None and subflows is not None
+                                   else None)
     path_goodput(paths, metrics["throughput_mbps"])
     fallback = who.mode == "mptcp" and counters["server"]["MPTcpExtMPCapableSYNRX"] == 0
     shared = {}
@@ -88,7 +95,37 @@ def build(who: RunIdentity, report: TrafficReport, seen: Observations, setting: 
         "iperf_connected": report.connected,
         "iperf_version": report.version,
         **shared,
+        **subflow_notes(who, setting, metrics, subflow_list, counters),
     }
+
+
+def subflow_notes(who: RunIdentity, setting: Setting, metrics: dict, subflow_list: list[dict],
+                  counters: dict) -> dict:
+    """`subflow_shortfall` (why subflows are missing) for a run with fewer subflows than its plan gives;
+    `subflows_expected_unknown` (why the count cannot be known) for an MPTCP run without one."""
+    if metrics["missing_subflows"]:
+        return {"subflow_shortfall": shortfall(setting, subflow_list, counters)}
+    if who.mode == "mptcp" and setting.subflows is not None and setting.subflows.unknown:
+        return {"subflows_expected_unknown": setting.subflows.unknown}
+    return {}
+
+
+def shortfall(setting: Setting, subflow_list: list[dict], counters: dict) -> str:
+    """The planned joins no subflow of the data connection made, and what nstat saw of the joins: did the
+    ADD_ADDRs reach the client, did join SYNs reach the server?"""
+    joins = setting.subflows.joins if setting.subflows else ()
+    absent = [j for j in joins if not any(j.made(s) for s in subflow_list)]
+    text = "; ".join(f"no subflow left {j.describe()}" if j.how == "subflow" else f"no join reached {j.describe()}"
+                     for j in absent) or "every planned join has its subflow, yet fewer subflows than planned"
+    seen = [f"ADD_ADDRs the client received: {counters['client'].get('MPTcpExtAddAddr', 0)}",
+            f"join SYNs the server received: {counters['server'].get('MPTcpExtMPJoinSynRx', 0)}"]
+    text += f" ({', '.join(seen)}, for every MPTCP connection of the run)"
+    if setting.tool == "command" and any(j.how == "signal" for j in absent):
+        # iperf3's server listens on the wildcard address; a command's may not, and a join SYN to an
+        # announced address nothing listens on is answered with a RST before MPTCP sees it
+        text += ("; traffic.tool command: the server must listen on every path's address (the wildcard "
+                 "address, 0.0.0.0 or ::), not on {server_ip} alone")
+    return text
 
 
 def counter_deltas(seen: Observations) -> dict:

@@ -4,6 +4,7 @@
     mptcp@B.throughput_mbps > mptcp@A.throughput_mbps      (primary B beats primary A)
     mptcp@A.ofo_mptcp > mptcp@B.ofo_mptcp
     mptcp.subflows >= 2
+    mptcp.missing_subflows == 0                                        (every planned subflow joined)
     mptcp@6.12.throughput_mbps >= 0.95 * mptcp@6.1.throughput_mbps   (kernel 6.12 against 6.1)
     mptcp@6.12@B.seconds <= mptcp@6.1@B.seconds                        (a kernel and a primary path)
 
@@ -11,7 +12,8 @@ A side is `<mode>[@<kernel>][@<primary path>].<metric>`; a kernel is a release
 prefix (digits and dots; path names start with a letter) and needs a scenario
 that sweeps `kernel`: such a check compares the points that differ only in
 their kernel; the right side may be a number
-or `<factor> * <side>`. Parsed with one regular expression, never eval'd.
+or `<factor> * <side>`. The operators are >=, <=, >, < and == (for counts: every run
+equal). Parsed with one regular expression, never eval'd.
 """
 from __future__ import annotations
 
@@ -32,6 +34,10 @@ METRICS = {
     "ofo_mptcp": "segments",
     "ofo_mptcp_tail": "segments",
     "subflows": "count",
+    # what the run's plan should give (endpoints, signal ports, limits; 1 for TCP), and how many of
+    # those the run lacked: null when the plan cannot say (runners.commands.expected_subflows)
+    "subflows_expected": "count",
+    "missing_subflows": "count",
     "mptcp_joins": "count",
     "sender_mean_rtt_ms": "ms",
     # several clients at once (E5): the mean and the smallest per-client throughput
@@ -47,13 +53,13 @@ METRICS = {
 }
 # Metrics for which a lower value is better (for baseline regressions).
 LOWER_IS_BETTER = {"seconds", "iperf_retransmits", "retrans_segs", "ofo_tcp", "ofo_mptcp", "ofo_mptcp_tail",
-                   "sender_mean_rtt_ms"}
+                   "sender_mean_rtt_ms", "missing_subflows"}
 
 _SIDE = (r"(?P<{p}mode>mptcp|tcp)(?:@(?P<{p}kernel>" + KERNEL_IN_CHECK + r"))?"
          r"(?:@(?P<{p}primary>[A-Za-z][A-Za-z0-9_-]*))?\.(?P<{p}metric>[a-z_]+)")
 _NUM = r"\d+(?:\.\d+)?"
 _CHECK = re.compile(
-    rf"^\s*{_SIDE.format(p='l')}\s*(?P<op>>=|<=|>|<)\s*"
+    rf"^\s*{_SIDE.format(p='l')}\s*(?P<op>>=|<=|==|>|<)\s*"
     rf"(?:(?P<const>{_NUM})|(?:(?P<factor>{_NUM})\s*\*\s*)?{_SIDE.format(p='r')})\s*$")
 
 

@@ -9,6 +9,7 @@ import pytest
 
 from runners import parsers
 from runners import procfs
+from runners.commands import expected_subflows
 from runners.collect.record import Observations, RunIdentity, Setting, build
 from runners.traffic import TrafficReport
 from scenarios.spec.loader import load_scenario
@@ -67,10 +68,15 @@ def test_the_record_of_a_recorded_run_is_rebuilt_exactly(mode):
     started = calendar.timegm(time.strptime(expected["started_utc"], "%Y-%m-%dT%H:%M:%SZ"))
     who = RunIdentity(expected["id"], mode, expected["repeat"], expected["primary"], started)
     report = TrafficReport.from_iperf3(parsers.parse_iperf3((raw / "iperf3-client.json").read_text()))
+    scenario = load_scenario(REPO / "scenarios" / "two-paths.yaml")
+    subflows = expected_subflows(scenario, topo, "A") if mode == "mptcp" else None
     record = build(who, report, seen, Setting(paths=topo.paths, byte_counters="iface", fixed_size_bytes=None,
-                                              n_clients=1))
+                                              n_clients=1, subflows=subflows))
     for key in ("point", "point_label", "params", "kernel", "path_series_mbps"):
         expected.pop(key)   # added by the runner; the series comes from samples not kept raw
+    # recorded before runs knew what their plan gives: two subflows for MPTCP, one for TCP, and none missing
+    assert (record["metrics"].pop("subflows_expected"), record["metrics"].pop("missing_subflows")) == (
+        (2, 0) if mode == "mptcp" else (1, 0))
     assert record.pop("path_series_mbps") == []
     # since this run was recorded, a path's throughput is its share of the goodput (the recorded
     # value, wire bytes over iperf3's seconds, was 10.17 on a 10 Mbit/s path), and says so
