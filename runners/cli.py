@@ -1391,7 +1391,7 @@ def _main(argv: list[str] | None = None) -> int:
         return EXIT_INPUT
 
     from .backends import choose_backend
-    from .results import new_run_dir
+    from .results import new_run_dir, point_latest
 
     scenario = exp.scenario
     if _other_kernels_refused(args, exp):
@@ -1417,6 +1417,7 @@ def _main(argv: list[str] | None = None) -> int:
         return _run_vm(args, exp, run_dir)
     finally:
         _close_logs()
+        point_latest(run_dir.parent)   # a booted VM's guest could not: it sees only the set's folder
         hand_over(run_dir)
 
 
