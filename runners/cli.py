@@ -364,6 +364,13 @@ def _point_at_the_resumed_set(args, parser) -> None:
         parser.error(f"--resume {rdir}: not a result set (no scenario.yaml)")
     if args.scenario and Path(args.scenario[0]).read_text() != (rdir / "scenario.yaml").read_text():
         parser.error(f"--resume {rdir}: {args.scenario[0]} differs from the scenario of that result set")
+    try:
+        shell = json.loads((rdir / "metadata.json").read_text()).get("shell")
+    except (OSError, ValueError):
+        shell = False
+    if shell:
+        parser.error(f"--resume {rdir}: a `run-scenario shell` session's folder, not a run set: nothing to resume "
+                     "(run the scenario for a set of its own)")
     args.scenario = [str(rdir / "scenario.yaml")]
     args.run_dir = str(rdir.resolve())   # the VM's guest starts in the checkout, and its command names it
     meta = read_metadata(rdir)
@@ -1202,7 +1209,8 @@ def _shell_parser() -> argparse.ArgumentParser:
     _point_arguments(p)
     p.add_argument("--backend", choices=["auto", "native", "vm"], default="auto")
     p.add_argument("--out", default=str(REPO / "results"), metavar="DIR",
-                   help="where `traffic` stores its runs (a result set like a run's)")
+                   help="where `traffic` stores its runs: a result set like a run's, in DIR/<scenario>/shell/<UTC "
+                        "time>, apart from the run sets (DIR/<scenario>/latest does not move)")
     p.add_argument("--run-dir", help=argparse.SUPPRESS)    # the VM's guest: the host made the folder
     p.add_argument("--scenario-file", help=argparse.SUPPRESS)   # the VM's guest: see as_if_from
     return p
@@ -1234,11 +1242,10 @@ def _cmd_shell(argv: list[str]) -> int:
 def _shell_here(a, exp, point, primary: str, probe_report) -> int:
     from .backends.native import NativeRunner
     from .errors import RunFailure, Terminated
-    from .results import ResultStore, new_run_dir
-    from .shell import SHELL_HELP, make_cli, path_table
+    from .shell import SHELL_HELP, make_cli, open_session, path_table
 
-    run_dir = Path(a.run_dir) if getattr(a, "run_dir", None) else new_run_dir(Path(a.out).resolve(), exp.scenario.name)
-    store = ResultStore(run_dir)
+    store = open_session(a.out, exp.scenario.name, getattr(a, "run_dir", None))
+    run_dir = store.dir
     store.write_scenario(exp.text)
     store.set_metadata(scenario=exp.scenario.name, backend="native", shell=True, point=point.id, primary=primary,
                        **native_metadata(probe_report.facts))
@@ -1407,7 +1414,7 @@ def _main(argv: list[str] | None = None) -> int:
         return EXIT_INPUT
 
     from .backends import choose_backend
-    from .results import new_run_dir
+    from .results import new_run_dir, point_latest
 
     scenario = exp.scenario
     if _other_kernels_refused(args, exp):
@@ -1433,6 +1440,7 @@ def _main(argv: list[str] | None = None) -> int:
         return _run_vm(args, exp, run_dir)
     finally:
         _close_logs()
+        point_latest(run_dir.parent)   # a booted VM's guest could not: it sees only the set's folder
         hand_over(run_dir)
 
 

@@ -6,7 +6,7 @@ import shutil
 from pathlib import Path
 
 from .jobs import run_key
-from .results import ResultStore, load_results, new_run_dir
+from .results import ResultStore, load_results, new_run_dir, point_latest
 
 
 class MergeError(ValueError):
@@ -50,4 +50,5 @@ def merge(dirs: list[Path], out_base: Path) -> Path:
     store.set_metadata(**meta)
     store.set_extra("merged", True)
     (target / "merged-from.json").write_text(json.dumps([str(d) for d in dirs], indent=1) + "\n")
+    point_latest(target.parent)   # its runs came in together, not through add_run
     return target

@@ -1,6 +1,7 @@
 """Result files: written atomically after every run, so a finished run is never lost.
 
-Layout of one result set (`results/<scenario>/<UTC timestamp>/`):
+Layout of one result set (`results/<scenario>/<UTC timestamp>/`; `results/<scenario>/latest` points at the
+newest that has runs, and a shell session's set is `results/<scenario>/shell/<UTC timestamp>/`):
   scenario.yaml   the scenario as given
   metadata.json   kernel, tool versions, git revision, backend, times
   results.json    every run with all its metrics
@@ -14,6 +15,7 @@ import csv
 import io
 import json
 import os
+import re
 import tempfile
 import threading
 import weakref
@@ -57,32 +59,66 @@ def utc_stamp(now: datetime | None = None) -> str:
     return (now or datetime.now(timezone.utc)).strftime("%Y%m%dT%H%M%SZ")
 
 
-def new_run_dir(base: Path, scenario_name: str) -> Path:
-    """A fresh `base/<scenario>/<UTC timestamp>` folder; never reuses an existing one."""
+SHELL_SETS = "shell"   # results/<scenario>/shell/: the shell's sessions, kept apart from the run sets
+SET_NAME = re.compile(r"(\d{8}T\d{6}Z)(?:-(\d+))?")   # what new_run_dir names a set
+
+
+def new_run_dir(base: Path, scenario_name: str, shell: bool = False) -> Path:
+    """A fresh `base/<scenario>/<UTC timestamp>` folder (a shell session's: `base/<scenario>/shell/<UTC
+    timestamp>`); never reuses an existing one. `latest` is not moved here: a set takes it once it has a run
+    (point_latest), so a set that ends before its first run, or a shell session, leaves it where it was."""
+    parent = base / scenario_name / SHELL_SETS if shell else base / scenario_name
     stamp = utc_stamp()
-    d = base / scenario_name / stamp
+    d = parent / stamp
     n = 1
     while d.exists():
         n += 1
-        d = base / scenario_name / f"{stamp}-{n}"
+        d = parent / f"{stamp}-{n}"
     d.mkdir(parents=True)
-    _point_latest_at(d)
     return d
 
 
-def _point_latest_at(run_dir: Path) -> None:
-    """`<base>/<scenario>/latest` -> the newest result set (relative, replaced atomically)."""
-    link = run_dir.parent / "latest"
-    tmp = run_dir.parent / f".latest.{os.getpid()}"
+def has_runs(run_dir: Path) -> bool:
+    """The set's results.json holds a run, and the set is not a shell session's (one of an older layout, kept
+    beside the run sets, says so in its metadata)."""
     try:
-        os.symlink(run_dir.name, tmp)
+        doc = json.loads((Path(run_dir) / "results.json").read_text())
+    except (OSError, ValueError):
+        return False
+    return bool(doc.get("runs")) and not (doc.get("metadata") or {}).get("shell")
+
+
+def newest_set_with_runs(scenario_dir: Path) -> Path | None:
+    """Of the sets named as new_run_dir names them, the newest that has runs."""
+    try:
+        named = [(SET_NAME.fullmatch(d.name), d) for d in Path(scenario_dir).iterdir()]
+    except OSError:
+        return None
+    sets = sorted(((m.group(1), int(m.group(2) or 1)), d) for m, d in named if m and d.is_dir() and not d.is_symlink())
+    return next((d for _, d in reversed(sets) if has_runs(d)), None)
+
+
+def point_latest(scenario_dir: Path) -> Path | None:
+    """`<scenario_dir>/latest` -> the newest set there that has runs (relative, replaced atomically); left as it
+    is when no set has runs. The set it points at, or None."""
+    newest = newest_set_with_runs(scenario_dir)
+    if newest is None:
+        return None
+    link = Path(scenario_dir) / "latest"
+    tmp = Path(scenario_dir) / f".latest.{os.getpid()}"
+    try:
+        if os.path.islink(link) and os.readlink(link) == newest.name:
+            return newest
+        os.symlink(newest.name, tmp)
         os.replace(tmp, link)
     except OSError:
-        # a filesystem without symlinks: the result set itself is what matters
+        # a filesystem without symlinks, or a VM guest that sees this folder read-only (the host links it
+        # when the guest is done): the result set itself is what matters
         try:
             os.unlink(tmp)
         except OSError:
             pass
+    return newest
 
 
 # metric name -> unit (shared with expectations); the order is the CSV's.
@@ -226,8 +262,10 @@ RESERVE_BYTES = 256 * 1024   # metadata.json and results.json's rewrite with the
 class ResultStore:
     """One result set on disk. Every mutation rewrites the affected files atomically."""
 
-    def __init__(self, run_dir: Path):
+    def __init__(self, run_dir: Path, links_latest: bool = True):
         self.dir = Path(run_dir)
+        # `latest` beside the set follows it from its first run (a shell session's set does not take it)
+        self.links_latest = links_latest
         self.dir.mkdir(parents=True, exist_ok=True)
         self.runs: list[dict] = []
         self.metadata: dict[str, Any] = {}
@@ -286,10 +324,14 @@ class ResultStore:
         """Record a run; one recorded again (a job run together, rerun on resume) replaces the old record.
 
         Its raw files are written first, then results.json: once that holds the run, the run is kept.
-        The run's own copy (raw/<id>/run.json) goes with the next flush."""
+        The run's own copy (raw/<id>/run.json) goes with the next flush. The set's first run points `latest`
+        at the newest set with runs (this one, unless a newer one has runs)."""
         self.flush_raw()
+        first = not self.runs
         self.runs = [r for r in self.runs if r["id"] != run["id"]] + [run]
         self._flush()
+        if first and self.links_latest:
+            point_latest(self.dir.parent)
         self.save_raw(run["id"], "run.json", json.dumps(run, indent=2, default=str) + "\n")
 
     def set_extra(self, key: str, value: Any) -> None:

@@ -7,10 +7,13 @@ endpoints as a run, and `traffic` is one real run, stored in the shell's result 
 """
 from __future__ import annotations
 
+from pathlib import Path
+
 from . import parsers, procfs
 from .jobs import Job
 from .nsexec import run as run_in
 from .progress import describe_result
+from .results import ResultStore, new_run_dir
 
 SHELL_HELP = """testbed commands (besides Mininet's: `h1 ping h2`, `h1 ip addr`, `xterm h1`, `help`):
   paths      each path: addresses, rate, delay, loss, queue, interfaces
@@ -20,6 +23,15 @@ SHELL_HELP = """testbed commands (besides Mininet's: `h1 ping h2`, `h1 ip addr`,
   traffic    the scenario's traffic once, as a run (stored in this shell's result set)
 """
 COUNTER_PREFIXES = ("MPTcpExt", "TcpExtTCPOFO")
+
+
+def open_session(out: str | Path, scenario_name: str, run_dir: str | Path | None = None) -> ResultStore:
+    """The shell session's result set, natively and through the VM: `<out>/<scenario>/shell/<UTC time>`
+    (in the VM's guest, the folder the host made), apart from the run sets. `traffic` stores its runs
+    there, and they do not move `<out>/<scenario>/latest`: that stays with the newest set of real runs, which
+    the handouts send students back to."""
+    folder = Path(run_dir) if run_dir else new_run_dir(Path(out).resolve(), scenario_name, shell=True)
+    return ResultStore(folder, links_latest=False)
 
 
 def path_table(plan, scenario) -> str:

@@ -18,7 +18,7 @@ from .backends.vm import GUEST_SCRIPT, VmError, plan_vm, vng_binary, vng_env
 from .errors import Terminated
 from .leftovers import VM_SCRIPT_PREFIX
 from .processes import start_reaped, stop_processes
-from .results import ResultStore, new_run_dir
+from .shell import open_session
 
 
 def guest_argv(inner: list[str], rows: int, cols: int) -> list[str]:
@@ -37,8 +37,10 @@ def shell_in_vm(a, exp, point=None) -> int:
     except KernelNotFound as e:
         print(f"run-scenario: error: {e}", file=sys.stderr)
         return 1
-    run_dir = new_run_dir(Path(a.out).resolve(), exp.scenario.name)
-    ResultStore(run_dir).write_scenario(exp.text)
+    session = open_session(a.out, exp.scenario.name)
+    session.write_scenario(exp.text)
+    session.set_metadata(scenario=exp.scenario.name, backend="vm", shell=True)   # the guest's replaces it
+    run_dir = session.dir
     inner = [sys.executable, "-m", "runners.cli", "shell", str(run_dir / "scenario.yaml"), "--backend", "native",
              "--run-dir", str(run_dir), "--scenario-file", str(Path(exp.file).resolve())]
     for flag in ("point", "primary"):

@@ -9,12 +9,14 @@ import time
 
 import pytest
 
+from runners.results import ResultStore, new_run_dir
+
 from .helpers import REPO, leftovers, write_scenario
 
 pytestmark = pytest.mark.integration
 
 SHORT = """\
-name: shell
+name: term
 topology:
   kind: dual-homed
   paths:
@@ -54,6 +56,10 @@ class Tmux:
 
 def test_the_shell_in_a_real_terminal(tmp_path):
     scen = write_scenario(tmp_path / "s.yaml", SHORT)
+    # a set of real runs made before: the shell's `traffic` must not take `latest` from it (issue 28)
+    earlier = ResultStore(new_run_dir(tmp_path / "o", "term"))
+    earlier.add_run({"id": "r001-tcp-A", "mode": "tcp", "repeat": 1, "primary": "A", "status": "ok",
+                     "metrics": {"throughput_mbps": 9.5}})
     cmd = shlex.join([sys.executable, "-m", "runners.cli", "shell", str(scen), "--backend", "native",
                       "--out", str(tmp_path / "o")])
     term = Tmux(f"testbed-shell-{os.getpid()}")
@@ -85,8 +91,9 @@ def test_the_shell_in_a_real_terminal(tmp_path):
     finally:
         term.kill()           # a hang-up, if the shell is still there: it must clean up all the same
         time.sleep(3)
-    runs = list((tmp_path / "o" / "shell").glob("2*/raw/r001-mptcp-A/run.json"))
-    assert len(runs) == 1
+    runs = list((tmp_path / "o" / "term" / "shell").glob("2*/raw/r001-mptcp-A/run.json"))
+    assert len(runs) == 1                                      # the session's own folder, apart from the sets
+    assert (tmp_path / "o" / "term" / "latest").resolve() == earlier.dir.resolve()
     assert leftovers() == []
 
 

@@ -257,12 +257,15 @@ def test_junit_has_a_case_per_run_with_its_time_and_an_error_for_a_fallback():
     assert 'type="mptcp-fallback"' in xml and "the run set ended failed" in xml
 
 
-def test_new_result_sets_are_linked_as_latest(tmp_path):
+def test_new_result_sets_are_linked_as_latest_once_they_have_runs(tmp_path):
     from runners.results import new_run_dir
     first = new_run_dir(tmp_path, "s")
     second = new_run_dir(tmp_path, "s")
     latest = tmp_path / "s" / "latest"
-    assert latest.is_symlink() and latest.resolve() == second.resolve() and first != second
+    assert first != second and not latest.exists()   # the rest: test_latest.py
+    ResultStore(second).add_run({"id": "r001-tcp-A", "mode": "tcp", "repeat": 1, "primary": "A", "status": "ok",
+                                 "metrics": {"throughput_mbps": 9.5}})
+    assert latest.is_symlink() and latest.resolve() == second.resolve()
 
 
 # ---------------------------------------------------------------- result sets: resume, merge, report, plots

@@ -188,7 +188,9 @@ def test_results_belong_to_the_user_who_ran_sudo(tmp_path):
     from runners.cli import hand_over
 
     d = new_run_dir(tmp_path, "two-paths")
-    (d / "raw" / "r001").mkdir(parents=True)
+    ResultStore(d).add_run({**RUN, "id": "r001"})   # a set with a run: `latest` points at it
+    ResultStore(d).flush_raw()
+    (d / "raw" / "r001").mkdir(parents=True, exist_ok=True)
     (d / "raw" / "r001" / "run.json").write_text("{}")
     hand_over(d, env={"SUDO_UID": "4242", "SUDO_GID": "4343"})
     for p in (d, d / "raw" / "r001" / "run.json", d.parent, d.parent / "latest"):

@@ -1,5 +1,6 @@
 """`run-scenario shell` through the VM backend, in a real terminal (tmux): the keys reach the guest's
-pty raw (a typo corrected with Backspace), Mininet's commands work, and `exit` leaves nothing behind."""
+pty raw (a typo corrected with Backspace), Mininet's commands work, `exit` leaves nothing behind, and the
+session's folder is apart from the run sets (`latest` does not move)."""
 import os
 import shlex
 import subprocess
@@ -54,3 +55,6 @@ def test_the_shell_through_the_vm_in_a_real_terminal(tmp_path):
         subprocess.run(["tmux", "kill-session", "-t", name], check=False)
     time.sleep(2)
     assert find_leftovers() == []
+    # the session's set is made by the host, in a folder of its own, and takes no `latest` (issue 28)
+    assert len(list((tmp_path / "o" / "two-paths" / "shell").glob("2*/scenario.yaml"))) == 1
+    assert not os.path.lexists(tmp_path / "o" / "two-paths" / "latest")
