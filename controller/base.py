@@ -18,7 +18,7 @@ from os_ken.controller.handler import CONFIG_DISPATCHER, MAIN_DISPATCHER, set_ev
 from os_ken.lib.packet import ethernet, ether_types, ipv4, ipv6, packet, tcp
 from os_ken.ofproto import ofproto_v1_3
 
-from controller.decisions import FLOOD, Decision, Packet, SwitchConfig, switch_configs
+from controller.decisions import FLOOD, Decision, Packet, SwitchConfig, replies_to_steer_ahead, switch_configs
 
 CONFIG_ENV = "TESTBED_CONTROLLER_CONFIG"
 
@@ -56,6 +56,7 @@ class TestbedApp(app_manager.OSKenApp):
         self.switch_cfg: dict[int, SwitchConfig] = switch_configs(self.config)
         self.report = Report(self.config.get("report"))
         self.mac_tables: dict[int, dict[str, int]] = {}
+        self.datapaths: dict[int, object] = {}
 
     def switch(self, dpid: int) -> SwitchConfig:
         if dpid not in self.switch_cfg:   # a switch the runner did not describe: plain learning
@@ -75,6 +76,7 @@ class TestbedApp(app_manager.OSKenApp):
         dp.send_msg(parser.OFPFlowMod(datapath=dp, priority=0, match=parser.OFPMatch(), instructions=inst))
         sw = self.switch(dp.id)
         self.mac_tables.setdefault(dp.id, {})
+        self.datapaths[dp.id] = dp
         self.report.write("switch-connected", dpid=dp.id, switch=sw.name)
         self.logger.info("switch %s (dpid %d) connected", sw.name, dp.id)
 
@@ -88,16 +90,27 @@ class TestbedApp(app_manager.OSKenApp):
             return
         sw = self.switch(dp.id)
         d = self.decide(self.mac_tables.setdefault(dp.id, {}), sw, pkt)
+        if d.steer is not None:     # before this SYN goes on: its reply's flow where the reply comes up
+            for dpid, reply in replies_to_steer_ahead(self.mac_tables, self.switch_cfg, dp.id, pkt):
+                ahead = self.decide(self.mac_tables.setdefault(dpid, {}), self.switch(dpid), reply)
+                if ahead.steer is not None and dpid in self.datapaths:
+                    self._install(self.datapaths[dpid], ahead, ahead=True)
+        actions = self._install(dp, d)
+        if actions:
+            dp.send_msg(parser.OFPPacketOut(datapath=dp, buffer_id=ofp.OFP_NO_BUFFER, in_port=pkt.in_port,
+                                            actions=actions, data=msg.data))
+
+    def _install(self, dp, d: Decision, ahead: bool = False) -> list:
+        """The decision's flow on this switch (when it has a match) and its report line; returns the actions."""
+        ofp, parser = dp.ofproto, dp.ofproto_parser
         actions = [parser.OFPActionOutput(ofp.OFPP_FLOOD if p == FLOOD else p) for p in d.out_ports]
         if d.match is not None:
             inst = [parser.OFPInstructionActions(ofp.OFPIT_APPLY_ACTIONS, actions)]
             dp.send_msg(parser.OFPFlowMod(datapath=dp, cookie=d.cookie, priority=d.priority,
                                           idle_timeout=60, match=parser.OFPMatch(**d.match), instructions=inst))
         if d.steer is not None:
-            self.report.write("flow", **d.steer)
-        if actions:
-            dp.send_msg(parser.OFPPacketOut(datapath=dp, buffer_id=ofp.OFP_NO_BUFFER, in_port=pkt.in_port,
-                                            actions=actions, data=msg.data))
+            self.report.write("flow", **d.steer, **({"ahead": True} if ahead else {}))
+        return actions
 
 
 def parse_packet(in_port: int, data: bytes) -> Packet | None:
@@ -112,5 +125,6 @@ def parse_packet(in_port: int, data: bytes) -> Packet | None:
         fields.update(ip_src=ip.src, ip_dst=ip.dst, ip_proto=proto)
         t = p.get_protocol(tcp.tcp)
         if t is not None:
-            fields.update(tcp_src=t.src_port, tcp_dst=t.dst_port)
+            fields.update(tcp_src=t.src_port, tcp_dst=t.dst_port,
+                          syn=bool(t.bits & tcp.TCP_SYN) and not t.bits & tcp.TCP_ACK)
     return Packet(**fields)

@@ -60,6 +60,7 @@ class Packet:
     ip_proto: int | None = None
     tcp_src: int | None = None
     tcp_dst: int | None = None
+    syn: bool = False                # a connection's opening SYN (SYN without ACK)
 
 
 @dataclass(frozen=True)
@@ -139,6 +140,32 @@ def steering_decision(table: dict[str, int], sw: SwitchConfig, pkt: Packet, by: 
     if out is not None and not _multicast(pkt.eth_dst) and out not in sw.uplinks:
         return Decision(out_ports=(out,) if out != pkt.in_port else ())
     return Decision(out_ports=tuple(p for p in sw.downlinks if p != pkt.in_port) + (sw.uplinks[0],))
+
+
+def replies_to_steer_ahead(tables: dict[int, dict[str, int]], switches: dict[int, SwitchConfig], here: int,
+                           pkt: Packet) -> list[tuple[int, Packet]]:
+    """For a new connection's SYN: where its reply will come *up* into a steering switch, and that reply.
+
+    Each (dpid, reply) names a steering switch, other than `here`, on whose host port the SYN's
+    destination was learned, with the SYN-ACK as it will enter there. The app decides that reply and
+    installs its flow before it lets the SYN go on, so the server's first packets never take the detour
+    through the controller. Why it matters: while a flow's first packets wait at the controller (tens of
+    ms under TCG), later packets of the same flow take the flow just installed and overtake them. A pure
+    ACK overtaken by data is an old segment to the receiver's TCP, which drops it before MPTCP reads its
+    options: an ADD_ADDR lost that way is sent again only after net.mptcp.add_addr_timeout (120 s), so
+    the connection never gets its join (seen in lab 5: docs/controller.md).
+    """
+    if not pkt.syn or pkt.ip_proto != 6 or pkt.tcp_src is None:
+        return []
+    out = []
+    for dpid, sw in sorted(switches.items()):
+        host_port = tables.get(dpid, {}).get(pkt.eth_dst)
+        if dpid == here or not sw.uplinks or host_port is None or host_port in sw.uplinks:
+            continue
+        out.append((dpid, Packet(in_port=host_port, eth_src=pkt.eth_dst, eth_dst=pkt.eth_src, eth_type=pkt.eth_type,
+                                 ip_src=pkt.ip_dst, ip_dst=pkt.ip_src, ip_proto=6, tcp_src=pkt.tcp_dst,
+                                 tcp_dst=pkt.tcp_src)))
+    return out
 
 
 FLOOD = -1   # stands for OFPP_FLOOD; the app maps it

@@ -1,10 +1,12 @@
 """Switched topologies, controller decisions, several clients (pure, no root, no os-ken needed)."""
+import dataclasses
 import re
 from pathlib import Path
 
 import pytest
 
-from controller.decisions import (FLOOD, STEER_COOKIE, Packet, SwitchConfig, learning_decision, steering_decision,
+from controller.decisions import (FLOOD, STEER_COOKIE, Packet, SwitchConfig, learning_decision, replies_to_steer_ahead,
+                                  steering_decision,
                                   switch_configs)
 from runners import commands
 from runners import parsers
@@ -280,3 +282,26 @@ def test_bad_range_is_a_clear_error():
 def test_shipped_switched_scenarios_plan(name):
     exp = load_experiment(REPO / "scenarios" / f"{name}.yaml")
     check_plans(exp)
+
+
+def test_a_syn_gets_its_replys_flow_installed_ahead_where_the_server_is_attached():
+    """Lab 5 lost a join at random (issue 28): the server's ADD_ADDR, a pure ACK sent while the SYN-ACK's
+    flow was being installed, went through the controller while the next data segment took the new flow
+    and overtook it; the client's TCP dropped the ADD_ADDR as an old segment. The reply's flow is now
+    installed on the server's switch when the SYN is decided, before the SYN goes on."""
+    switches = {1: S1, 2: S2}
+    tables = {1: {CLI: 1}, 2: {SRV: 3}}
+    syn = dataclasses.replace(tcp(1, CLI, SRV, "10.0.1.11", "10.0.1.1", 40000, 5300), syn=True)
+    ahead = replies_to_steer_ahead(tables, switches, 1, syn)
+    assert [dpid for dpid, _ in ahead] == [2]
+    dpid, reply = ahead[0]
+    assert reply == tcp(3, SRV, CLI, "10.0.1.1", "10.0.1.11", 5300, 40000)
+    forward = steering_decision(tables[1], S1, syn, "server-port", [])
+    back = steering_decision(tables[2], S2, reply, "server-port", [])
+    assert back.steer["uplink"] == forward.steer["uplink"] == "wanA"
+    assert back.match == {"in_port": 3, "eth_type": 0x0800, "ip_proto": 6, "ipv4_src": "10.0.1.1",
+                          "ipv4_dst": "10.0.1.11", "tcp_src": 5300, "tcp_dst": 40000}
+    # only a connection's opening SYN, and only where the destination was learned on a host port
+    assert replies_to_steer_ahead(tables, switches, 1, dataclasses.replace(syn, syn=False)) == []
+    assert replies_to_steer_ahead({1: {CLI: 1}, 2: {}}, switches, 1, syn) == []
+    assert replies_to_steer_ahead({1: {CLI: 1}, 2: {SRV: S2.uplinks[0]}}, switches, 1, syn) == []
