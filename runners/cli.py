@@ -23,11 +23,11 @@ from scenarios.spec.kernel import is_kernel_path
 
 from .analysis.summary import summary
 from .backends.kernel_images import native_refusal
-from .kernel_sets import EXIT_KERNEL_REFUSED, kernel_base, record_kernel, sweeps_kernels, vm_kernels_problem
+from .errors import (EXIT_FAIL, EXIT_INPUT, EXIT_INTERRUPTED, EXIT_KERNEL_REFUSED, EXIT_OK, EXIT_STOPPED,
+                     EXIT_TERMINATED)
+from .kernel_sets import kernel_base, record_kernel, sweeps_kernels, vm_kernels_problem
 from .invocation import DEFAULT_MAX_REPEAT
 from .paths import REPO
-
-from .session import EXIT_FAIL, EXIT_INPUT, EXIT_OK
 
 EPILOG = """\
 backends:
@@ -531,7 +531,7 @@ def _run_native(args, exp, run_dir: Path, probe_report) -> int:
                                   progress, _err)
     store.release_space()
     kept_runs = _runs_on_disk(run_dir)
-    if code in (130, 143):
+    if code in EXIT_STOPPED:
         _err(f"{status}; {kept_runs} finished run(s) kept in {run_dir} "
              f"(continue with: run-scenario --resume {run_dir})")
     elif code == EXIT_FAIL:
@@ -651,17 +651,17 @@ def _run_vm(args, exp, run_dir: Path) -> int:
     else:
         code = _run_one_vm(args, exp, run_dir, args.kernel[0] if args.kernel else None, exp.scenario.requires.kernel)
     meta_path = run_dir / "metadata.json"
-    if code == 0 and not meta_path.exists():
+    if code == EXIT_OK and not meta_path.exists():
         _err("the VM finished but wrote no results")
         return EXIT_FAIL
-    if code not in (0, 130, 143) and not (run_dir / "results.json").exists():
+    if code not in (EXIT_OK, *EXIT_STOPPED) and not (run_dir / "results.json").exists():
         _err(f"the VM run failed (exit {code}) before any run finished")
         if not meta_path.exists():
             _mark_stopped(run_dir, "failed", failure=f"the VM run failed (exit {code}) before any run finished; "
                                                      "its output is above this line on the console")
-    if (run_dir / "results.json").exists() and code != 2:
+    if (run_dir / "results.json").exists() and code != EXIT_INPUT:
         code = _summary_and_report(run_dir, args, code)
-    return code if code in (0, 1, 2, 130, 143) else EXIT_FAIL
+    return code if code in (EXIT_OK, EXIT_FAIL, EXIT_INPUT, *EXIT_STOPPED) else EXIT_FAIL
 
 
 def _prepare_the_report_meanwhile() -> None:
@@ -703,13 +703,13 @@ def _run_vm_per_kernel(args, exp, run_dir: Path) -> int:
         _info(f"kernel {label} ({release}): {len(points)} point(s)")
         code = _run_one_vm(args, exp, run_dir, image, None,
                            ["--only-kernel", label, *guest_kernel_flags(kernel_sweep(args))], label)
-        if code in (130, 143):
+        if code in EXIT_STOPPED:
             return code
         if code != EXIT_KERNEL_REFUSED:
             codes.append(code)
     if codes and not any(codes) and args.until_conclusive:
         code = _more_rounds_across_kernels(args, exp, run_dir)
-        if code in (130, 143):
+        if code in EXIT_STOPPED:
             return code
         codes.append(code)
     if not codes:
@@ -781,7 +781,8 @@ def _run_one_vm(args, exp, run_dir: Path, kernel, requirement: str | None, more_
              f"(continue with: run-scenario --resume {run_dir})")
         return EXIT_FAIL
     except (KeyboardInterrupt, Terminated) as e:
-        code, status = (143, "terminated") if isinstance(e, Terminated) else (130, "interrupted")
+        code, status = ((EXIT_TERMINATED, "terminated") if isinstance(e, Terminated)
+                        else (EXIT_INTERRUPTED, "interrupted"))
         _mark_stopped(run_dir, status)
         _err(f"{status}; finished runs are kept in {run_dir} (continue with: run-scenario --resume {run_dir})")
         return code
@@ -1264,9 +1265,9 @@ def _shell_here(a, exp, point, primary: str, probe_report) -> int:
         _err(str(e))
         return EXIT_FAIL
     except KeyboardInterrupt:
-        return 130
+        return EXIT_INTERRUPTED
     except Terminated:
-        return 143
+        return EXIT_TERMINATED
     return EXIT_OK
 
 
