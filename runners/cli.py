@@ -27,7 +27,7 @@ from .errors import (EXIT_FAIL, EXIT_INPUT, EXIT_INTERRUPTED, EXIT_KERNEL_REFUSE
                      EXIT_TERMINATED)
 from .kernel_sets import kernel_base, record_kernel, sweeps_kernels, vm_kernels_problem
 from .invocation import DEFAULT_MAX_REPEAT
-from .paths import REPO
+from .paths import IN_CHECKOUT, REPO, RESULTS
 
 EPILOG = """\
 backends:
@@ -92,8 +92,9 @@ def build_parser() -> argparse.ArgumentParser:
                     "MPTCP against a TCP baseline, with throughput, per-path bytes, out-of-order "
                     "counts, retransmissions, subflows and RTT.")
     p.add_argument("scenario", nargs="*", help="scenario YAML file (several with --check)")
-    p.add_argument("--out", default=str(REPO / "results"), metavar="DIR",
-                   help="base folder for results (default: results/ of this checkout)")
+    p.add_argument("--out", default=str(RESULTS), metavar="DIR",
+                   help="base folder for results (default: results/ of this checkout; ./results when "
+                        "installed without -e)")
     p.add_argument("--backend", choices=["auto", "native", "vm"], default="auto",
                    help="where to run (default: auto)")
     p.add_argument("--repeat", type=int, metavar="N", help="override runs.repeat")
@@ -189,6 +190,8 @@ def terminal_gone() -> None:
 
 
 def _git_revision() -> dict:
+    if not IN_CHECKOUT:   # installed in site-packages: git would find whatever repository holds the venv
+        return {"git_revision": None, "git_dirty": None}
     try:
         rev = subprocess.run(["git", "-C", str(REPO), "rev-parse", "HEAD"], capture_output=True, text=True,
                              timeout=10).stdout.strip()
@@ -999,7 +1002,7 @@ def _merge_parser() -> argparse.ArgumentParser:
     p = argparse.ArgumentParser(prog="run-scenario merge",
                                 description="Combine result sets of the same scenario (e.g. --shard runs) into one.")
     p.add_argument("dirs", nargs="+", metavar="DIR")
-    p.add_argument("--out", default=str(REPO / "results"), metavar="DIR", help="base folder for the merged set")
+    p.add_argument("--out", default=str(RESULTS), metavar="DIR", help="base folder for the merged set")
     return p
 
 
@@ -1209,7 +1212,7 @@ def _shell_parser() -> argparse.ArgumentParser:
                                 "(`testbed` lists them). Leaving it (exit, Ctrl-D) cleans up as a run does.")
     _point_arguments(p)
     p.add_argument("--backend", choices=["auto", "native", "vm"], default="auto")
-    p.add_argument("--out", default=str(REPO / "results"), metavar="DIR",
+    p.add_argument("--out", default=str(RESULTS), metavar="DIR",
                    help="where `traffic` stores its runs: a result set like a run's, in DIR/<scenario>/shell/<UTC "
                         "time>, apart from the run sets (DIR/<scenario>/latest does not move)")
     p.add_argument("--run-dir", help=argparse.SUPPRESS)    # the VM's guest: the host made the folder
@@ -1320,7 +1323,7 @@ def _cmd_list(argv: list[str]) -> int:
             continue
         if backend is None:
             backend, _ = _estimate_backend(a.backend, exp)
-        jobs, _, seconds = job_table(exp, None, _costs_for(exp, backend, REPO / "results"))
+        jobs, _, seconds = job_table(exp, None, _costs_for(exp, backend, RESULTS))
         desc = " ".join((exp.scenario.description or "").split())
         rows.append((f.name, str(sum(r.runs for r in jobs)), duration(seconds), desc[:70] + ("..." if len(desc) > 70 else "")))
     widths = [max(len(r[i]) for r in rows + [("file", "runs", "time", "")]) for i in range(3)]
