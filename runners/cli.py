@@ -23,11 +23,11 @@ from scenarios.spec.kernel import is_kernel_path
 
 from .analysis.summary import summary
 from .backends.kernel_images import native_refusal
-from .kernel_sets import EXIT_KERNEL_REFUSED, kernel_base, record_kernel, sweeps_kernels, vm_kernels_problem
+from .errors import (EXIT_FAIL, EXIT_INPUT, EXIT_INTERRUPTED, EXIT_KERNEL_REFUSED, EXIT_OK, EXIT_STOPPED,
+                     EXIT_TERMINATED)
+from .kernel_sets import kernel_base, record_kernel, sweeps_kernels, vm_kernels_problem
 from .invocation import DEFAULT_MAX_REPEAT
-from .paths import REPO
-
-from .session import EXIT_FAIL, EXIT_INPUT, EXIT_OK
+from .paths import IN_CHECKOUT, REPO, RESULTS
 
 EPILOG = """\
 backends:
@@ -92,8 +92,9 @@ def build_parser() -> argparse.ArgumentParser:
                     "MPTCP against a TCP baseline, with throughput, per-path bytes, out-of-order "
                     "counts, retransmissions, subflows and RTT.")
     p.add_argument("scenario", nargs="*", help="scenario YAML file (several with --check)")
-    p.add_argument("--out", default=str(REPO / "results"), metavar="DIR",
-                   help="base folder for results (default: results/ of this checkout)")
+    p.add_argument("--out", default=str(RESULTS), metavar="DIR",
+                   help="base folder for results (default: results/ of this checkout; ./results when "
+                        "installed without -e)")
     p.add_argument("--backend", choices=["auto", "native", "vm"], default="auto",
                    help="where to run (default: auto)")
     p.add_argument("--repeat", type=int, metavar="N", help="override runs.repeat")
@@ -189,6 +190,8 @@ def terminal_gone() -> None:
 
 
 def _git_revision() -> dict:
+    if not IN_CHECKOUT:   # installed in site-packages: git would find whatever repository holds the venv
+        return {"git_revision": None, "git_dirty": None}
     try:
         rev = subprocess.run(["git", "-C", str(REPO), "rev-parse", "HEAD"], capture_output=True, text=True,
                              timeout=10).stdout.strip()
@@ -531,7 +534,7 @@ def _run_native(args, exp, run_dir: Path, probe_report) -> int:
                                   progress, _err)
     store.release_space()
     kept_runs = _runs_on_disk(run_dir)
-    if code in (130, 143):
+    if code in EXIT_STOPPED:
         _err(f"{status}; {kept_runs} finished run(s) kept in {run_dir} "
              f"(continue with: run-scenario --resume {run_dir})")
     elif code == EXIT_FAIL:
@@ -651,17 +654,17 @@ def _run_vm(args, exp, run_dir: Path) -> int:
     else:
         code = _run_one_vm(args, exp, run_dir, args.kernel[0] if args.kernel else None, exp.scenario.requires.kernel)
     meta_path = run_dir / "metadata.json"
-    if code == 0 and not meta_path.exists():
+    if code == EXIT_OK and not meta_path.exists():
         _err("the VM finished but wrote no results")
         return EXIT_FAIL
-    if code not in (0, 130, 143) and not (run_dir / "results.json").exists():
+    if code not in (EXIT_OK, *EXIT_STOPPED) and not (run_dir / "results.json").exists():
         _err(f"the VM run failed (exit {code}) before any run finished")
         if not meta_path.exists():
             _mark_stopped(run_dir, "failed", failure=f"the VM run failed (exit {code}) before any run finished; "
                                                      "its output is above this line on the console")
-    if (run_dir / "results.json").exists() and code != 2:
+    if (run_dir / "results.json").exists() and code != EXIT_INPUT:
         code = _summary_and_report(run_dir, args, code)
-    return code if code in (0, 1, 2, 130, 143) else EXIT_FAIL
+    return code if code in (EXIT_OK, EXIT_FAIL, EXIT_INPUT, *EXIT_STOPPED) else EXIT_FAIL
 
 
 def _prepare_the_report_meanwhile() -> None:
@@ -703,13 +706,13 @@ def _run_vm_per_kernel(args, exp, run_dir: Path) -> int:
         _info(f"kernel {label} ({release}): {len(points)} point(s)")
         code = _run_one_vm(args, exp, run_dir, image, None,
                            ["--only-kernel", label, *guest_kernel_flags(kernel_sweep(args))], label)
-        if code in (130, 143):
+        if code in EXIT_STOPPED:
             return code
         if code != EXIT_KERNEL_REFUSED:
             codes.append(code)
     if codes and not any(codes) and args.until_conclusive:
         code = _more_rounds_across_kernels(args, exp, run_dir)
-        if code in (130, 143):
+        if code in EXIT_STOPPED:
             return code
         codes.append(code)
     if not codes:
@@ -781,7 +784,8 @@ def _run_one_vm(args, exp, run_dir: Path, kernel, requirement: str | None, more_
              f"(continue with: run-scenario --resume {run_dir})")
         return EXIT_FAIL
     except (KeyboardInterrupt, Terminated) as e:
-        code, status = (143, "terminated") if isinstance(e, Terminated) else (130, "interrupted")
+        code, status = ((EXIT_TERMINATED, "terminated") if isinstance(e, Terminated)
+                        else (EXIT_INTERRUPTED, "interrupted"))
         _mark_stopped(run_dir, status)
         _err(f"{status}; finished runs are kept in {run_dir} (continue with: run-scenario --resume {run_dir})")
         return code
@@ -998,7 +1002,7 @@ def _merge_parser() -> argparse.ArgumentParser:
     p = argparse.ArgumentParser(prog="run-scenario merge",
                                 description="Combine result sets of the same scenario (e.g. --shard runs) into one.")
     p.add_argument("dirs", nargs="+", metavar="DIR")
-    p.add_argument("--out", default=str(REPO / "results"), metavar="DIR", help="base folder for the merged set")
+    p.add_argument("--out", default=str(RESULTS), metavar="DIR", help="base folder for the merged set")
     return p
 
 
@@ -1208,7 +1212,7 @@ def _shell_parser() -> argparse.ArgumentParser:
                                 "(`testbed` lists them). Leaving it (exit, Ctrl-D) cleans up as a run does.")
     _point_arguments(p)
     p.add_argument("--backend", choices=["auto", "native", "vm"], default="auto")
-    p.add_argument("--out", default=str(REPO / "results"), metavar="DIR",
+    p.add_argument("--out", default=str(RESULTS), metavar="DIR",
                    help="where `traffic` stores its runs: a result set like a run's, in DIR/<scenario>/shell/<UTC "
                         "time>, apart from the run sets (DIR/<scenario>/latest does not move)")
     p.add_argument("--run-dir", help=argparse.SUPPRESS)    # the VM's guest: the host made the folder
@@ -1264,9 +1268,9 @@ def _shell_here(a, exp, point, primary: str, probe_report) -> int:
         _err(str(e))
         return EXIT_FAIL
     except KeyboardInterrupt:
-        return 130
+        return EXIT_INTERRUPTED
     except Terminated:
-        return 143
+        return EXIT_TERMINATED
     return EXIT_OK
 
 
@@ -1319,7 +1323,7 @@ def _cmd_list(argv: list[str]) -> int:
             continue
         if backend is None:
             backend, _ = _estimate_backend(a.backend, exp)
-        jobs, _, seconds = job_table(exp, None, _costs_for(exp, backend, REPO / "results"))
+        jobs, _, seconds = job_table(exp, None, _costs_for(exp, backend, RESULTS))
         desc = " ".join((exp.scenario.description or "").split())
         rows.append((f.name, str(sum(r.runs for r in jobs)), duration(seconds), desc[:70] + ("..." if len(desc) > 70 else "")))
     widths = [max(len(r[i]) for r in rows + [("file", "runs", "time", "")]) for i in range(3)]

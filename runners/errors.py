@@ -1,5 +1,17 @@
-"""The errors a run can end with (the CLI maps them to exit codes)."""
+"""The errors a run can end with, and every exit code run-scenario returns (the CLI maps the one to the
+other; its --help lists the codes)."""
 import errno
+
+EXIT_OK = 0
+EXIT_FAIL = 1              # a failure while running (finished runs are kept), or a failed verdict
+EXIT_INPUT = 2             # bad input or a bad command line: nothing was started
+# the guest's code when its kernel cannot run the scenario (its probe refused): the host goes on with the
+# other kernels of the sweep
+EXIT_KERNEL_REFUSED = 3
+EXIT_INTERRUPTED = 130     # Ctrl-C: 128 + SIGINT, as a shell reports a process the signal ended
+EXIT_TERMINATED = 143      # SIGTERM, or SIGHUP (a closed terminal): 128 + SIGTERM
+# stopped by the user, not failed: the set is kept as it is, to resume
+EXIT_STOPPED = (EXIT_INTERRUPTED, EXIT_TERMINATED)
 
 
 class RunFailure(RuntimeError):

@@ -11,10 +11,6 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
-# the guest's exit code when this kernel cannot run the scenario (its probe refused): the host goes on
-# with the other kernels
-EXIT_KERNEL_REFUSED = 3
-
 
 def record_kernel(run_dir: Path, label: str, **info) -> None:
     """Merge `info` into metadata.json's kernels[label] (and results.json's copy of it)."""

@@ -1,5 +1,10 @@
-"""Where the checkout is: the VM backend shares it with the guest, and results/ lives in it."""
+"""Where the checkout is: the VM backend shares it with the guest, and results/ lives in it.
+
+Installed without -e (`pip install .`), the code sits in site-packages, which is no checkout: results do
+not belong there, so they go to results/ in the working folder, and there is no git revision to record.
+"""
 from pathlib import Path
 
 REPO = Path(__file__).resolve().parent.parent
-RESULTS = REPO / "results"
+IN_CHECKOUT = (REPO / "setup.py").is_file()
+RESULTS = REPO / "results" if IN_CHECKOUT else Path.cwd() / "results"

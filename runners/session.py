@@ -13,14 +13,13 @@ from pathlib import Path
 
 from scenarios.spec.sweep import shard_points
 
-from .errors import RunFailure, Terminated, results_disk_error
+from .errors import (EXIT_FAIL, EXIT_INTERRUPTED, EXIT_OK, EXIT_TERMINATED, RunFailure, Terminated,
+                     results_disk_error)
 from .invocation import read_metadata
 from .jobs import Job, plan_jobs, run_key, runs_in
 from .nsexec import CommandError
 from .results import ResultStore
 
-EXIT_OK, EXIT_FAIL, EXIT_INPUT = 0, 1, 2
-EXIT_INTERRUPTED, EXIT_TERMINATED = 130, 143
 RESULTS_UNWRITABLE = "failed: results disk full or read-only"
 
 

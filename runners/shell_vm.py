@@ -15,7 +15,7 @@ import tty
 from pathlib import Path
 
 from .backends.vm import GUEST_SCRIPT, VmError, plan_vm, vng_binary, vng_env
-from .errors import Terminated
+from .errors import EXIT_FAIL, EXIT_INTERRUPTED, EXIT_TERMINATED, Terminated
 from .leftovers import VM_SCRIPT_PREFIX
 from .processes import start_reaped, stop_processes
 from .shell import open_session
@@ -36,7 +36,7 @@ def shell_in_vm(a, exp, point=None) -> int:
         kernel = resolve_kernel(point.kernel, kernel_base(exp)) if point is not None and point.kernel else None
     except KernelNotFound as e:
         print(f"run-scenario: error: {e}", file=sys.stderr)
-        return 1
+        return EXIT_FAIL
     session = open_session(a.out, exp.scenario.name)
     session.write_scenario(exp.text)
     session.set_metadata(scenario=exp.scenario.name, backend="vm", shell=True)   # the guest's replaces it
@@ -54,7 +54,7 @@ def shell_in_vm(a, exp, point=None) -> int:
                        requirement=exp.scenario.requires.kernel)
     except VmError as e:
         print(f"run-scenario: error: {e}", file=sys.stderr)
-        return 1
+        return EXIT_FAIL
     print(f"booting a micro-VM for the shell ({'KVM' if plan.kvm else 'TCG: slow'}); `exit` leaves it", flush=True)
     return _boot_attached(plan)
 
@@ -80,9 +80,9 @@ def _boot_attached(plan) -> int:
             if proc.poll() is None:
                 stop_processes([proc], grace=10, group=True)
     except KeyboardInterrupt:
-        return 130
+        return EXIT_INTERRUPTED
     except Terminated:
-        return 143
+        return EXIT_TERMINATED
     finally:
         for sig, handler in old.items():
             signal.signal(sig, handler)
