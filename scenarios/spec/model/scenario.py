@@ -14,10 +14,10 @@ from typing import Annotated, Any, Literal, Optional, Union
 from pydantic import (AfterValidator, BaseModel, BeforeValidator, ConfigDict, Field,
                       StrictInt, WithJsonSchema, model_validator)
 
-from . import placeholders, units
-from .expect import parse_check
-from .graph import adjacency, first_cycle_edge, first_overlap, reachable
-from .kernel import KERNEL_KEY, KERNEL_REQ, is_kernel_path, kernel_label_problem, release_matches
+from .. import placeholders, units
+from ..expect import parse_check
+from ..graph import adjacency, first_cycle_edge, first_overlap, reachable
+from ..kernel import KERNEL_KEY, KERNEL_REQ, is_kernel_path, kernel_label_problem, release_matches
 
 # pydantic looks for plugins in every installed package's entry points when the first model is built;
 # the testbed uses none, and the search cost ~1 s per process in a TCG guest (2026-11-23)
