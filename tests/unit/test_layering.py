@@ -145,3 +145,19 @@ def test_every_topology_kind_has_a_planner():
     from topologies.kinds import PLANNERS
 
     assert set(PLANNERS) == set(TOPOLOGY_KINDS)
+
+
+def test_a_topology_kind_is_a_model_module_and_a_planner_module_of_one_name():
+    """The mirrored pair: kind `dual-homed` is scenarios/spec/model/topology/dual_homed.py (its model
+    class) and topologies/dual_homed.py (its planner)."""
+    from scenarios.spec.model import TOPOLOGY_CLASSES, TOPOLOGY_KINDS
+    from topologies.kinds import PLANNERS
+
+    apart = []
+    for cls, kind in zip(TOPOLOGY_CLASSES, TOPOLOGY_KINDS):
+        module = kind.replace("-", "_")
+        if cls.__module__ != f"scenarios.spec.model.topology.{module}":
+            apart.append(f"{kind}: model class {cls.__name__} in {cls.__module__}")
+        if PLANNERS[kind].__module__ != f"topologies.{module}":
+            apart.append(f"{kind}: planner {PLANNERS[kind].__name__} in {PLANNERS[kind].__module__}")
+    assert apart == []
