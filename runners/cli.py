@@ -1166,7 +1166,8 @@ def _dry_run(args, exp) -> int:
     backend, _ = _estimate_backend(args.backend, exp)
     print(f"{args.scenario[0]}: {exp.scenario.name} (dry run: nothing is started"
           + (f"; shard {args.shard}: {len(exp.points)} point(s))" if args.shard else ")"))
-    print(render_table(exp, args.repeat, _costs_for(exp, backend, Path(args.out).resolve()), backend))
+    print(render_table(exp, args.repeat, _costs_for(exp, backend, Path(args.out).resolve()), backend,
+                       capture=bool(args.capture)))
     note = _needs_consent(exp, args, quiet=True)
     if note:
         print(f"to run it: {note}")
