@@ -29,7 +29,7 @@ from pathlib import Path
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))   # run as a script too
 
 from runners.paths import REPO  # noqa: E402
-from runners.results import atomic_write, utc_stamp  # noqa: E402
+from runners.results.store import atomic_write, utc_stamp  # noqa: E402
 
 GUEST_GROUPS = ("rate", "rtt", "loss", "mptcp", "overhead")   # measured where the network runs
 TCP_PAYLOAD_SHARE = 1448 / 1514  # MSS with timestamps over the Ethernet frame netem's rate counts
@@ -151,7 +151,7 @@ class Bench:
 def phases(out: Path, rows: list[dict]) -> None:
     """The default scenario in the VM backend, with a boot and with a warm VM (the VM shares results/
     of this checkout and `out`)."""
-    from runners.backends import warmvm
+    from runners.backends.vm import warm as warmvm
 
     def add(case, configured, measured, unit, ratio=None, note=""):
         rows.append({"group": "phases", "case": case, "configured": configured, "measured": measured,
@@ -239,7 +239,7 @@ def main() -> int:
         phases(out, host_rows)   # on the host, around the VM: first, before the guest's groups
         groups.remove("phases")
     if backend == "vm":
-        from runners.backends.vm import plan_vm, run_in_vm
+        from runners.backends.vm.boot import plan_vm, run_in_vm
         if not groups:
             write_doc(out, {"date_utc": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()),
                             "kernel": platform.release(), "backend": {"name": "host"}, "rows": host_rows})

@@ -334,7 +334,7 @@ def parse_qdisc_stats_by_dev(text: str) -> dict[str, dict[str, int]]:
 
 
 def root_qdisc_counts(qdiscs: list[dict]) -> dict[str, dict[str, int]]:
-    """Qdiscs as `tc -s -j` or runners.rtnetlink give them -> {dev: root qdisc's packets and drops}."""
+    """Qdiscs as `tc -s -j` or runners.linux.rtnetlink give them -> {dev: root qdisc's packets and drops}."""
     return {q["dev"]: {"packets": int(q.get("packets", 0)), "drops": int(q.get("drops", 0))}
             for q in qdiscs if q.get("root", False) and "dev" in q}
 

@@ -12,7 +12,7 @@ import json
 from dataclasses import dataclass
 from pathlib import Path
 
-from ..derived import case_of, group_runs
+from runners.results.derived import case_of, group_runs
 from .stats import describe
 
 

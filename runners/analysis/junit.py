@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import xml.etree.ElementTree as ET
 
-from ..derived import counts_text
+from runners.results.derived import counts_text
 from .verdicts import FAIL, INCONCLUSIVE, Verdict
 
 

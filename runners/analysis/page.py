@@ -7,7 +7,7 @@ import html
 import json
 from pathlib import Path
 
-from ..derived import counts_text
+from runners.results.derived import counts_text
 from .summary import comparison_lines, subflow_warnings, subflows_text
 from .verdicts import Verdict
 

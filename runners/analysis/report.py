@@ -17,8 +17,8 @@ from scenarios.spec.expect import METRICS
 from scenarios.spec.loader import load_experiment
 
 from .junit import render_junit
-from ..results import atomic_write, load_results, run_kernel_columns
-from ..derived import case_of, group_runs
+from runners.results.store import atomic_write, load_results, run_kernel_columns
+from runners.results.derived import case_of, group_runs
 from .stats import describe
 from .verdicts import ACROSS_KERNELS, AT_A_POINT, FAIL, INCONCLUSIVE, PASS, Verdict, evaluate_points, regressions
 

@@ -17,8 +17,8 @@ from pathlib import Path
 
 from scenarios.spec.kernel import satisfies
 from scenarios.spec.model import Scenario
-from ..processes import run_command
-from ..tools import missing_python_modules, missing_tools
+from runners.linux.processes import run_command
+from runners.backends.programs import missing_python_modules, missing_tools
 from . import kernel_features
 
 PROC = Path("/proc/sys")

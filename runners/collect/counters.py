@@ -13,9 +13,9 @@ from concurrent.futures import Future, ThreadPoolExecutor
 
 from .. import commands
 from .. import parsers
-from .. import procfs
+from runners.linux import procfs
 from ..errors import RunFailure
-from ..nsexec import at_once, run, run_batch
+from runners.linux.nsexec import at_once, run, run_batch
 
 
 class Counters:

@@ -7,7 +7,7 @@ import json
 from controller.decisions import STEER_COOKIE
 
 from .. import parsers
-from ..controlplane import ofctl, ofctl_clear_argv, ofctl_dump_argv
+from runners.pipeline.controlplane import ofctl, ofctl_clear_argv, ofctl_dump_argv
 
 
 class Steering:

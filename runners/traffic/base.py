@@ -13,7 +13,7 @@ from scenarios.spec.model import IPERF_PORTS
 from .. import commands
 from .. import parsers
 from ..errors import RunFailure
-from ..nsexec import run
+from runners.linux.nsexec import run
 
 BASE_PORT = IPERF_PORTS[0]   # iperf3's first server port, and the command tool's {port}
 

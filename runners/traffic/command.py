@@ -10,7 +10,7 @@ import time
 
 from .. import commands
 from ..errors import RunFailure
-from ..nsexec import run
+from runners.linux.nsexec import run
 from .base import BASE_PORT, TrafficReport, TrafficResult, TrafficRun, TrafficTool
 
 

@@ -11,7 +11,7 @@ from dataclasses import dataclass
 from .. import commands
 from .. import parsers
 from ..errors import RunFailure
-from ..nsexec import run
+from runners.linux.nsexec import run
 from .barrier import StartBarrier
 from .base import BASE_PORT, TrafficReport, TrafficResult, TrafficRun, TrafficTool
 

@@ -8,7 +8,7 @@ from pathlib import Path
 import pytest
 
 from runners import commands
-from runners.export import export_script
+from runners.cli.export import export_script
 from scenarios.spec.loader import load_experiment, parse_experiment
 from topologies.kinds import plan as make_plan
 

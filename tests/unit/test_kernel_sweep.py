@@ -12,12 +12,12 @@ import pytest
 
 from runners.analysis.report import make_report, render_stats_csv
 from runners.analysis.verdicts import ACROSS_KERNELS, FAIL, INCONCLUSIVE, PASS, evaluate_points, regressions
-from runners.backends.kernel_images import (KernelNotFound, header_release, image_release, kernel_groups,
-                                            modules_for, native_refusal, resolve_kernel, stage_image)
-from runners.derived import group_runs
+from runners.backends.vm.kernels import (KernelNotFound, header_release, image_release, kernel_groups, modules_for,
+    native_refusal, resolve_kernel, stage_image)
+from runners.results.derived import group_runs
 from runners.analysis.summary import refused_kernels, summary
-from runners.kernel_sets import guest_kernel_flags
-from runners.results import ResultStore, render_csv
+from runners.runset.kernel_sets import guest_kernel_flags
+from runners.results.store import ResultStore, render_csv
 from scenarios.spec.loader import ScenarioError, parse_experiment
 
 REPO = Path(__file__).resolve().parents[2]
@@ -252,7 +252,7 @@ def test_a_kernel_whose_probe_refuses_the_scenario_is_recorded_and_the_guest_say
 
 
 def test_a_kernels_guest_takes_the_shard_over_all_points_as_the_host_did(tmp_path):
-    from runners.session import open_run_set
+    from runners.runset.session import open_run_set
     from scenarios.spec.sweep import shard_points
 
     exp = parse_experiment(BASE + "sweep: {kernel: [6.1, 6.12], paths.A.delay: [5ms, 50ms]}\n")
@@ -291,7 +291,7 @@ def test_no_plots_writes_stats_verdicts_and_junit_but_no_figures(tmp_path):
 def test_the_host_refuses_a_kernel_below_requires_kernel_and_runs_the_others(tmp_path, monkeypatch):
     """The VM backend's loop over a sweep's kernels (no boot here: the guest run is replaced): a kernel
     whose release fails requires.kernel is recorded as refused, the others run."""
-    import runners.backends.kernel_images as ki
+    import runners.backends.vm.kernels as ki
     from runners import cli
 
     boot = boot_dir(tmp_path)
@@ -315,7 +315,7 @@ def test_the_host_refuses_a_kernel_below_requires_kernel_and_runs_the_others(tmp
 def test_until_conclusive_adds_rounds_for_checks_across_kernels(tmp_path, monkeypatch):
     """After every kernel ran, an inconclusive cross-kernel check gets one more repetition of its points
     per round, a guest per kernel (replaced here by one that records a run per point asked)."""
-    import runners.backends.kernel_images as ki
+    import runners.backends.vm.kernels as ki
     from runners import cli
 
     boot = boot_dir(tmp_path)

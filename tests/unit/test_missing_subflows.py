@@ -12,8 +12,8 @@ from runners.analysis.summary import summary
 from runners.analysis.verdicts import FAIL, INCONCLUSIVE, PASS, evaluate
 from runners.collect.record import Observations, RunIdentity, Setting, build
 from runners.commands import expected_subflows
-from runners.progress import describe_result
-from runners.results import render_csv
+from runners.console.progress import describe_result
+from runners.results.store import render_csv
 from runners.traffic import TrafficReport
 from scenarios.spec.expect import parse_check
 from scenarios.spec.loader import ScenarioError, load_scenario, parse_scenario
@@ -218,8 +218,8 @@ def test_a_scenario_may_expect_no_missing_subflows_and_a_typo_is_refused():
 
 def test_the_runner_hands_each_run_what_its_plan_should_get():
     """The native runner's record setting: the expected subflows for an MPTCP run (none for TCP), the tool."""
-    from runners.backends.native import record_setting
-    from runners.jobs import plan_jobs
+    from runners.pipeline.runner import record_setting
+    from runners.runset.jobs import plan_jobs
     from scenarios.spec.loader import load_experiment
 
     exp = load_experiment(REPO / "labs" / "lab5-steering.yaml")

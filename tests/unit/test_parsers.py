@@ -5,7 +5,7 @@ from pathlib import Path
 import pytest
 
 from runners import parsers
-from runners import procfs
+from runners.linux import procfs
 
 FIX = Path(__file__).resolve().parents[1] / "fixtures"
 

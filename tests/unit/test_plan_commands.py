@@ -180,7 +180,7 @@ def test_pings_are_argument_lists_with_each_address_one_word():
 def test_every_shaped_interface_hands_netem_one_segment_per_packet():
     """netem drops and queues whole packets: TCP's GSO packets (2+ segments even with `gso off`) turned a
     5 % loss into bursts and a 100-packet queue into more; each shaped end gets gso_max_segs 1."""
-    from runners.network import setup_per_node
+    from runners.pipeline.network import setup_per_node
     p = plan(sc())
     per_node = setup_per_node(p)
     shaped = [(i.node, i.name) for i in p.interfaces if i.shaping is not None]

@@ -6,7 +6,7 @@ import subprocess
 import sys
 from pathlib import Path
 
-from runners.preview import DEFAULTS, Costs, job_table, measured_costs, render_table
+from runners.runset.estimate import DEFAULTS, Costs, job_table, measured_costs, render_table
 from scenarios.spec.loader import load_experiment, parse_experiment
 
 REPO = Path(__file__).resolve().parents[2]

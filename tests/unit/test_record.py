@@ -8,7 +8,7 @@ from pathlib import Path
 import pytest
 
 from runners import parsers
-from runners import procfs
+from runners.linux import procfs
 from runners.commands import expected_subflows
 from runners.collect.record import Observations, RunIdentity, Setting, build
 from runners.traffic import TrafficReport

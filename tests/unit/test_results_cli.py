@@ -10,9 +10,9 @@ from pathlib import Path
 import pytest
 
 from runners.analysis.summary import comparison_lines, summary
-from runners.jobs import plan_jobs
+from runners.runset.jobs import plan_jobs
 from runners.collect.record import series_from_samples
-from runners.results import ResultStore, atomic_write, new_run_dir, render_csv
+from runners.results.store import ResultStore, atomic_write, new_run_dir, render_csv
 from scenarios.spec.loader import parse_experiment
 
 REPO = Path(__file__).resolve().parents[2]

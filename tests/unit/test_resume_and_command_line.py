@@ -11,8 +11,11 @@ from types import SimpleNamespace
 import pytest
 
 import runners.backends
-from runners import cli, leftovers
-from runners.backends import BackendChoice, native, vm, warmvm
+from runners import cli
+from runners.linux import leftovers
+from runners.backends import BackendChoice
+from runners.pipeline import runner as native
+from runners.backends.vm import boot as vm, warm as warmvm
 
 FIX = Path(__file__).resolve().parents[1] / "fixtures"
 SCENARIO = """name: resumed
@@ -249,15 +252,15 @@ def test_a_resumed_set_that_is_killed_again_is_seen_as_killed(testbed, monkeypat
     def killed(runner, run_set, jobs, *rest):   # the resumed set as a SIGKILL finds it, mid-run
         seen.update(metadata(run_dir))
         raise SystemExit(137)
-    import runners.session
-    monkeypatch.setattr(runners.session, "run_to_the_end", killed)
+    import runners.runset.session
+    monkeypatch.setattr(runners.runset.session, "run_to_the_end", killed)
     with pytest.raises(SystemExit):
         cli.main(["--resume", str(run_dir), "--backend", "native", "--no-report"])
     assert seen["status"] is None
 
 
 def test_until_conclusive_and_its_bound_given_again_are_used_and_said():
-    from runners.invocation import resume_options
+    from runners.results.metadata import resume_options
 
     args = cli.build_parser().parse_args(["--resume", "d", "--no-until-conclusive", "--max-repeat", "6"])
     given = {"resume", "until_conclusive", "max_repeat"}

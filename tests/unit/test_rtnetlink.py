@@ -1,4 +1,4 @@
-"""Qdisc counters over rtnetlink (runners.rtnetlink), parsed from recorded dumps.
+"""Qdisc counters over rtnetlink (runners.linux.rtnetlink), parsed from recorded dumps.
 
 The fixtures were recorded together in one namespace (2026-11-25, kernel 6.18): a
 tbf qdisc at 100 bit/s overrun by 400 UDP datagrams (drops; its backlog stays put,
@@ -12,7 +12,7 @@ import struct
 import pytest
 
 from runners import parsers
-from runners import rtnetlink as nl
+from runners.linux import rtnetlink as nl
 
 FIX = __import__("pathlib").Path(__file__).resolve().parent.parent / "fixtures"
 COUNTERS = ("kind", "handle", "dev", "root", "parent", "bytes", "packets", "drops", "overlimits", "requeues",

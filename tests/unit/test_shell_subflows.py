@@ -3,7 +3,7 @@ addresses, bytes, RTT and cwnd, and with `ss -m` the send buffers lab 4 asks stu
 from pathlib import Path
 
 from runners import commands, parsers
-from runners.shell import grouped_subflows
+from runners.cli.shell import grouped_subflows
 
 FIX = Path(__file__).resolve().parents[1] / "fixtures"
 

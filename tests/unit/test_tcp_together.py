@@ -8,10 +8,10 @@ import pytest
 
 from runners import parsers
 from runners.collect.record import NAMESPACE_METRICS, Observations, RunIdentity, Setting, build
-from runners.jobs import plan_jobs, run_key, runs_in
-from runners.preview import job_table, Costs
-from runners.results import ResultStore
-from runners.session import estimate, job_seconds, open_run_set
+from runners.runset.jobs import plan_jobs, run_key, runs_in
+from runners.runset.estimate import job_table, Costs
+from runners.results.store import ResultStore
+from runners.runset.session import estimate, job_seconds, open_run_set
 from runners.traffic import TrafficReport, TrafficRun
 from runners.traffic.iperf3 import Iperf3Tool
 from scenarios.spec.loader import ScenarioError, load_scenario, parse_experiment
@@ -186,8 +186,8 @@ def test_several_clients_keep_one_flow_each_over_the_primary_and_suffixed_files(
 
 
 def test_tables_and_progress_lines_show_a_count_not_counted_as_a_dash():
-    from runners.derived import counts_text
-    from runners.progress import describe_result
+    from runners.results.derived import counts_text
+    from runners.console.progress import describe_result
 
     m = {"throughput_mbps": 1.91, "subflows": 1, **dict.fromkeys(NAMESPACE_METRICS)}
     assert counts_text(m) == ("-/-", "-")

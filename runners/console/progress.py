@@ -4,7 +4,7 @@ from __future__ import annotations
 import sys
 import time
 
-from .derived import counts_text
+from runners.results.derived import counts_text
 
 
 def describe_result(result: dict) -> str:
@@ -49,7 +49,7 @@ class RichProgress(PlainProgress):
 
         from rich.console import Console
 
-        from .runlog import terminal
+        from runners.console.runlog import terminal
 
         self.progress = Progress(TextColumn("[bold]{task.description}"), BarColumn(), MofNCompleteColumn(),
                                  TimeRemainingColumn(), TextColumn("{task.fields[last]}"),
@@ -58,7 +58,7 @@ class RichProgress(PlainProgress):
         self.progress.start()
 
     def log(self, msg: str) -> None:
-        from .runlog import RUN_LOG
+        from runners.console.runlog import RUN_LOG
 
         self.progress.console.print(msg, highlight=False)
         RUN_LOG.note(msg)
@@ -81,7 +81,7 @@ class QuietProgress(PlainProgress):
     """-q: nothing but errors (stderr) and the final summary."""
 
     def log(self, msg: str) -> None:
-        from .runlog import RUN_LOG
+        from runners.console.runlog import RUN_LOG
 
         RUN_LOG.note(msg)
 

@@ -1,8 +1,8 @@
 """Native backend: build the topology with Mininet on this kernel and run every run.
 
 NativeRunner coordinates; each job is done in its own room: the network
-(runners/network.py), shaping (runners/shaping.py), MPTCP settings
-(runners/mptcp_config.py), pings and counters (runners/collect/), the traffic
+(runners/pipeline/network.py), shaping (runners/pipeline/shaping.py), MPTCP settings
+(runners/pipeline/mptcp_config.py), pings and counters (runners/collect/), the traffic
 tool (runners/traffic/), the record (runners/collect/record.py, pure) and
 the results store. Cleanup happens in one `finally`, which SIGINT and SIGTERM reach.
 """
@@ -19,25 +19,26 @@ from typing import Callable
 from scenarios.spec.sweep import Point
 from topologies.kinds import plan as make_plan
 
-from .. import commands, procfs
-from ..collect import record
-from ..collect.capture import Capture, CaptureSpec, capture_nodes, subflows_csv
-from ..collect.capture import incomplete as capture_incomplete
-from ..collect.counters import Counters
-from ..collect.pings import Pinger
-from ..collect.steering import Steering
-from ..controlplane import ControlPlaneError
-from ..derived import subflow_warning
-from ..drain import rest_between_runs
-from ..errors import RunFailure, Terminated
-from ..jobs import Job, topology_signature
-from ..mptcp_config import MptcpConfig
-from ..network import Network
-from ..nsexec import ProcessRegistry
-from ..results import ResultStore
-from ..shaping import Shaper
-from ..traffic import TOOLS, TrafficReport, TrafficRun
-from .probe import ProbeReport
+from runners import commands
+from runners.linux import procfs
+from runners.collect import record
+from runners.collect.capture import Capture, CaptureSpec, capture_nodes, subflows_csv
+from runners.collect.capture import incomplete as capture_incomplete
+from runners.collect.counters import Counters
+from runners.collect.pings import Pinger
+from runners.collect.steering import Steering
+from runners.pipeline.controlplane import ControlPlaneError
+from runners.results.derived import subflow_warning
+from runners.pipeline.drain import rest_between_runs
+from runners.errors import RunFailure, Terminated
+from runners.runset.jobs import Job, topology_signature
+from runners.pipeline.mptcp_config import MptcpConfig
+from runners.pipeline.network import Network
+from runners.linux.nsexec import ProcessRegistry
+from runners.results.store import ResultStore
+from runners.pipeline.shaping import Shaper
+from runners.traffic import TOOLS, TrafficReport, TrafficRun
+from runners.backends.probe import ProbeReport
 
 
 @contextmanager
@@ -178,7 +179,7 @@ class NativeRunner:
 
     def _maybe_pause(self, where: str) -> None:
         if self.pause_after == where:
-            from ..pause import pause
+            from runners.pipeline.pause import pause
             t0 = time.monotonic()
             pause(where, [self.network.get(n) for n in (*self.plan.hosts, *self.plan.routers)], log=self.log)
             self.phases["paused"] = round(self.phases.get("paused", 0.0) + time.monotonic() - t0, 3)

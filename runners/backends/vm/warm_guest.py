@@ -41,7 +41,7 @@ def _preload() -> None:
     """What every job imports: paid once here, inherited by every fork."""
     import mininet.net  # noqa: F401
     import runners.cli  # noqa: F401
-    import runners.backends.native  # noqa: F401
+    import runners.pipeline.runner  # noqa: F401
     import runners.backends.probe  # noqa: F401
     import scenarios.spec.loader  # noqa: F401
     import topologies.net  # noqa: F401
@@ -82,7 +82,7 @@ def main_in_this_child(argv: list[str], stdout_fd: int, stderr_fd: int) -> None:
         import traceback
         traceback.print_exc()
     finally:
-        from runners.results import wait_for_writes
+        from runners.results.store import wait_for_writes
         wait_for_writes()
         sys.stdout.flush()
         sys.stderr.flush()
@@ -93,7 +93,7 @@ def _forget_cached_root() -> bool:
     """In the guest (TESTBED_IN_VM): drop what it cached of the host's root (root_cache); True there."""
     if not os.environ.get("TESTBED_IN_VM"):
         return False
-    from .root_cache import forget_cached_root
+    from runners.backends.vm.root_cache import forget_cached_root
     forget_cached_root()
     return True
 
@@ -120,7 +120,7 @@ def run_job(job: Path) -> dict:
     code = os.waitstatus_to_exitcode(status)
     if code < 0:
         code = 128 - code
-    from runners.leftovers import remove_leftovers
+    from runners.linux.leftovers import remove_leftovers
     # only inside the micro-VM is everything a job could leave ours; the unit tests serve jobs on the
     # host, where a clean-up would stop other people's runs (it once killed a test suite's VM)
     cleaned = remove_leftovers(ovs_was_running=False) if in_vm else []   # no OVS runs in the guest between jobs
@@ -157,7 +157,7 @@ def serve(spool: Path, preload: bool = True) -> int:
 
 
 def main(argv: list[str] | None = None) -> int:
-    ap = argparse.ArgumentParser(prog="python -m runners.backends.warm_guest", description=__doc__.splitlines()[0])
+    ap = argparse.ArgumentParser(prog="python -m runners.backends.vm.warm_guest", description=__doc__.splitlines()[0])
     ap.add_argument("--spool", required=True)
     ap.add_argument("--no-preload", action="store_true", help="skip the imports and probes (unit tests)")
     a = ap.parse_args(argv)

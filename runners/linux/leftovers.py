@@ -17,13 +17,13 @@ import signal
 import tempfile
 from pathlib import Path
 
-from .processes import run_quietly
+from runners.linux.processes import run_quietly
 
 OUR_LINK = re.compile(r"^(?:h\d+|s\d+|r\d+|cli|srv|[A-Za-z][A-Za-z0-9_]*-eth\d+)(?:-eth\d+)?$")
 OUR_COMMANDS = ("iperf3", "mnexec")
 OVS_DAEMONS = ("ovs-vswitchd", "ovsdb-server")
 OVSDB_SOCKET = Path("/var/run/openvswitch/db.sock")
-VM_SCRIPT_PREFIX = "testbed-vm-cmd-"   # runners.backends.vm's temporary folder for the guest's command
+VM_SCRIPT_PREFIX = "testbed-vm-cmd-"   # runners.backends.vm.boot's temporary folder for the guest's command
 VM_SCRIPT_FILE = "guest.sh"            # in it: the guest's command line, which names the result folder
 BARRIER_PREFIX = "testbed-barrier-"    # runners.traffic.barrier's FIFO of several clients' start
 

@@ -10,7 +10,7 @@ import subprocess
 def run_command(argv: list[str], timeout: float = 20, input: str | None = None) -> subprocess.CompletedProcess:
     """Run to the end with captured text output and no stdin (or `input` as stdin); raises
     subprocess.TimeoutExpired. Recorded in commands.log as run on the host (the root namespace)."""
-    from .commandlog import Timed
+    from runners.linux.commandlog import Timed
 
     with Timed("host", argv) as t:
         stdin = {"input": input} if input is not None else {"stdin": subprocess.DEVNULL}

@@ -17,9 +17,9 @@ from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 from typing import Callable
 
-from . import ipbatch
-from .commandlog import COMMANDS, Timed
-from .processes import stop_processes
+from runners.linux import ipbatch
+from runners.linux.commandlog import COMMANDS, Timed
+from runners.linux.processes import stop_processes
 
 
 class CommandError(RuntimeError):

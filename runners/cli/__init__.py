@@ -21,13 +21,13 @@ from pathlib import Path
 
 from scenarios.spec.kernel import is_kernel_path
 
-from .analysis.summary import summary
-from .backends.kernel_images import native_refusal
-from .errors import (EXIT_FAIL, EXIT_INPUT, EXIT_INTERRUPTED, EXIT_KERNEL_REFUSED, EXIT_OK, EXIT_STOPPED,
-                     EXIT_TERMINATED)
-from .kernel_sets import kernel_base, record_kernel, sweeps_kernels, vm_kernels_problem
-from .invocation import DEFAULT_MAX_REPEAT
-from .paths import IN_CHECKOUT, REPO, RESULTS
+from runners.analysis.summary import summary
+from runners.backends.vm.kernels import native_refusal
+from runners.errors import (EXIT_FAIL, EXIT_INPUT, EXIT_INTERRUPTED, EXIT_KERNEL_REFUSED, EXIT_OK, EXIT_STOPPED,
+    EXIT_TERMINATED)
+from runners.runset.kernel_sets import kernel_base, record_kernel, sweeps_kernels, vm_kernels_problem
+from runners.results.metadata import DEFAULT_MAX_REPEAT
+from runners.paths import IN_CHECKOUT, REPO, RESULTS
 
 EPILOG = """\
 backends:
@@ -149,7 +149,7 @@ def build_parser() -> argparse.ArgumentParser:
                    "repetitions) and the estimated wall time on the chosen backend, then exit; starts nothing")
     p.add_argument("--schema", action="store_true", help="print the scenario JSON Schema and exit")
     p.add_argument("--run-dir", help=argparse.SUPPRESS)  # internal: exact result folder (VM guest side)
-    p.add_argument("--vm-guest", action="store_true", help=argparse.SUPPRESS)   # internal: see invocation.py
+    p.add_argument("--vm-guest", action="store_true", help=argparse.SUPPRESS)   # internal: see results/metadata.py
     p.add_argument("--scenario-file", help=argparse.SUPPRESS)   # internal: see as_if_from
     # internal (VM guest side): the host finishes the result set after the guest exits, at native speed:
     # summary, report, tool versions and the git revision
@@ -162,7 +162,7 @@ QUIET = False   # -q: only errors and the final summary on the console (run.log 
 
 def _info(msg: str) -> None:
     """A line of progress: on the console unless -q, and in run.log."""
-    from .runlog import RUN_LOG
+    from runners.console.runlog import RUN_LOG
 
     if QUIET:
         RUN_LOG.note(msg)
@@ -285,7 +285,7 @@ def _before_anything_starts(args, exp, backend: str) -> str | None:
     """What would fail late, checked before a result folder exists: tcpdump for --capture, the VM's
     kernel, and what a killed run left behind."""
     if args.capture_spec is not None:
-        from .tools import tools_for
+        from runners.backends.programs import tools_for
         missing = [t.missing_message() for t in tools_for("capture") if t.found() is None]
         if any("tcpdump" in m for m in missing):
             return "--capture: " + "; ".join(missing)
@@ -299,7 +299,7 @@ def _before_anything_starts(args, exp, backend: str) -> str | None:
         if problem:
             return problem
     elif backend == "vm":
-        from .backends.vm import VmError, choose_kernel, modules_dir
+        from runners.backends.vm.boot import VmError, choose_kernel, modules_dir
         try:
             image = choose_kernel(args.kernel[0] if args.kernel else None, exp.scenario.requires.kernel)
             if args.modules:
@@ -360,7 +360,7 @@ def _unwritable(base: Path) -> str | None:
 def _point_at_the_resumed_set(args, parser) -> None:
     """--resume DIR: the set's folder, scenario, kernel sweep and run options (one given again is used,
     and said so; another --variant is refused)."""
-    from .invocation import given_options, read_metadata, resume_options
+    from runners.results.metadata import given_options, read_metadata, resume_options
 
     rdir = Path(args.resume)
     if not (rdir / "scenario.yaml").exists():
@@ -395,8 +395,8 @@ def _after_a_killed_run(run_dir: Path, backend: str) -> str | None:
     is removed here, on either backend. Anything else left on this machine is listed (only the user can
     tell it from another run's): natively it would run alongside the resumed runs, so it stops the
     resume; a VM's guest has a network of its own, so there it is only reported."""
-    from .invocation import read_metadata
-    from .leftovers import clean_after_a_killed_run, find_leftovers
+    from runners.results.metadata import read_metadata
+    from runners.linux.leftovers import clean_after_a_killed_run, find_leftovers
 
     if read_metadata(run_dir).get("status") is not None:
         return None
@@ -414,7 +414,7 @@ def _after_a_killed_run(run_dir: Path, backend: str) -> str | None:
 
 
 def _size_of(exp, repeat: int | None) -> str:
-    from .session import estimate
+    from runners.runset.session import estimate
 
     runs, seconds = estimate(exp, repeat)
     points = f"{len(exp.points)} point{'s' if len(exp.points) > 1 else ''}"
@@ -444,7 +444,7 @@ def user_code(exp) -> list[str]:
 def _needs_consent(exp, args, quiet: bool = False) -> str | None:
     """What the user must first agree to: running its own code as root, or a very long run set. Every
     scenario field that names code or a command follows one rule: shown, run only with a flag, recorded."""
-    from .session import too_long
+    from runners.runset.session import too_long
 
     code = user_code(exp)
     if code and not args.allow_commands:
@@ -463,7 +463,7 @@ def check_plans(exp) -> None:
     from topologies.plan import PlanError
 
     from controller.launch import user_app_path
-    from .traffic import TOOLS
+    from runners.traffic import TOOLS
 
     problems = []
     base = Path(exp.file).resolve().parent
@@ -491,12 +491,12 @@ def check_plans(exp) -> None:
 
 
 def _run_native(args, exp, run_dir: Path, probe_report) -> int:
-    from .backends.native import NativeRunner
-    from .progress import make_progress
-    from .errors import results_disk_error
-    from .invocation import command_record
-    from .jobs import runs_in
-    from .session import RESULTS_UNWRITABLE, open_run_set, run_to_the_end
+    from runners.pipeline.runner import NativeRunner
+    from runners.console.progress import make_progress
+    from runners.errors import results_disk_error
+    from runners.results.metadata import command_record
+    from runners.runset.jobs import runs_in
+    from runners.runset.session import RESULTS_UNWRITABLE, open_run_set, run_to_the_end
 
     run_set = open_run_set(exp, run_dir, args.repeat, _parse_shard(args.shard) if args.shard else None,
                            only_kernel=args.only_kernel,
@@ -568,8 +568,8 @@ def _runs_on_disk(run_dir: Path) -> int:
 
 def _start_logs(args, run_dir: Path) -> None:
     """run.log (unless the host writes it: a VM run) and commands.log, with -v's echo."""
-    from .commandlog import COMMANDS
-    from .runlog import RUN_LOG
+    from runners.linux.commandlog import COMMANDS
+    from runners.console.runlog import RUN_LOG
 
     if not args.no_run_log:
         RUN_LOG.start(run_dir / "run.log")
@@ -578,7 +578,7 @@ def _start_logs(args, run_dir: Path) -> None:
 
 def _summary_and_report(run_dir: Path, args, code: int) -> int:
     """Print the summary, write stats/plots/verdicts/JUnit, time it; a failed verdict turns exit 0 into 1."""
-    from .results import ResultStore, load_results
+    from runners.results.store import ResultStore, load_results
 
     t0 = time.monotonic()
     doc = load_results(run_dir)
@@ -597,8 +597,8 @@ def _report(run_dir: Path, baseline: Path | None, svg: bool = False, junit: Path
     """Stats, plots, verdicts and JUnit for a result set; 1 when a verdict failed."""
     from scenarios.spec.loader import ScenarioError
 
-    from .analysis.report import make_report, verdict_table
-    from .results import atomic_write
+    from runners.analysis.report import make_report, verdict_table
+    from runners.results.store import atomic_write
 
     try:
         rep = make_report(run_dir, baseline, plots=plots, svg=svg)
@@ -639,9 +639,9 @@ def _guest_flags(args) -> list[str]:
 
 
 def _run_vm(args, exp, run_dir: Path) -> int:
-    from .invocation import command_record, read_metadata, update_metadata
-    from .results import ResultStore
-    from .runlog import RUN_LOG
+    from runners.results.metadata import command_record, read_metadata, update_metadata
+    from runners.results.store import ResultStore
+    from runners.console.runlog import RUN_LOG
 
     ResultStore(run_dir).write_scenario(exp.text)
     update_metadata(run_dir, **command_record(args, exp, read_metadata(run_dir)))   # before the guest: it keeps it
@@ -672,7 +672,7 @@ def _prepare_the_report_meanwhile() -> None:
     on the host) rather than after the guest is done, when the user waits for the report."""
     def load() -> None:
         try:
-            from .analysis import plots
+            from runners.analysis import plots
             plots.warm_up()
         except Exception:   # the report itself will say what is wrong
             pass
@@ -685,9 +685,9 @@ def _run_vm_per_kernel(args, exp, run_dir: Path) -> int:
     one result set. A kernel that cannot run the scenario is recorded as refused; the others go on."""
     from scenarios.spec.kernel import satisfies
 
-    from .backends.kernel_images import image_release, kernel_groups, resolve_kernel
-    from .invocation import update_metadata
-    from .kernel_sets import guest_kernel_flags
+    from runners.backends.vm.kernels import image_release, kernel_groups, resolve_kernel
+    from runners.results.metadata import update_metadata
+    from runners.runset.kernel_sets import guest_kernel_flags
 
     if kernel_sweep(args):
         update_metadata(run_dir, kernel_sweep=kernel_sweep(args))
@@ -729,9 +729,9 @@ def _more_rounds_across_kernels(args, exp, run_dir: Path) -> int:
     """--until-conclusive for checks across kernels: while one is inconclusive, one more repetition of its
     points, a boot (or warm VM job) per kernel, up to --max-repeat. Each guest has already added rounds
     for its own kernel's checks."""
-    from .analysis.report import make_report
-    from .backends.kernel_images import kernel_groups, resolve_kernel
-    from .kernel_sets import guest_kernel_flags
+    from runners.analysis.report import make_report
+    from runners.backends.vm.kernels import kernel_groups, resolve_kernel
+    from runners.runset.kernel_sets import guest_kernel_flags
 
     done = json.loads((run_dir / "results.json").read_text())["runs"]
     rnd = max([int(r["repeat"]) for r in done] + [args.repeat or exp.scenario.runs.repeat])
@@ -754,8 +754,8 @@ def _run_one_vm(args, exp, run_dir: Path, kernel, requirement: str | None, more_
                 label: str | None = None) -> int:
     """One guest (booted, or the warm VM) runs the set's points (or one kernel's, `label`); the host then
     adds what only it knows to metadata.json. The guest's exit code."""
-    from .backends.vm import VmError, plan_vm, run_in_vm
-    from .errors import Terminated
+    from runners.backends.vm.boot import VmError, plan_vm, run_in_vm
+    from runners.errors import Terminated
 
     guest = [sys.executable, "-m", "runners.cli", str(run_dir / "scenario.yaml"),
              "--backend", "native", "--run-dir", str(run_dir), "--no-report",
@@ -806,9 +806,9 @@ def as_booted_by_warm_vm(plan, state: dict):
 def _host_metadata(run_dir: Path, plan, warm: bool, host_seconds: float, label: str | None) -> int | None:
     """What only the host knows, added to the guest's metadata.json: the VM, the boot's time, the tools.
     EXIT_FAIL when the guest found the results disk full (it said why)."""
-    from .backends.vm import kernel_release
-    from .results import ResultStore
-    from .session import RESULTS_UNWRITABLE
+    from runners.backends.vm.boot import kernel_release
+    from runners.results.store import ResultStore
+    from runners.runset.session import RESULTS_UNWRITABLE
 
     store = ResultStore(run_dir)
     store.metadata = json.loads((run_dir / "metadata.json").read_text())
@@ -836,7 +836,7 @@ def vm_silence_limit(exp) -> float:
     """Seconds a booted guest may print nothing before it is taken as wedged: the guest prints a line as
     each run starts and ends, so the longest run's time, thrice, plus a slow boot and build.
     TESTBED_VM_SILENCE_S sets it (the fault-injection tests use a short one)."""
-    from .session import run_seconds
+    from runners.runset.session import run_seconds
 
     if os.environ.get("TESTBED_VM_SILENCE_S"):
         return float(os.environ["TESTBED_VM_SILENCE_S"])
@@ -845,7 +845,7 @@ def vm_silence_limit(exp) -> float:
 
 def _mark_stopped(run_dir: Path, status: str, **more) -> None:
     """The guest was stopped before it could say how the set ended: the host says it."""
-    from .results import ResultStore
+    from runners.results.store import ResultStore
     meta = run_dir / "metadata.json"
     store = ResultStore(run_dir)
     try:
@@ -857,8 +857,8 @@ def _mark_stopped(run_dir: Path, status: str, **more) -> None:
 
 def _usable_warm_vm(plan, run_dir: Path):
     """The warm VM, when one is up (or was, and is replaced) and can run this job; else None."""
-    from .backends import warmvm
-    from .backends.vm import VmError
+    from runners.backends.vm import warm as warmvm
+    from runners.backends.vm.boot import VmError
 
     vm = warmvm.for_kernel(plan.kernel)
     if vm is None:
@@ -893,8 +893,8 @@ class _QuietGuest:
         self.partial = ""
 
     def write(self, text: str) -> None:
-        from .backends.vm import loud
-        from .runlog import RUN_LOG
+        from runners.backends.vm.boot import loud
+        from runners.console.runlog import RUN_LOG
 
         *lines, self.partial = (self.partial + text).split("\n")
         for line in lines:
@@ -908,7 +908,7 @@ class _QuietGuest:
 
 
 def _submit_warm(vm, guest_argv: list[str], quiet: bool = False) -> int:
-    from .backends.warmvm import WarmVmGone, submit
+    from runners.backends.vm.warm import WarmVmGone, submit
 
     _info("warm VM: running the job without a boot")
     try:
@@ -937,10 +937,10 @@ def _vm_parser() -> argparse.ArgumentParser:
 def _cmd_vm(argv: list[str]) -> int:
     p = _vm_parser()
     a = p.parse_args(argv)
-    from .backends import warmvm
-    from .backends.vm import VmError
+    from runners.backends.vm import warm as warmvm
+    from runners.backends.vm.boot import VmError
 
-    from .backends.vm import choose_kernel
+    from runners.backends.vm.boot import choose_kernel
 
     try:
         image = choose_kernel(a.kernel, None) if a.action == "up" or a.kernel else None
@@ -992,7 +992,7 @@ def _cmd_report(argv: list[str]) -> int:
     if not (d / "results.json").exists():
         _err(f"{d}: no results.json here")
         return EXIT_INPUT
-    from .results import load_results
+    from runners.results.store import load_results
     doc = load_results(d)
     print(summary(doc["runs"], doc.get("metadata")))
     return _report(d, Path(a.baseline) if a.baseline else None, svg=a.svg, junit=Path(a.junit) if a.junit else None)
@@ -1009,14 +1009,14 @@ def _merge_parser() -> argparse.ArgumentParser:
 def _cmd_merge(argv: list[str]) -> int:
     p = _merge_parser()
     a = p.parse_args(argv)
-    from .merge import MergeError, merge
+    from runners.results.merge import MergeError, merge
     try:
         merged = merge([Path(d) for d in a.dirs], Path(a.out).resolve())
     except MergeError as e:
         _err(str(e))
         return EXIT_INPUT
     print(f"merged {len(a.dirs)} result sets into {merged}")
-    from .results import load_results
+    from runners.results.store import load_results
     print(summary(load_results(merged)["runs"]))
     return _report(merged, None)
 
@@ -1037,12 +1037,12 @@ def _compare_parser() -> argparse.ArgumentParser:
 def _cmd_compare(argv: list[str]) -> int:
     p = _compare_parser()
     a = p.parse_args(argv)
-    from .analysis.compare import CompareError, compare_rows, load_sets, overlay_figure, render_table
+    from runners.analysis.compare import CompareError, compare_rows, load_sets, overlay_figure, render_table
     try:
         rows = compare_rows(load_sets([Path(d) for d in a.dirs]), a.metric)
         print(render_table(rows, a.metric), flush=True)
         if a.by:
-            from .analysis.plots import _safe, _save
+            from runners.analysis.plots import _safe, _save
             fig = overlay_figure(rows, a.metric, a.by)
             written = _save(fig, Path(a.out or "."), f"compare-{a.metric}-vs-{_safe(a.by)}",
                             ("png", "svg") if a.svg else ("png",))
@@ -1069,7 +1069,7 @@ def _clean_parser() -> argparse.ArgumentParser:
 def _cmd_clean(argv: list[str]) -> int:
     p = _clean_parser()
     a = p.parse_args(argv)
-    from .leftovers import find_leftovers, remove_leftovers
+    from runners.linux.leftovers import find_leftovers, remove_leftovers
     if os.geteuid() != 0:
         _err("clean needs root (what runs leave behind belongs to root)")
         return EXIT_FAIL
@@ -1090,7 +1090,7 @@ def _cmd_clean(argv: list[str]) -> int:
 
 def _capture_spec(args, parser):
     """--capture and --snaplen, checked (a usage error, exit 2, before anything starts)."""
-    from .collect.capture import DEFAULT_SNAPLEN, CaptureSpec, parse_roles
+    from runners.collect.capture import DEFAULT_SNAPLEN, CaptureSpec, parse_roles
 
     if args.capture is None:
         if args.snaplen is not None:
@@ -1129,8 +1129,8 @@ def _check_files(args) -> int:
 
 def _estimate_backend(requested: str, exp) -> tuple[str, str | None]:
     """(the backend a run would use, with 'warm vm' when one is up; why auto chose the VM)."""
-    from .backends import choose_backend
-    from .backends import warmvm
+    from runners.backends import choose_backend
+    from runners.backends.vm import warm as warmvm
 
     choice = choose_backend(requested, [pt.scenario for pt in exp.points])
     if choice.name == "vm" and warmvm.running():
@@ -1140,7 +1140,7 @@ def _estimate_backend(requested: str, exp) -> tuple[str, str | None]:
 
 def _costs_for(exp, backend: str, out: Path):
     """The per-phase costs the newest finished set of this scenario measured on this backend, else defaults."""
-    from .preview import DEFAULTS, measured_costs
+    from runners.runset.estimate import DEFAULTS, measured_costs
 
     meta_path = out / exp.scenario.name / "latest" / "metadata.json"
     try:
@@ -1159,7 +1159,7 @@ def _costs_for(exp, backend: str, out: Path):
 def _dry_run(args, exp) -> int:
     from scenarios.spec.sweep import shard_points
 
-    from .preview import render_table
+    from runners.runset.estimate import render_table
 
     if args.shard:   # the table of what this command would run: its shard's points only
         exp = dataclasses.replace(exp, points=shard_points(exp.points, _parse_shard(args.shard)))
@@ -1227,7 +1227,7 @@ def _cmd_shell(argv: list[str]) -> int:
     if chosen is None:
         return EXIT_INPUT
     exp, point, primary = chosen
-    from .backends import choose_backend
+    from runners.backends import choose_backend
 
     elsewhere = native_refusal([point], platform.release(), kernel_base(exp)) if point.kernel else None
     if elsewhere and a.backend == "native":
@@ -1238,15 +1238,15 @@ def _cmd_shell(argv: list[str]) -> int:
         _err(choice.refusal)
         return EXIT_FAIL
     if choice.name == "vm":
-        from .shell_vm import shell_in_vm
+        from runners.backends.vm.shell import shell_in_vm
         return shell_in_vm(a, exp, point)
     return _shell_here(a, exp, point, primary, choice.probe)
 
 
 def _shell_here(a, exp, point, primary: str, probe_report) -> int:
-    from .backends.native import NativeRunner
-    from .errors import RunFailure, Terminated
-    from .shell import SHELL_HELP, make_cli, open_session, path_table
+    from runners.pipeline.runner import NativeRunner
+    from runners.errors import RunFailure, Terminated
+    from runners.cli.shell import SHELL_HELP, make_cli, open_session, path_table
 
     store = open_session(a.out, exp.scenario.name, getattr(a, "run_dir", None))
     run_dir = store.dir
@@ -1283,7 +1283,7 @@ def _export_parser() -> argparse.ArgumentParser:
 
 
 def _cmd_export(argv: list[str]) -> int:
-    from .export import export_script
+    from runners.cli.export import export_script
 
     p = _export_parser()
     a = p.parse_args(argv)
@@ -1305,7 +1305,7 @@ def _list_parser() -> argparse.ArgumentParser:
 
 def _cmd_list(argv: list[str]) -> int:
     from scenarios.spec.loader import ScenarioError, load_experiment
-    from .preview import duration, job_table
+    from runners.runset.estimate import duration, job_table
 
     p = _list_parser()
     a = p.parse_args(argv)
@@ -1417,8 +1417,8 @@ def _main(argv: list[str] | None = None) -> int:
         print(f"{args.scenario[0]}: {refusal}", file=sys.stderr)
         return EXIT_INPUT
 
-    from .backends import choose_backend
-    from .results import new_run_dir, point_latest
+    from runners.backends import choose_backend
+    from runners.results.store import new_run_dir, point_latest
 
     scenario = exp.scenario
     if _other_kernels_refused(args, exp):
@@ -1464,8 +1464,8 @@ def _other_kernels_refused(args, exp) -> bool:
 
 
 def _close_logs() -> None:
-    from .commandlog import COMMANDS
-    from .runlog import RUN_LOG
+    from runners.linux.commandlog import COMMANDS
+    from runners.console.runlog import RUN_LOG
 
     COMMANDS.close()
     RUN_LOG.stop()
@@ -1488,6 +1488,3 @@ def hand_over(run_dir: Path, env=os.environ) -> None:
 
 
 SUBCOMMANDS = _subcommands()
-
-if __name__ == "__main__":
-    sys.exit(main())

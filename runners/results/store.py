@@ -26,7 +26,7 @@ from typing import Any
 
 from scenarios.spec.expect import METRICS
 
-from .derived import with_derived_by_point
+from runners.results.derived import with_derived_by_point
 
 CSV_FIELDS = ["run_id", "point", "label", "mode", "repeat", "primary", "status", "metric", "path", "client", "value",
               "unit"]

@@ -5,10 +5,10 @@ the network and reshapes it).
 """
 from __future__ import annotations
 
-from . import commands
-from . import parsers
-from .errors import RunFailure
-from .nsexec import at_once, run, run_batch
+from runners import commands
+from runners import parsers
+from runners.errors import RunFailure
+from runners.linux.nsexec import at_once, run, run_batch
 
 
 class Shaper:

@@ -1,7 +1,7 @@
 """The warm VM, host side: `run-scenario vm up|status|down`, and jobs run in it without a boot.
 
 `vm up` boots one guest per kernel asked for (virtme-ng, as the VM backend does) whose command is
-runners.backends.warm_guest, and leaves it running. While it is up, `run-scenario
+runners.backends.vm.warm_guest, and leaves it running. While it is up, `run-scenario
 --backend vm` (and auto, when it would use the VM) queues each job in the
 shared spool folder and follows its output: no boot, no imports, the same
 native backend inside. A guest that died or stopped answering is reported
@@ -18,9 +18,9 @@ import time
 from dataclasses import dataclass
 from pathlib import Path
 
-from ..paths import RESULTS  # noqa: F401  (run-scenario vm up shares it with the guest)
-from . import root_cache
-from .vm import VmError, VmPlan, kernel_release, plan_vm, vng_binary, vng_env
+from runners.paths import RESULTS  # noqa: F401  (run-scenario vm up shares it with the guest)
+from runners.backends.vm import root_cache
+from runners.backends.vm.boot import VmError, VmPlan, kernel_release, plan_vm, vng_binary, vng_env
 
 def _warm_dir() -> Path:
     """Where the warm VM keeps its state: per user (root's in /run, which a reboot empties)."""
@@ -89,8 +89,8 @@ def code_fingerprint() -> str:
     """The checkout's Python files (names, sizes, times): the guest runs the code it imported at boot."""
     import hashlib
 
-    from ..paths import REPO
-    from .vm import PACKAGES
+    from runners.paths import REPO
+    from runners.backends.vm.boot import PACKAGES
     h = hashlib.sha256()
     for pkg in PACKAGES:
         for f in sorted((REPO / pkg).rglob("*.py")):
@@ -154,7 +154,7 @@ def up(vm: WarmVm, plan: VmPlan, log=print) -> dict:
     stop(vm, log=lambda m: None)
     vm.spool.mkdir(parents=True, exist_ok=True)
     vng = vng_binary()
-    from .vm import GUEST_SCRIPT, compile_bytecode
+    from runners.backends.vm.boot import GUEST_SCRIPT, compile_bytecode
     compile_bytecode()
     script_dir = vm.home / "cmd"
     script_dir.mkdir(exist_ok=True)
@@ -188,7 +188,7 @@ def up(vm: WarmVm, plan: VmPlan, log=print) -> dict:
 
 def plan_warm(kernel: Path | None, memory: str, cpus: int | None, vm: WarmVm,
               extra_rwdirs: list[Path], modules: Path | None = None) -> VmPlan:
-    guest = [sys.executable, "-m", "runners.backends.warm_guest", "--spool", str(vm.spool)]
+    guest = [sys.executable, "-m", "runners.backends.vm.warm_guest", "--spool", str(vm.spool)]
     return plan_vm(guest, [vm.spool, *extra_rwdirs], kernel=kernel, memory=memory, cpus=cpus, modules=modules)
 
 

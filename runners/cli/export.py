@@ -1,6 +1,6 @@
 """`run-scenario export`: one point of a scenario as a standalone Mininet script, to rebuild by hand.
 
-Pure: the plan (topologies.kinds), the setup commands (runners.network.setup_per_node), netem
+Pure: the plan (topologies.kinds), the setup commands (runners.pipeline.network.setup_per_node), netem
 (runners.commands.netem_argv) and the MPTCP settings of an MPTCP run (runners.commands) become Python
 literals in a script that needs only Mininet, tc, ip and sysctl. The script runs each argument list in
 its node with `shlex.join`, so no value reaches a shell unquoted, stops at the first failure, and ends
@@ -13,8 +13,8 @@ import time
 
 from topologies.kinds import plan as make_plan
 
-from . import commands
-from .network import setup_per_node
+from runners import commands
+from runners.pipeline.network import setup_per_node
 
 TEMPLATE = '''#!/usr/bin/env python3
 """{title}

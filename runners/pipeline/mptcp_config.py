@@ -4,9 +4,9 @@ from __future__ import annotations
 
 from scenarios.spec.model import Scenario
 
-from . import commands
-from .errors import RunFailure
-from .nsexec import at_once, run, run_batch
+from runners import commands
+from runners.errors import RunFailure
+from runners.linux.nsexec import at_once, run, run_batch
 
 
 class MptcpConfig:

@@ -10,11 +10,11 @@ from controller.launch import user_app_path
 from topologies.net import build_network, planned_link_ends
 from topologies.plan import TopologyPlan
 
-from . import commands
-from .controlplane import Controller, OvsDaemons, check_bridges
-from .errors import RunFailure
-from .nsexec import at_once, run_batch
-from .rtnetlink import QdiscReader
+from runners import commands
+from runners.pipeline.controlplane import Controller, OvsDaemons, check_bridges
+from runners.errors import RunFailure
+from runners.linux.nsexec import at_once, run_batch
+from runners.linux.rtnetlink import QdiscReader
 
 
 class Network:

@@ -13,7 +13,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from .parsers import ParseError
+from runners.parsers import ParseError
 
 TABLES = ("snmp", "netstat")
 

@@ -40,7 +40,7 @@ def read_metadata(run_dir: Path) -> dict:
 
 def update_metadata(run_dir: Path, **kv) -> None:
     """Merge `kv` into the set's metadata.json as it is on disk (a fresh ResultStore would write only `kv`)."""
-    from .results import ResultStore
+    from runners.results.store import ResultStore
 
     store = ResultStore(run_dir)
     store.metadata = read_metadata(run_dir)

@@ -14,11 +14,11 @@ import termios
 import tty
 from pathlib import Path
 
-from .backends.vm import GUEST_SCRIPT, VmError, plan_vm, vng_binary, vng_env
-from .errors import EXIT_FAIL, EXIT_INTERRUPTED, EXIT_TERMINATED, Terminated
-from .leftovers import VM_SCRIPT_PREFIX
-from .processes import start_reaped, stop_processes
-from .shell import open_session
+from runners.backends.vm.boot import GUEST_SCRIPT, VmError, plan_vm, vng_binary, vng_env
+from runners.errors import EXIT_FAIL, EXIT_INTERRUPTED, EXIT_TERMINATED, Terminated
+from runners.linux.leftovers import VM_SCRIPT_PREFIX
+from runners.linux.processes import start_reaped, stop_processes
+from runners.cli.shell import open_session
 
 
 def guest_argv(inner: list[str], rows: int, cols: int) -> list[str]:
@@ -29,8 +29,8 @@ def guest_argv(inner: list[str], rows: int, cols: int) -> list[str]:
 
 def shell_in_vm(a, exp, point=None) -> int:
     """The shell in a booted micro-VM: the point's kernel when the scenario sweeps kernels."""
-    from .backends.kernel_images import KernelNotFound, resolve_kernel
-    from .kernel_sets import kernel_base
+    from runners.backends.vm.kernels import KernelNotFound, resolve_kernel
+    from runners.runset.kernel_sets import kernel_base
 
     try:
         kernel = resolve_kernel(point.kernel, kernel_base(exp)) if point is not None and point.kernel else None

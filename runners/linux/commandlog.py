@@ -1,7 +1,7 @@
 """commands.log: every command the runner runs (node, argv, exit code, seconds), and -v's echo of each.
 
 One recorder for the process, opened by the CLI once the result folder exists; the places that run
-commands (runners.nsexec, runners.processes) report to it. Until it is opened it records nothing, so
+commands (runners.linux.nsexec, runners.linux.processes) report to it. Until it is opened it records nothing, so
 unit tests and the probe stay quiet.
 """
 from __future__ import annotations

@@ -1,6 +1,6 @@
 """What a run set would do and how long it would take, before anything starts (`--dry-run`, `list`).
 
-Pure: the job table comes from the same planner the runner uses (runners.jobs), and the time from
+Pure: the job table comes from the same planner the runner uses (runners.runset.jobs), and the time from
 per-phase costs: the ones a finished set of the same scenario measured (its metadata.json), else
 defaults measured on this project's CI machine kind (TCG micro-VM, 2026-11-25; docs/benchmark.md).
 """
@@ -9,8 +9,8 @@ from __future__ import annotations
 import statistics
 from dataclasses import dataclass
 
-from .jobs import plan_jobs, runs_in, topology_signature
-from .session import RUN_OVERHEAD_S, job_seconds
+from runners.runset.jobs import plan_jobs, runs_in, topology_signature
+from runners.runset.session import RUN_OVERHEAD_S, job_seconds
 
 
 @dataclass(frozen=True)

@@ -14,7 +14,7 @@ from pathlib import Path
 
 def record_kernel(run_dir: Path, label: str, **info) -> None:
     """Merge `info` into metadata.json's kernels[label] (and results.json's copy of it)."""
-    from .results import ResultStore
+    from runners.results.store import ResultStore
 
     store = ResultStore(run_dir)
     try:
@@ -51,7 +51,7 @@ def vm_kernels_problem(exp, modules: str | None) -> str | None:
     requires.kernel (the others are refused at run time, and the summary says so)."""
     from scenarios.spec.kernel import satisfies
 
-    from .backends.kernel_images import KernelNotFound, image_release, kernel_groups, modules_for, resolve_kernel
+    from runners.backends.vm.kernels import KernelNotFound, image_release, kernel_groups, modules_for, resolve_kernel
 
     requirement = exp.scenario.requires.kernel
     problems, fit = [], []

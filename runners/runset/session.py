@@ -13,12 +13,12 @@ from pathlib import Path
 
 from scenarios.spec.sweep import shard_points
 
-from .errors import (EXIT_FAIL, EXIT_INTERRUPTED, EXIT_OK, EXIT_TERMINATED, RunFailure, Terminated,
-                     results_disk_error)
-from .invocation import read_metadata
-from .jobs import Job, plan_jobs, run_key, runs_in
-from .nsexec import CommandError
-from .results import ResultStore
+from runners.errors import (EXIT_FAIL, EXIT_INTERRUPTED, EXIT_OK, EXIT_TERMINATED, RunFailure, Terminated,
+    results_disk_error)
+from runners.results.metadata import read_metadata
+from runners.runset.jobs import Job, plan_jobs, run_key, runs_in
+from runners.linux.nsexec import CommandError
+from runners.results.store import ResultStore
 
 RESULTS_UNWRITABLE = "failed: results disk full or read-only"
 
@@ -114,7 +114,7 @@ def open_run_set(exp, run_dir: Path, repeat: int | None, shard: tuple[int, int] 
 
 def more_rounds(runner, run_set: RunSet, max_repeat: int, progress) -> None:
     """--until-conclusive: one more repetition of every inconclusive point, until none is or max_repeat."""
-    from .analysis.report import make_report
+    from runners.analysis.report import make_report
 
     rnd = max([r["repeat"] for r in run_set.store.runs] + [run_set.repeat])
     while rnd < max_repeat:

@@ -33,7 +33,7 @@ UNCACHED = "msize=524288 /dev/root"
 CACHED = "msize=524288,cache=loose /dev/root"
 
 SHIM = """#!{python}
-# virtme-run for a one-shot VM: the guest's root cached (runners/backends/root_cache.py)
+# virtme-run for a one-shot VM: the guest's root cached (runners/backends/vm/root_cache.py)
 import sys
 import virtme.mkinitramfs as initramfs
 initramfs._MOUNT_ROOT_HOST = initramfs._MOUNT_ROOT_HOST.replace({uncached!r}, {cached!r})

@@ -1,7 +1,7 @@
 """`run-scenario shell`: a scenario's network, built, shaped, verified and configured as a run would, then
 Mininet's CLI with the testbed's own commands (paths, subflows, endpoints, counters, traffic).
 
-The runner does the work (runners.backends.native): the same build, shaping read-back, sysctls and
+The runner does the work (runners.pipeline.runner): the same build, shaping read-back, sysctls and
 endpoints as a run, and `traffic` is one real run, stored in the shell's result set. Leaving the CLI
 (exit, Ctrl-D) cleans up as a run does.
 """
@@ -9,11 +9,12 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from . import parsers, procfs
-from .jobs import Job
-from .nsexec import run as run_in
-from .progress import describe_result
-from .results import ResultStore, new_run_dir
+from runners import parsers
+from runners.linux import procfs
+from runners.runset.jobs import Job
+from runners.linux.nsexec import run as run_in
+from runners.console.progress import describe_result
+from runners.results.store import ResultStore, new_run_dir
 
 SHELL_HELP = """testbed commands (besides Mininet's: `h1 ping h2`, `h1 ip addr`, `xterm h1`, `help`):
   paths      each path: addresses, rate, delay, loss, queue, interfaces
@@ -98,7 +99,7 @@ def make_cli(runner, point, primary: str):
 
         def do_subflows(self, _line):
             """ss -tiMm on the client(s) and the server, grouped per MPTCP connection (cwnd, send buffers)."""
-            from .commands import ss_argv
+            from runners.commands import ss_argv
             for h in self.hosts:
                 self.stdout.write(f"{h.name}:\n{grouped_subflows(run_in(h, ss_argv(memory=True)).out)}\n")
 

@@ -22,14 +22,15 @@ from pathlib import Path
 
 from scenarios.spec.kernel import is_kernel_path, satisfies
 
-from . import root_cache
-from .kernel_images import KernelNotFound, image_release, installed_kernels, modules_for, resolve_kernel, stage_image
+from runners.backends.vm import root_cache
+from runners.backends.vm.kernels import (KernelNotFound, image_release, installed_kernels, modules_for,
+    resolve_kernel, stage_image)
 
-from ..leftovers import VM_SCRIPT_FILE, VM_SCRIPT_PREFIX
-from ..errors import Terminated
-from ..paths import REPO
-from ..processes import start_reaped, stop_processes
-from ..tools import missing_tools
+from runners.linux.leftovers import VM_SCRIPT_FILE, VM_SCRIPT_PREFIX
+from runners.errors import Terminated
+from runners.paths import REPO
+from runners.linux.processes import start_reaped, stop_processes
+from runners.backends.programs import missing_tools
 
 
 
@@ -375,7 +376,7 @@ class _OutputPump(threading.Thread):
 
     def run(self) -> None:
         out_ok = True
-        from ..runlog import RUN_LOG
+        from runners.console.runlog import RUN_LOG
 
         for line in iter(self.src.readline, b""):
             self.last_output = time.monotonic()
