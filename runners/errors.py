@@ -28,3 +28,7 @@ RESULTS_DISK_ERRNOS = frozenset({errno.ENOSPC, errno.EDQUOT, errno.EROFS})
 
 def results_disk_error(e: BaseException) -> bool:
     return isinstance(e, OSError) and e.errno in RESULTS_DISK_ERRNOS
+
+
+class ParseError(ValueError):
+    """A tool printed something we cannot interpret: a run failure, not bad input."""

@@ -16,11 +16,12 @@ from pathlib import Path
 from scenarios.spec.expect import METRICS
 from scenarios.spec.loader import load_experiment
 
-from .junit import render_junit
-from runners.results.store import atomic_write, load_results, run_kernel_columns
+from runners.analysis.junit import render_junit
+from runners.analysis.stats import describe
+from runners.analysis.verdicts import (ACROSS_KERNELS, AT_A_POINT, FAIL, INCONCLUSIVE, PASS, Verdict, evaluate_points,
+    regressions)
 from runners.results.derived import case_of, group_runs
-from .stats import describe
-from .verdicts import ACROSS_KERNELS, AT_A_POINT, FAIL, INCONCLUSIVE, PASS, Verdict, evaluate_points, regressions
+from runners.results.store import atomic_write, load_results, run_kernel_columns
 
 STAT_METRICS = ("throughput_mbps", "efficiency", "seconds", "ofo_tcp", "ofo_mptcp", "retrans_segs", "subflows",
                 "missing_subflows")

@@ -17,9 +17,10 @@ from pathlib import Path
 
 from scenarios.spec.kernel import satisfies
 from scenarios.spec.model import Scenario
-from runners.linux.processes import run_command
+
+from runners.backends import kernel_features
 from runners.backends.programs import missing_python_modules, missing_tools
-from . import kernel_features
+from runners.linux.processes import run_command
 
 PROC = Path("/proc/sys")
 

@@ -25,9 +25,9 @@ from runners.analysis.summary import summary
 from runners.backends.vm.kernels import native_refusal
 from runners.errors import (EXIT_FAIL, EXIT_INPUT, EXIT_INTERRUPTED, EXIT_KERNEL_REFUSED, EXIT_OK, EXIT_STOPPED,
     EXIT_TERMINATED)
-from runners.runset.kernel_sets import kernel_base, record_kernel, sweeps_kernels, vm_kernels_problem
-from runners.results.metadata import DEFAULT_MAX_REPEAT
 from runners.paths import IN_CHECKOUT, REPO, RESULTS
+from runners.results.metadata import DEFAULT_MAX_REPEAT
+from runners.runset.kernel_sets import kernel_base, record_kernel, sweeps_kernels, vm_kernels_problem
 
 EPILOG = """\
 backends:

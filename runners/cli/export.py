@@ -1,7 +1,7 @@
 """`run-scenario export`: one point of a scenario as a standalone Mininet script, to rebuild by hand.
 
 Pure: the plan (topologies.kinds), the setup commands (runners.pipeline.network.setup_per_node), netem
-(runners.commands.netem_argv) and the MPTCP settings of an MPTCP run (runners.commands) become Python
+(runners.pipeline.shaping.netem_argv) and the MPTCP settings of an MPTCP run (runners.pipeline.mptcp_config) become Python
 literals in a script that needs only Mininet, tc, ip and sysctl. The script runs each argument list in
 its node with `shlex.join`, so no value reaches a shell unquoted, stops at the first failure, and ends
 in Mininet's CLI.
@@ -13,8 +13,9 @@ import time
 
 from topologies.kinds import plan as make_plan
 
-from runners import commands
+from runners.pipeline import mptcp_config
 from runners.pipeline.network import setup_per_node
+from runners.pipeline.shaping import netem_argv
 
 TEMPLATE = '''#!/usr/bin/env python3
 """{title}
@@ -134,9 +135,9 @@ def _table(per_node: dict[str, list]) -> str:
 def _mptcp(scenario, plan, primary: str) -> dict[str, list]:
     per_node: dict[str, list] = {}
     for node in plan.hosts:
-        per_node[node] = [commands.sysctl_argv(k, v) for k, v in commands.sysctls(scenario, False)]
+        per_node[node] = [mptcp_config.sysctl_argv(k, v) for k, v in mptcp_config.sysctls(scenario, False)]
     for i, client in enumerate(plan.all_clients):
-        cmds = commands.mptcp_argvs(scenario, plan.for_client(client), primary)
+        cmds = mptcp_config.mptcp_argvs(scenario, plan.for_client(client), primary)
         per_node[client] += [list(a) for a in cmds.client]
         if i == 0:
             per_node[plan.server] += [list(a) for a in cmds.server]
@@ -151,7 +152,7 @@ def export_script(point, source: str, primary: str | None = None) -> str:
     shaping: dict[str, list] = {}
     for iface in plan.interfaces:
         if iface.shaping is not None:
-            shaping.setdefault(iface.node, []).append(list(commands.netem_argv(iface.name, iface.shaping)))
+            shaping.setdefault(iface.node, []).append(list(netem_argv(iface.name, iface.shaping)))
     hosts = [n for n in (*plan.hosts, *plan.routers)]
     linked = {n for ln in plan.links for n in (ln.a, ln.b)}
     hosts += sorted(linked - set(hosts) - {w.name for w in plan.switches})

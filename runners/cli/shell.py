@@ -9,12 +9,11 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from runners import parsers
-from runners.linux import procfs
-from runners.runset.jobs import Job
-from runners.linux.nsexec import run as run_in
 from runners.console.progress import describe_result
+from runners.linux import procfs, ss
+from runners.linux.nsexec import run as run_in
 from runners.results.store import ResultStore, new_run_dir
+from runners.runset.jobs import Job
 
 SHELL_HELP = """testbed commands (besides Mininet's: `h1 ping h2`, `h1 ip addr`, `xterm h1`, `help`):
   paths      each path: addresses, rate, delay, loss, queue, interfaces
@@ -50,11 +49,11 @@ def path_table(plan, scenario) -> str:
 def grouped_subflows(text: str) -> str:
     """ss's subflows of one host, one block per MPTCP connection (its local token)."""
     groups: dict[str, list[dict]] = {}
-    for s in parsers.parse_ss_subflows(text, windows=True):
+    for s in ss.parse_ss_subflows(text, windows=True):
         groups.setdefault(s.get("token", "?"), []).append(s)
     if not groups:
         return "  no MPTCP subflows"
-    sockets = parsers.parse_ss_mptcp_sockets(text)
+    sockets = ss.parse_ss_mptcp_sockets(text)
     lines = []
     for token, subs in groups.items():
         lines.append(f"  connection token {token}: {len(subs)} subflow(s)" + _buffer(sockets.get(token, {}), "; "))
@@ -75,7 +74,7 @@ def _buffer(sock: dict, sep: str) -> str:
 
 def counter_lines(before: dict[str, int], after: dict[str, int]) -> list[str]:
     names = sorted({k for k in after if k.startswith(COUNTER_PREFIXES)})
-    delta = parsers.counter_delta(before, after, names)
+    delta = procfs.counter_delta(before, after, names)
     changed = [(k, v) for k, v in delta.items() if v]
     return [f"  {k} {v}" for k, v in changed] or ["  no change"]
 
@@ -90,7 +89,7 @@ def make_cli(runner, point, primary: str):
         def __init__(self, mininet, **kw):
             self.runner, self.point, self.primary, self.rep = runner, point, primary, 0
             self.hosts = [*runner.clients, runner.server]
-            self.nstat_at_open = {h.name: parsers.parse_nstat(procfs.nstat_text(h.pid)) for h in self.hosts}
+            self.nstat_at_open = {h.name: procfs.parse_nstat(procfs.nstat_text(h.pid)) for h in self.hosts}
             super().__init__(mininet, **kw)
 
         def do_paths(self, _line):
@@ -99,7 +98,7 @@ def make_cli(runner, point, primary: str):
 
         def do_subflows(self, _line):
             """ss -tiMm on the client(s) and the server, grouped per MPTCP connection (cwnd, send buffers)."""
-            from runners.commands import ss_argv
+            from runners.linux.ss import ss_argv
             for h in self.hosts:
                 self.stdout.write(f"{h.name}:\n{grouped_subflows(run_in(h, ss_argv(memory=True)).out)}\n")
 
@@ -113,7 +112,7 @@ def make_cli(runner, point, primary: str):
         def do_counters(self, _line):
             """MPTCP and OFO counters (nstat) since the shell opened."""
             for h in self.hosts:
-                now = parsers.parse_nstat(procfs.nstat_text(h.pid))
+                now = procfs.parse_nstat(procfs.nstat_text(h.pid))
                 self.stdout.write(f"{h.name}:\n" + "\n".join(counter_lines(self.nstat_at_open[h.name], now)) + "\n")
 
         def do_traffic(self, _line):

@@ -3,10 +3,11 @@ own flow counters, cleared before each run so a run's counters are its own."""
 from __future__ import annotations
 
 import json
+import re
 
 from controller.decisions import STEER_COOKIE
 
-from .. import parsers
+from runners.errors import ParseError
 from runners.pipeline.controlplane import ofctl, ofctl_clear_argv, ofctl_dump_argv
 
 
@@ -42,7 +43,7 @@ class Steering:
             names = dict(zip(sc["uplinks"], sc["uplink_names"]))
             text = ofctl(ofctl_dump_argv(w.name, STEER_COOKIE))
             self.host.store.save_raw(run_id, f"ofctl-flows-{w.name}.txt", text)
-            flows = parsers.parse_ofctl_flows(text)
+            flows = parse_ofctl_flows(text)
             uplinks = {n: {"bytes": 0, "packets": 0, "flows": 0} for n in sc["uplink_names"]}
             listed = []
             for f in flows:
@@ -56,3 +57,34 @@ class Steering:
                                        "uplink": names[port], "bytes": f["n_bytes"], "packets": f["n_packets"]})
             per_switch[w.name] = {"uplinks": uplinks, "flows": listed}
         return {"by": cfg.get("by"), "switches": per_switch, "decisions": decided}
+
+
+def parse_ofctl_flows(text: str) -> list[dict]:
+    """`ovs-ofctl -O OpenFlow13 --no-names dump-flows` -> one dict per flow: match fields, counters, outputs."""
+    flows = []
+    for line in text.splitlines():
+        line = line.strip()
+        if not line.startswith("cookie="):
+            continue
+        head, _, actions = line.partition(" actions=")
+        fields: dict = {}
+        for tok in re.split(r"[,\s]+", head):
+            if not tok:
+                continue
+            k, eq, v = tok.partition("=")
+            fields[k] = v if eq else True
+        try:
+            flows.append({
+                "cookie": int(str(fields.get("cookie", "0")), 16),
+                "n_packets": int(fields.get("n_packets", 0)), "n_bytes": int(fields.get("n_bytes", 0)),
+                "priority": int(fields.get("priority", 0)),
+                "in_port": int(fields["in_port"]) if str(fields.get("in_port", "")).isdigit() else None,
+                "src": fields.get("nw_src") or fields.get("ipv6_src"),
+                "dst": fields.get("nw_dst") or fields.get("ipv6_dst"),
+                "tp_src": int(fields["tp_src"]) if "tp_src" in fields else None,
+                "tp_dst": int(fields["tp_dst"]) if "tp_dst" in fields else None,
+                "outputs": [int(m) for m in re.findall(r"output:(\d+)", actions)],
+            })
+        except ValueError as e:
+            raise ParseError(f"ovs-ofctl dump-flows: cannot read {line[:120]!r}: {e}") from None
+    return flows

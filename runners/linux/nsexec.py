@@ -21,6 +21,8 @@ from runners.linux import ipbatch
 from runners.linux.commandlog import COMMANDS, Timed
 from runners.linux.processes import stop_processes
 
+Argv = list[str]   # one command's argument list: never a shell string
+
 
 class CommandError(RuntimeError):
     """A command the runner depends on failed: the run is aborted with its output."""

@@ -13,7 +13,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from runners.parsers import ParseError
+from runners.errors import ParseError
 
 TABLES = ("snmp", "netstat")
 
@@ -76,3 +76,24 @@ def listening(pid: int | str, port: int, udp: bool = False) -> bool:
             if len(f) > 3 and f[1].endswith(want) and (table.startswith("udp") or f[3] == "0A"):   # 0A: LISTEN
                 return True
     return False
+
+
+def parse_nstat(text: str) -> dict[str, int]:
+    """`nstat -a -z -s` text -> {counter: value}."""
+    counters: dict[str, int] = {}
+    for line in text.splitlines():
+        line = line.strip()
+        if not line or line.startswith("#"):
+            continue
+        parts = line.split()
+        if len(parts) < 2:
+            continue
+        try:
+            counters[parts[0]] = int(parts[1])
+        except ValueError:
+            raise ParseError(f"nstat line not understood: {line!r}") from None
+    return counters
+
+
+def counter_delta(before: dict[str, int], after: dict[str, int], names: list[str]) -> dict[str, int]:
+    return {n: after.get(n, 0) - before.get(n, 0) for n in names}

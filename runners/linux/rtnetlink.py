@@ -14,10 +14,13 @@ touches the kernel.
 from __future__ import annotations
 
 import ctypes
+import json
 import os
 import socket
 import struct
 import threading
+
+from runners.errors import ParseError
 
 RTM_NEWLINK, RTM_GETLINK = 16, 18
 RTM_NEWQDISC, RTM_GETQDISC = 36, 38
@@ -198,3 +201,18 @@ class QdiscReader:
                 if msg_kind == NLMSG_DONE:
                     return out
                 out.append((msg_kind, payload))
+
+
+def parse_qdisc_stats_by_dev(text: str) -> dict[str, dict[str, int]]:
+    """`tc -s -j qdisc show` (every device of a namespace) -> {dev: root qdisc's packets and drops}."""
+    try:
+        doc = json.loads(text) if text.strip() else []
+    except json.JSONDecodeError as e:
+        raise ParseError(f"tc -s -j output is not JSON: {e}") from None
+    return root_qdisc_counts(doc)
+
+
+def root_qdisc_counts(qdiscs: list[dict]) -> dict[str, dict[str, int]]:
+    """Qdiscs as `tc -s -j` or runners.linux.rtnetlink give them -> {dev: root qdisc's packets and drops}."""
+    return {q["dev"]: {"packets": int(q.get("packets", 0)), "drops": int(q.get("drops", 0))}
+            for q in qdiscs if q.get("root", False) and "dev" in q}

@@ -13,8 +13,9 @@ import subprocess
 import sys
 import time
 from pathlib import Path
-from runners.paths import REPO
+
 from runners.linux.processes import run_command, stop_processes
+from runners.paths import REPO
 
 OVS_CTL = "/usr/share/openvswitch/scripts/ovs-ctl"
 

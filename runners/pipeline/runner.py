@@ -19,26 +19,24 @@ from typing import Callable
 from scenarios.spec.sweep import Point
 from topologies.kinds import plan as make_plan
 
-from runners import commands
-from runners.linux import procfs
-from runners.collect import record
-from runners.collect.capture import Capture, CaptureSpec, capture_nodes, subflows_csv
-from runners.collect.capture import incomplete as capture_incomplete
+from runners.backends.probe import ProbeReport
+from runners.collect import record, subflows
+from runners.collect.capture import Capture, CaptureSpec, capture_nodes, incomplete as capture_incomplete, subflows_csv
 from runners.collect.counters import Counters
 from runners.collect.pings import Pinger
 from runners.collect.steering import Steering
-from runners.pipeline.controlplane import ControlPlaneError
-from runners.results.derived import subflow_warning
-from runners.pipeline.drain import rest_between_runs
 from runners.errors import RunFailure, Terminated
-from runners.runset.jobs import Job, topology_signature
+from runners.linux import procfs
+from runners.linux.nsexec import ProcessRegistry
+from runners.pipeline.controlplane import ControlPlaneError
+from runners.pipeline.drain import rest_between_runs
 from runners.pipeline.mptcp_config import MptcpConfig
 from runners.pipeline.network import Network
-from runners.linux.nsexec import ProcessRegistry
-from runners.results.store import ResultStore
 from runners.pipeline.shaping import Shaper
+from runners.results.derived import subflow_warning
+from runners.results.store import ResultStore
+from runners.runset.jobs import Job, topology_signature
 from runners.traffic import TOOLS, TrafficReport, TrafficRun
-from runners.backends.probe import ProbeReport
 
 
 @contextmanager
@@ -102,7 +100,7 @@ def record_setting(sc, plan, job: Job, n_clients: int, alongside: tuple[str, ...
     return record.Setting(paths=paths, byte_counters=plan.byte_counters, n_clients=n_clients,
                           fixed_size_bytes=sc.traffic.bytes if sc.traffic.tool == "iperf3" else None,
                           alongside=tuple(p for p in alongside if p != job.primary),
-                          subflows=commands.expected_subflows(sc, plan, job.primary) if job.mode == "mptcp" else None,
+                          subflows=subflows.expected_subflows(sc, plan, job.primary) if job.mode == "mptcp" else None,
                           tool=sc.traffic.tool)
 
 

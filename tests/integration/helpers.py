@@ -8,8 +8,8 @@ import threading
 import time
 from pathlib import Path
 
-from runners.linux.leftovers import find_leftovers
 from runners.backends.vm.warm_guest import main_in_this_child
+from runners.linux.leftovers import find_leftovers
 
 REPO = Path(__file__).resolve().parents[2]
 # OVS daemons that ran before the tests are the machine's; the runner must stop only those it started

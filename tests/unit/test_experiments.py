@@ -5,17 +5,17 @@ from pathlib import Path
 
 import pytest
 import xmlschema
-
-from runners.analysis import stats
-from runners.runset.jobs import plan_jobs, run_key, topology_signature
-from runners.analysis.junit import render_junit
-from runners.results.merge import MergeError, merge
-from runners.analysis.report import make_report
-from runners.results.store import ResultStore
-from runners.analysis.verdicts import FAIL, INCONCLUSIVE, PASS, decide, evaluate, regressions
 from scenarios.spec.expect import parse_check
 from scenarios.spec.loader import ScenarioError, parse_experiment
 from scenarios.spec.sweep import shard_points
+
+from runners.analysis import stats
+from runners.analysis.junit import render_junit
+from runners.analysis.report import make_report
+from runners.analysis.verdicts import FAIL, INCONCLUSIVE, PASS, decide, evaluate, regressions
+from runners.results.merge import MergeError, merge
+from runners.results.store import ResultStore
+from runners.runset.jobs import plan_jobs, run_key, topology_signature
 
 FIX = Path(__file__).resolve().parents[1] / "fixtures"
 BASE = "name: t\ntopology: {kind: dual-homed, paths: [{name: A, bw: 10, delay: 15ms}, {name: B, bw: 10}]}\n"

@@ -4,8 +4,8 @@ import re
 import sys
 import threading
 
-from runners.linux.commandlog import CommandLog, Timed
 from runners.console.runlog import RUN_LOG
+from runners.linux.commandlog import CommandLog, Timed
 
 
 def test_a_command_line_per_command_with_node_exit_code_and_seconds(tmp_path, capsys):

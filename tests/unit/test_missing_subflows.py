@@ -7,11 +7,13 @@ from pathlib import Path
 
 import pytest
 
-from runners import parsers
+from runners.collect.pings import parse_ping_after_warmup
+from runners.linux import ss
+from runners.traffic import iperf3
 from runners.analysis.summary import summary
 from runners.analysis.verdicts import FAIL, INCONCLUSIVE, PASS, evaluate
 from runners.collect.record import Observations, RunIdentity, Setting, build
-from runners.commands import expected_subflows
+from runners.collect.subflows import expected_subflows
 from runners.console.progress import describe_result
 from runners.results.store import render_csv
 from runners.traffic import TrafficReport
@@ -131,11 +133,11 @@ def recorded_run(mode="mptcp", drop_path_b=False, tool="iperf3", scenario_text=T
     text = (raw / "ss-subflows.txt").read_text()
     if drop_path_b:
         text = "\n".join(line for line in text.splitlines() if "10.0.2." not in line)
-    samples = [{"subflows": parsers.parse_ss_subflows("Netid" + part)} for part in text.split("Netid")[1:]]
-    pings = {p.name: parsers.parse_ping_after_warmup((raw / f"ping-{p.name}.txt").read_text()) for p in topo.paths}
+    samples = [{"subflows": ss.parse_ss_subflows("Netid" + part)} for part in text.split("Netid")[1:]]
+    pings = {p.name: parse_ping_after_warmup((raw / f"ping-{p.name}.txt").read_text()) for p in topo.paths}
     seen = Observations(before=snapshot(raw, "before"), after=snapshot(raw, "after"), pings=pings,
                         path_samples=[], ss_samples=samples, server_receives=True)
-    report = TrafficReport.from_iperf3(parsers.parse_iperf3((raw / "iperf3-client.json").read_text()))
+    report = TrafficReport.from_iperf3(iperf3.parse_iperf3((raw / "iperf3-client.json").read_text()))
     setting = Setting(paths=topo.paths, byte_counters="iface", fixed_size_bytes=None, n_clients=1,
                       subflows=expected_subflows(sc, topo, "A") if mode == "mptcp" else None, tool=tool)
     return build(RunIdentity(f"r001-{mode}-A", mode, 1, "A", 0.0), report, seen, setting)

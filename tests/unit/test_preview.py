@@ -6,8 +6,9 @@ import subprocess
 import sys
 from pathlib import Path
 
-from runners.runset.estimate import DEFAULTS, Costs, job_table, measured_costs, render_table
 from scenarios.spec.loader import load_experiment, parse_experiment
+
+from runners.runset.estimate import Costs, DEFAULTS, job_table, measured_costs, render_table
 
 REPO = Path(__file__).resolve().parents[2]
 SWEEP = """\

@@ -8,12 +8,12 @@ import sys
 from pathlib import Path
 
 import pytest
+from scenarios.spec.loader import parse_experiment
 
 from runners.analysis.summary import comparison_lines, summary
-from runners.runset.jobs import plan_jobs
 from runners.collect.record import series_from_samples
 from runners.results.store import ResultStore, atomic_write, new_run_dir, render_csv
-from scenarios.spec.loader import parse_experiment
+from runners.runset.jobs import plan_jobs
 
 REPO = Path(__file__).resolve().parents[2]
 RUN = {"id": "r001-mptcp-A", "mode": "mptcp", "repeat": 1, "primary": "A", "status": "ok",

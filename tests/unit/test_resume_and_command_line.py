@@ -10,12 +10,12 @@ from types import SimpleNamespace
 
 import pytest
 
-import runners.backends
 from runners import cli
-from runners.linux import leftovers
+import runners.backends
 from runners.backends import BackendChoice
-from runners.pipeline import runner as native
 from runners.backends.vm import boot as vm, warm as warmvm
+from runners.linux import leftovers
+from runners.pipeline import runner as native
 
 FIX = Path(__file__).resolve().parents[1] / "fixtures"
 SCENARIO = """name: resumed

@@ -6,9 +6,9 @@ import time
 from pathlib import Path
 
 import pytest
-
-from runners.backends.vm import kernels as kernel_images, boot as vm
 from scenarios.spec.kernel import release_version, satisfies
+
+from runners.backends.vm import boot as vm, kernels as kernel_images
 
 
 def test_vng_argv_quotes_guest_command(tmp_path, monkeypatch):

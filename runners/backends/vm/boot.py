@@ -22,15 +22,14 @@ from pathlib import Path
 
 from scenarios.spec.kernel import is_kernel_path, satisfies
 
+from runners.backends.programs import missing_tools
 from runners.backends.vm import root_cache
 from runners.backends.vm.kernels import (KernelNotFound, image_release, installed_kernels, modules_for,
     resolve_kernel, stage_image)
-
-from runners.linux.leftovers import VM_SCRIPT_FILE, VM_SCRIPT_PREFIX
 from runners.errors import Terminated
-from runners.paths import REPO
+from runners.linux.leftovers import VM_SCRIPT_FILE, VM_SCRIPT_PREFIX
 from runners.linux.processes import start_reaped, stop_processes
-from runners.backends.programs import missing_tools
+from runners.paths import REPO
 
 
 
