@@ -7,14 +7,10 @@ from __future__ import annotations
 
 import argparse
 import dataclasses
-import functools
 import json
 import os
 import platform
-import shutil
-import subprocess
 import sys
-import tempfile
 import threading
 import time
 from pathlib import Path
@@ -23,10 +19,14 @@ from scenarios.spec.kernel import is_kernel_path
 
 from runners.analysis.summary import summary
 from runners.backends.vm.kernels import native_refusal
+from runners.console import output
+from runners.console.output import err, info, terminal_gone
 from runners.errors import (EXIT_FAIL, EXIT_INPUT, EXIT_INTERRUPTED, EXIT_KERNEL_REFUSED, EXIT_OK, EXIT_STOPPED,
     EXIT_TERMINATED)
-from runners.paths import IN_CHECKOUT, REPO, RESULTS
-from runners.results.metadata import DEFAULT_MAX_REPEAT
+from runners.paths import REPO, RESULTS
+from runners.results.metadata import DEFAULT_MAX_REPEAT, native_metadata, userland_metadata
+from runners.runset.checks import (after_a_killed_run, as_if_from, bad_folders, check_plans, needs_consent,
+    select_variants, size_of, user_code)
 from runners.runset.kernel_sets import kernel_base, record_kernel, sweeps_kernels, vm_kernels_problem
 
 EPILOG = """\
@@ -157,87 +157,6 @@ def build_parser() -> argparse.ArgumentParser:
     return p
 
 
-QUIET = False   # -q: only errors and the final summary on the console (run.log still gets everything)
-
-
-def _info(msg: str) -> None:
-    """A line of progress: on the console unless -q, and in run.log."""
-    from runners.console.runlog import RUN_LOG
-
-    if QUIET:
-        RUN_LOG.note(msg)
-    else:
-        print(msg, flush=True)
-
-
-def _err(msg: str) -> None:
-    try:
-        print(f"run-scenario: error: {msg}", file=sys.stderr, flush=True)
-    except (BrokenPipeError, OSError, ValueError):
-        terminal_gone()
-
-
-def terminal_gone() -> None:
-    """The reader of our output went away (`| tee` killed by the same Ctrl-C): what is left to say goes
-    nowhere, and the exit code stays the run's (Python would turn the failed flush at exit into 120)."""
-    devnull = os.open(os.devnull, os.O_WRONLY)
-    for fd in (1, 2):
-        try:
-            os.dup2(devnull, fd)
-        except OSError:
-            pass
-    os.close(devnull)
-
-
-def _git_revision() -> dict:
-    if not IN_CHECKOUT:   # installed in site-packages: git would find whatever repository holds the venv
-        return {"git_revision": None, "git_dirty": None}
-    try:
-        rev = subprocess.run(["git", "-C", str(REPO), "rev-parse", "HEAD"], capture_output=True, text=True,
-                             timeout=10).stdout.strip()
-        dirty = subprocess.run(["git", "-C", str(REPO), "status", "--porcelain", "--untracked-files=no"],
-                               capture_output=True, text=True, timeout=10).stdout.strip() != ""
-        return {"git_revision": rev or None, "git_dirty": dirty}
-    except (OSError, subprocess.SubprocessError):
-        return {"git_revision": None, "git_dirty": None}
-
-
-def _tool_version(argv: list[str]) -> str | None:
-    if not shutil.which(argv[0]):
-        return None
-    try:
-        r = subprocess.run(argv, capture_output=True, text=True, timeout=10)
-        return (r.stdout or r.stderr).strip().splitlines()[0]
-    except (OSError, subprocess.SubprocessError, IndexError):
-        return None
-
-
-def native_metadata(probe_facts: dict, host_finishes: bool = False) -> dict:
-    try:
-        from mininet.net import VERSION as mn_version
-    except ImportError:
-        mn_version = None
-    meta = {
-        "backend_kernel": platform.release(),
-        "kernel_version": platform.version(),
-        "python": platform.python_version(),
-        "mininet": mn_version,
-        "iperf3_mptcp": "native --mptcp" if probe_facts.get("iperf3_native_mptcp") else "mptcpize run",
-        "mptcpize": shutil.which("mptcpize"),
-    }
-    if not host_finishes:
-        # a VM run's host adds these (same binaries and checkout, and no process start under TCG)
-        meta.update(userland_metadata())
-    return meta
-
-
-@functools.cache   # once per process: `git status` over the guest's 9p took 4.3 s under TCG
-def userland_metadata() -> dict:
-    """Tool versions and the checkout's revision: the same for a native run and for the VM's guest."""
-    return {"iperf3": _tool_version(["iperf3", "--version"]), "iproute2": _tool_version(["ip", "-V"]),
-            **_git_revision()}
-
-
 def _parse_shard(text: str | None) -> tuple[int, int] | None:
     if text is None:
         return None
@@ -248,37 +167,6 @@ def _parse_shard(text: str | None) -> tuple[int, int] | None:
     if not 1 <= k <= n:
         raise argparse.ArgumentTypeError(f"--shard {text!r}: K must be between 1 and N")
     return k, n
-
-
-def select_variants(exp, names: list[str] | None):
-    """Keep the points of the named variants; without names, of every variant not marked `optional`."""
-    from scenarios.spec.loader import ScenarioError
-
-    variants = {v.name: v for v in exp.scenario.variants}
-    if names:
-        unknown = [n for n in names if n not in variants]
-        if unknown:
-            known = ", ".join(variants) or "none"
-            raise ScenarioError(exp.file, [f"--variant {n}: no such variant (variants: {known})" for n in unknown])
-        keep = set(names)
-    else:
-        keep = {n for n, v in variants.items() if not v.optional}
-    if variants:
-        import dataclasses
-        exp = dataclasses.replace(exp, points=[p for p in exp.points if p.params.get("variant") in keep])
-        if not exp.points:
-            raise ScenarioError(exp.file, ["variants: every variant is optional; choose one with --variant"])
-    return exp
-
-
-def as_if_from(exp, original: str | None):
-    """A result set's copy of the scenario, read as the file it was copied from: files it names (a
-    controller app) are relative to that file's folder, and messages name it. The VM's guest and
-    --resume read the copy."""
-    if not original:
-        return exp
-    import dataclasses
-    return dataclasses.replace(exp, file=original)
 
 
 def _before_anything_starts(args, exp, backend: str) -> str | None:
@@ -306,7 +194,7 @@ def _before_anything_starts(args, exp, backend: str) -> str | None:
                 modules_dir(image, Path(args.modules))
         except VmError as e:
             return str(e)
-    return _after_a_killed_run(Path(args.resume), backend) if args.resume else None
+    return after_a_killed_run(Path(args.resume), backend) if args.resume else None
 
 
 def _check_kernel_arguments(args, parser) -> None:
@@ -329,32 +217,6 @@ def _check_kernel_arguments(args, parser) -> None:
 def kernel_sweep(args) -> list[str] | None:
     """The kernels of a sweep made on the command line (two or more --kernel), else None."""
     return list(args.kernel) if args.kernel and len(args.kernel) > 1 else None
-
-
-def _bad_folders(args) -> str | None:
-    """--baseline and --out, checked before the probe or anything else starts (exit 2)."""
-    if args.baseline and not (Path(args.baseline) / "results.json").is_file():
-        return f"--baseline {args.baseline}: not a result set (no results.json)"
-    if not args.run_dir:
-        problem = _unwritable(Path(args.out))
-        if problem:
-            return f"--out {args.out}: {problem}"
-    return None
-
-
-def _unwritable(base: Path) -> str | None:
-    """Why results could not be written under `base`, found without creating anything: the nearest
-    folder that exists must be a writable folder (as root, on a filesystem mounted read-write)."""
-    probe = base.resolve()
-    while not probe.exists():
-        probe = probe.parent
-    if not probe.is_dir():
-        return f"{probe} is not a folder"
-    try:   # root passes every permission check: only a real folder made and removed again tells
-        os.rmdir(tempfile.mkdtemp(dir=probe, prefix=".write-check-"))
-    except OSError as e:
-        return f"cannot write in {probe} ({e.strerror or e})"
-    return None
 
 
 def _point_at_the_resumed_set(args, parser) -> None:
@@ -386,108 +248,7 @@ def _point_at_the_resumed_set(args, parser) -> None:
     if refusal:
         parser.error(f"--resume {rdir}: {refusal}")
     for note in notes:
-        _info(f"resume: {note}")
-
-
-def _after_a_killed_run(run_dir: Path, backend: str) -> str | None:
-    """A result set without a status was SIGKILLed: `clean` first, as its --help says. What names the
-    result folder is the killed run's own (its orphaned micro-VM, its cold boot's temporary folder) and
-    is removed here, on either backend. Anything else left on this machine is listed (only the user can
-    tell it from another run's): natively it would run alongside the resumed runs, so it stops the
-    resume; a VM's guest has a network of its own, so there it is only reported."""
-    from runners.results.metadata import read_metadata
-    from runners.linux.leftovers import clean_after_a_killed_run, find_leftovers
-
-    if read_metadata(run_dir).get("status") is not None:
-        return None
-    for line in clean_after_a_killed_run(run_dir):
-        print(f"resume: removed what the killed run left: {line}", flush=True)
-    left = find_leftovers() if os.geteuid() == 0 else []   # what clean finds: it needs root
-    listed = "\n".join(f"  - {line}" for line in left)
-    if left and backend == "native":
-        return ("the killed run (or another) left these behind, and they would run alongside the resumed "
-                f"runs:\n{listed}\nremove them with `run-scenario clean --yes`, then resume")
-    if left:
-        print(f"resume: also left behind on this machine (by another run, or one still going):\n{listed}\n"
-              "resume: `run-scenario clean --yes` removes them when no run is going", flush=True)
-    return None
-
-
-def _size_of(exp, repeat: int | None) -> str:
-    from runners.runset.session import estimate
-
-    runs, seconds = estimate(exp, repeat)
-    points = f"{len(exp.points)} point{'s' if len(exp.points) > 1 else ''}"
-    return f"{points}, {runs} run{'s' if runs > 1 else ''}, about {max(1, round(seconds / 60))} min"
-
-
-def user_code(exp) -> list[str]:
-    """Every command or code file the scenario would run as root, as the user should read it."""
-    from controller.launch import user_app_path
-
-    found: list[str] = []
-    base = Path(exp.file).resolve().parent
-    for pt in exp.points:
-        t = pt.scenario.traffic
-        if t.tool == "command":
-            c = t.command
-            for label, argvs in (("setup_client", c.setup_client), ("setup_server", c.setup_server),
-                                 ("server", [c.server] if c.server else []), ("client", [c.client])):
-                found += [f"traffic.command.{label}: {' '.join(a)}" for a in argvs]
-        ctl = getattr(pt.scenario.topology, "controller", None)
-        app = user_app_path(ctl.app, base) if ctl is not None else None
-        if app is not None:
-            found.append(f"topology.controller.app: the Python file {app.resolve()} (runs as the OpenFlow controller)")
-    return list(dict.fromkeys(found))
-
-
-def _needs_consent(exp, args, quiet: bool = False) -> str | None:
-    """What the user must first agree to: running its own code as root, or a very long run set. Every
-    scenario field that names code or a command follows one rule: shown, run only with a flag, recorded."""
-    from runners.runset.session import too_long
-
-    code = user_code(exp)
-    if code and not args.allow_commands:
-        return ("this scenario runs its own code as root:\n" + "\n".join(f"  - {c}" for c in code)
-                + "\nread it, then pass --allow-commands to run it")
-    if code and not quiet:
-        print("running the scenario's own code as root (--allow-commands):\n"
-              + "\n".join(f"  - {c}" for c in code), flush=True)
-    return None if args.yes else too_long(exp, args.repeat)
-
-
-def check_plans(exp) -> None:
-    """Lay out every point (pure): a route conflict is bad input, found before anything starts."""
-    from scenarios.spec.loader import ScenarioError
-    from topologies.kinds import plan
-    from topologies.plan import PlanError
-
-    from controller.launch import user_app_path
-    from runners.traffic import TOOLS
-
-    problems = []
-    base = Path(exp.file).resolve().parent
-    for pt in exp.points:
-        ctl = getattr(pt.scenario.topology, "controller", None)
-        app = user_app_path(ctl.app, base) if ctl is not None else None
-        if app is not None and not app.is_file():
-            msg = f"topology.controller.app: no such file {app}"
-            if msg not in problems:
-                problems.append(msg)
-        tool = pt.scenario.traffic.tool
-        if tool not in TOOLS:
-            msg = f"traffic.tool: no tool named {tool!r} (tools: {', '.join(sorted(TOOLS))})"
-            if msg not in problems:
-                problems.append(msg)
-        try:
-            plan(pt.scenario)
-        except PlanError as e:
-            for problem in e.problems:
-                msg = problem if len(exp.points) == 1 else f"sweep point {pt.label}: {problem}"
-                if msg not in problems:
-                    problems.append(msg)
-    if problems:
-        raise ScenarioError(exp.file, problems)
+        info(f"resume: {note}")
 
 
 def _run_native(args, exp, run_dir: Path, probe_report) -> int:
@@ -520,9 +281,9 @@ def _run_native(args, exp, run_dir: Path, probe_report) -> int:
     prepared_mono = time.monotonic()
     kept, jobs = run_set.pending_jobs()
     to_go = runs_in(jobs)
-    _info(f"results: {run_dir}")
+    info(f"results: {run_dir}")
     if run_set.resumed:
-        _info(f"resuming: {kept} finished run(s) kept, {to_go} to go")
+        info(f"resuming: {kept} finished run(s) kept, {to_go} to go")
     progress = make_progress(kept + to_go, kept, quiet=args.quiet)
     if args.capture_spec is not None:
         store.set_metadata(capture=args.capture_spec.to_dict())
@@ -531,14 +292,14 @@ def _run_native(args, exp, run_dir: Path, probe_report) -> int:
                           pause_after=args.pause_after)
     store.reserve_space()
     code, status, failure = run_to_the_end(runner, run_set, jobs, args.max_repeat if args.until_conclusive else None,
-                                  progress, _err)
+                                  progress, err)
     store.release_space()
     kept_runs = _runs_on_disk(run_dir)
     if code in EXIT_STOPPED:
-        _err(f"{status}; {kept_runs} finished run(s) kept in {run_dir} "
+        err(f"{status}; {kept_runs} finished run(s) kept in {run_dir} "
              f"(continue with: run-scenario --resume {run_dir})")
     elif code == EXIT_FAIL:
-        _err(f"{kept_runs} finished run(s) kept in {run_dir}"
+        err(f"{kept_runs} finished run(s) kept in {run_dir}"
              + (f" (continue with: run-scenario --resume {run_dir})" if status == RESULTS_UNWRITABLE else ""))
     # interpreter start and imports, then loading, validating and probing: before the first build
     phases = {**runner.phases, "python_start": round(args.process_age, 3),
@@ -551,7 +312,7 @@ def _run_native(args, exp, run_dir: Path, probe_report) -> int:
     except OSError as e:
         if not results_disk_error(e):
             raise
-        _err(f"the set's status ({status}) could not be written to {run_dir / 'metadata.json'}: {e.strerror}")
+        err(f"the set's status ({status}) could not be written to {run_dir / 'metadata.json'}: {e.strerror}")
         return EXIT_FAIL
     if kept_runs and not args.no_report and status != RESULTS_UNWRITABLE:
         code = _summary_and_report(run_dir, args, code)
@@ -607,11 +368,11 @@ def _report(run_dir: Path, baseline: Path | None, svg: bool = False, junit: Path
         return EXIT_INPUT
     if rep.verdicts:
         print(verdict_table(rep.verdicts), flush=True)
-    _info(f"junit: {run_dir / 'junit.xml'}")
+    info(f"junit: {run_dir / 'junit.xml'}")
     if junit is not None:
         atomic_write(junit, (run_dir / "junit.xml").read_text())
-        _info(f"junit: {junit}")
-    _info(f"plots: {run_dir / 'plots'}" if plots else f"plots: none (--no-plots; `run-scenario report {run_dir}`)")
+        info(f"junit: {junit}")
+    info(f"plots: {run_dir / 'plots'}" if plots else f"plots: none (--no-plots; `run-scenario report {run_dir}`)")
     return EXIT_FAIL if rep.failed else EXIT_OK
 
 
@@ -646,7 +407,7 @@ def _run_vm(args, exp, run_dir: Path) -> int:
     ResultStore(run_dir).write_scenario(exp.text)
     update_metadata(run_dir, **command_record(args, exp, read_metadata(run_dir)))   # before the guest: it keeps it
     RUN_LOG.start(run_dir / "run.log")
-    _info(f"results: {run_dir}")
+    info(f"results: {run_dir}")
     if not args.no_report and not args.no_plots:
         _prepare_the_report_meanwhile()
     if sweeps_kernels(exp):
@@ -655,10 +416,10 @@ def _run_vm(args, exp, run_dir: Path) -> int:
         code = _run_one_vm(args, exp, run_dir, args.kernel[0] if args.kernel else None, exp.scenario.requires.kernel)
     meta_path = run_dir / "metadata.json"
     if code == EXIT_OK and not meta_path.exists():
-        _err("the VM finished but wrote no results")
+        err("the VM finished but wrote no results")
         return EXIT_FAIL
     if code not in (EXIT_OK, *EXIT_STOPPED) and not (run_dir / "results.json").exists():
-        _err(f"the VM run failed (exit {code}) before any run finished")
+        err(f"the VM run failed (exit {code}) before any run finished")
         if not meta_path.exists():
             _mark_stopped(run_dir, "failed", failure=f"the VM run failed (exit {code}) before any run finished; "
                                                      "its output is above this line on the console")
@@ -701,9 +462,9 @@ def _run_vm_per_kernel(args, exp, run_dir: Path) -> int:
         if not satisfies(release, requirement):
             why = f"requires.kernel {requirement}: kernel {release} does not meet it"
             record_kernel(run_dir, label, release=release, image=str(image), refused=why)
-            _info(f"kernel {label}: not run: {why}")
+            info(f"kernel {label}: not run: {why}")
             continue
-        _info(f"kernel {label} ({release}): {len(points)} point(s)")
+        info(f"kernel {label} ({release}): {len(points)} point(s)")
         code = _run_one_vm(args, exp, run_dir, image, None,
                            ["--only-kernel", label, *guest_kernel_flags(kernel_sweep(args))], label)
         if code in EXIT_STOPPED:
@@ -716,7 +477,7 @@ def _run_vm_per_kernel(args, exp, run_dir: Path) -> int:
             return code
         codes.append(code)
     if not codes:
-        _err("no kernel of the sweep could run the scenario (see above)")
+        err("no kernel of the sweep could run the scenario (see above)")
         _mark_stopped(run_dir, "failed", failure="no kernel of the sweep could run the scenario")
         return EXIT_FAIL
     if any(codes):
@@ -740,7 +501,7 @@ def _more_rounds_across_kernels(args, exp, run_dir: Path) -> int:
         if not pending:
             return EXIT_OK
         rnd += 1
-        _info(f"until-conclusive: round {rnd} for {len(pending)} point(s) of checks across kernels")
+        info(f"until-conclusive: round {rnd} for {len(pending)} point(s) of checks across kernels")
         for label, points in kernel_groups([p for p in exp.points if p.id in pending]).items():
             code = _run_one_vm(args, exp, run_dir, resolve_kernel(label, kernel_base(exp)), None,
                                ["--only-kernel", label, "--only-points", ",".join(p.id for p in points),
@@ -766,28 +527,28 @@ def _run_one_vm(args, exp, run_dir: Path, kernel, requirement: str | None, more_
         plan = plan_vm(guest, [run_dir], kernel=kernel, memory=args.vm_memory, cpus=args.vm_cpus,
                        requirement=requirement, modules=modules)
     except VmError as e:
-        _err(str(e))
+        err(str(e))
         return EXIT_FAIL
     if args.capture_spec is not None and not plan.kvm:
-        _info("capture: under TCG every captured packet costs the emulated CPU; rates may come out lower")
+        info("capture: under TCG every captured packet costs the emulated CPU; rates may come out lower")
     t0 = time.time()
     warm = _usable_warm_vm(plan, run_dir)
     try:
         if warm is not None:
             code = _submit_warm(warm, guest, quiet=args.quiet)
         else:
-            code = run_in_vm(plan, log=_info, silence=vm_silence_limit(exp), quiet=args.quiet)
+            code = run_in_vm(plan, log=info, silence=vm_silence_limit(exp), quiet=args.quiet)
     except VmError as e:
-        _err(str(e))
+        err(str(e))
         _mark_stopped(run_dir, "failed", failure=str(e))
-        _err(f"{_runs_on_disk(run_dir)} finished run(s) kept in {run_dir} "
+        err(f"{_runs_on_disk(run_dir)} finished run(s) kept in {run_dir} "
              f"(continue with: run-scenario --resume {run_dir})")
         return EXIT_FAIL
     except (KeyboardInterrupt, Terminated) as e:
         code, status = ((EXIT_TERMINATED, "terminated") if isinstance(e, Terminated)
                         else (EXIT_INTERRUPTED, "interrupted"))
         _mark_stopped(run_dir, status)
-        _err(f"{status}; finished runs are kept in {run_dir} (continue with: run-scenario --resume {run_dir})")
+        err(f"{status}; finished runs are kept in {run_dir} (continue with: run-scenario --resume {run_dir})")
         return code
     if (run_dir / "metadata.json").exists() and code != EXIT_KERNEL_REFUSED:
         if warm is not None:
@@ -864,7 +625,7 @@ def _usable_warm_vm(plan, run_dir: Path):
     if vm is None:
         up = [v.state()["kernel"] for v in warmvm.running()]
         if up:
-            _info(f"warm VM: runs kernel {', '.join(up)}, this run needs {plan.kernel.name}: booting a VM for it")
+            info(f"warm VM: runs kernel {', '.join(up)}, this run needs {plan.kernel.name}: booting a VM for it")
         return None
     st = vm.state()
     if not vm.shares(run_dir):
@@ -874,14 +635,14 @@ def _usable_warm_vm(plan, run_dir: Path):
     problem = vm.problem()
     if problem is not None:
         kept = warmvm.keep_console(vm) if "gone" in problem or "wedged" in problem else None
-        _info(f"warm VM: {problem}; replacing it" + (f" (its console is kept in {kept})" if kept else ""))
+        info(f"warm VM: {problem}; replacing it" + (f" (its console is kept in {kept})" if kept else ""))
         warmvm.stop(vm, log=lambda m: None)
         try:
             warmvm.up(vm, warmvm.plan_warm(Path(st["kernel_image"]), st["memory"], st["cpus"], vm,
                                            [Path(d) for d in st["rwdirs"] if Path(d) != vm.spool],
                                            Path(st["modules"]) if st.get("modules") else None))
         except VmError as e:
-            _info(f"warm VM: could not replace it ({e}): booting a VM for this run")
+            info(f"warm VM: could not replace it ({e}): booting a VM for this run")
             return None
     return vm
 
@@ -910,12 +671,12 @@ class _QuietGuest:
 def _submit_warm(vm, guest_argv: list[str], quiet: bool = False) -> int:
     from runners.backends.vm.warm import WarmVmGone, submit
 
-    _info("warm VM: running the job without a boot")
+    info("warm VM: running the job without a boot")
     try:
         # drop `python -m runners.cli`: the guest calls its main()
         return submit(vm, guest_argv[3:], out=_QuietGuest() if quiet else None)
     except WarmVmGone as e:
-        _err(str(e))
+        err(str(e))
         return EXIT_FAIL
 
 
@@ -945,7 +706,7 @@ def _cmd_vm(argv: list[str]) -> int:
     try:
         image = choose_kernel(a.kernel, None) if a.action == "up" or a.kernel else None
     except VmError as e:
-        _err(str(e))
+        err(str(e))
         return EXIT_FAIL
     if a.action == "status":
         vms = warmvm.running() or [warmvm.default()]
@@ -969,7 +730,7 @@ def _cmd_vm(argv: list[str]) -> int:
         warmvm.up(vm, warmvm.plan_warm(image, a.vm_memory, a.vm_cpus, vm, shares,
                                        Path(a.modules) if a.modules else None))
     except VmError as e:
-        _err(str(e))
+        err(str(e))
         return EXIT_FAIL
     return EXIT_OK
 
@@ -990,7 +751,7 @@ def _cmd_report(argv: list[str]) -> int:
     a = p.parse_args(argv)
     d = Path(a.dir)
     if not (d / "results.json").exists():
-        _err(f"{d}: no results.json here")
+        err(f"{d}: no results.json here")
         return EXIT_INPUT
     from runners.results.store import load_results
     doc = load_results(d)
@@ -1013,7 +774,7 @@ def _cmd_merge(argv: list[str]) -> int:
     try:
         merged = merge([Path(d) for d in a.dirs], Path(a.out).resolve())
     except MergeError as e:
-        _err(str(e))
+        err(str(e))
         return EXIT_INPUT
     print(f"merged {len(a.dirs)} result sets into {merged}")
     from runners.results.store import load_results
@@ -1048,7 +809,7 @@ def _cmd_compare(argv: list[str]) -> int:
                             ("png", "svg") if a.svg else ("png",))
             print("figure: " + ", ".join(str(w) for w in written))
     except CompareError as e:
-        _err(str(e))
+        err(str(e))
         return EXIT_INPUT
     return EXIT_OK
 
@@ -1071,7 +832,7 @@ def _cmd_clean(argv: list[str]) -> int:
     a = p.parse_args(argv)
     from runners.linux.leftovers import find_leftovers, remove_leftovers
     if os.geteuid() != 0:
-        _err("clean needs root (what runs leave behind belongs to root)")
+        err("clean needs root (what runs leave behind belongs to root)")
         return EXIT_FAIL
     found = remove_leftovers() if a.yes else find_leftovers()
     for line in found:
@@ -1119,8 +880,8 @@ def _check_files(args) -> int:
         try:
             exp = select_variants(load_experiment(f, kernel_sweep(args)), args.variant)
             check_plans(exp)
-            note = _needs_consent(exp, args, quiet=True)
-            print(f"{f}: ok ({_size_of(exp, args.repeat)})" + (f"; to run it: {note}" if note else ""), flush=True)
+            note = needs_consent(exp, args, quiet=True)
+            print(f"{f}: ok ({size_of(exp, args.repeat)})" + (f"; to run it: {note}" if note else ""), flush=True)
         except ScenarioError as e:
             print(e.render(), file=sys.stderr)
             bad += 1
@@ -1167,7 +928,7 @@ def _dry_run(args, exp) -> int:
     print(f"{args.scenario[0]}: {exp.scenario.name} (dry run: nothing is started"
           + (f"; shard {args.shard}: {len(exp.points)} point(s))" if args.shard else ")"))
     print(render_table(exp, args.repeat, _costs_for(exp, backend, Path(args.out).resolve()), backend))
-    note = _needs_consent(exp, args, quiet=True)
+    note = needs_consent(exp, args, quiet=True)
     if note:
         print(f"to run it: {note}")
     return EXIT_OK
@@ -1231,11 +992,11 @@ def _cmd_shell(argv: list[str]) -> int:
 
     elsewhere = native_refusal([point], platform.release(), kernel_base(exp)) if point.kernel else None
     if elsewhere and a.backend == "native":
-        _err(elsewhere)
+        err(elsewhere)
         return EXIT_INPUT
     choice = choose_backend("vm" if elsewhere else a.backend, [point.scenario])
     if choice.refusal:
-        _err(choice.refusal)
+        err(choice.refusal)
         return EXIT_FAIL
     if choice.name == "vm":
         from runners.backends.vm.shell import shell_in_vm
@@ -1246,7 +1007,7 @@ def _cmd_shell(argv: list[str]) -> int:
 def _shell_here(a, exp, point, primary: str, probe_report) -> int:
     from runners.pipeline.runner import NativeRunner
     from runners.errors import RunFailure, Terminated
-    from runners.cli.shell import SHELL_HELP, make_cli, open_session, path_table
+    from runners.pipeline.shell import SHELL_HELP, make_cli, open_session, path_table
 
     store = open_session(a.out, exp.scenario.name, getattr(a, "run_dir", None))
     run_dir = store.dir
@@ -1265,7 +1026,7 @@ def _shell_here(a, exp, point, primary: str, probe_report) -> int:
             print(SHELL_HELP)
             make_cli(runner, point, primary)(runner.network.mininet)
     except RunFailure as e:
-        _err(str(e))
+        err(str(e))
         return EXIT_FAIL
     except KeyboardInterrupt:
         return EXIT_INTERRUPTED
@@ -1311,7 +1072,7 @@ def _cmd_list(argv: list[str]) -> int:
     a = p.parse_args(argv)
     files = sorted(Path(a.dir).glob("*.yaml")) + sorted(Path(a.dir).glob("*.yml"))
     if not Path(a.dir).is_dir() or not files:
-        _err(f"{a.dir}: no scenario files (*.yaml) there")
+        err(f"{a.dir}: no scenario files (*.yaml) there")
         return EXIT_INPUT
     rows, backend, bad = [], None, 0
     for f in files:
@@ -1379,8 +1140,7 @@ def _main(argv: list[str] | None = None) -> int:
     parser = build_parser()
     args = parser.parse_args(argv)
     args.started_at, args.process_age, args.argv = started_at, age, argv
-    global QUIET
-    QUIET = args.quiet
+    output.QUIET = args.quiet
     from scenarios.spec.loader import ScenarioError, load_experiment
     from scenarios.spec.model import json_schema
 
@@ -1412,7 +1172,7 @@ def _main(argv: list[str] | None = None) -> int:
         return EXIT_INPUT
     if args.dry_run:
         return _dry_run(args, exp)
-    refusal = _needs_consent(exp, args) or _bad_folders(args)
+    refusal = needs_consent(exp, args) or bad_folders(args)
     if refusal:
         print(f"{args.scenario[0]}: {refusal}", file=sys.stderr)
         return EXIT_INPUT
@@ -1426,16 +1186,16 @@ def _main(argv: list[str] | None = None) -> int:
     choice = choose_backend(args.backend, [pt.scenario for pt in exp.points])
     if choice.refusal and args.only_kernel:   # the VM's guest of one kernel: the host goes on with the others
         record_kernel(Path(args.run_dir), args.only_kernel, release=platform.release(), refused=choice.refusal)
-        _err(f"kernel {args.only_kernel}: {choice.refusal}")
+        err(f"kernel {args.only_kernel}: {choice.refusal}")
         return EXIT_KERNEL_REFUSED
     if choice.refusal:
-        _err(choice.refusal)
+        err(choice.refusal)
         return EXIT_FAIL
     if choice.auto_note:
-        _info(choice.auto_note)
+        info(choice.auto_note)
     blocked = _before_anything_starts(args, exp, choice.name)
     if blocked:
-        _err(blocked)
+        err(blocked)
         return EXIT_FAIL
     run_dir = Path(args.run_dir) if args.run_dir else new_run_dir(Path(args.out).resolve(), scenario.name)
     try:
@@ -1458,7 +1218,7 @@ def _other_kernels_refused(args, exp) -> bool:
         print(f"{args.scenario[0]}: {elsewhere}", file=sys.stderr)
         return True
     if elsewhere and args.backend == "auto":
-        _info("auto: the scenario runs on several kernels: using the vm backend")
+        info("auto: the scenario runs on several kernels: using the vm backend")
         args.backend = "vm"
     return False
 

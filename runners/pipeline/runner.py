@@ -14,12 +14,11 @@ import signal
 import time
 from contextlib import contextmanager
 from pathlib import Path
-from typing import Callable
+from typing import TYPE_CHECKING, Callable
 
 from scenarios.spec.sweep import Point
 from topologies.kinds import plan as make_plan
 
-from runners.backends.probe import ProbeReport
 from runners.collect import record, subflows
 from runners.collect.capture import Capture, CaptureSpec, capture_nodes, incomplete as capture_incomplete, subflows_csv
 from runners.collect.counters import Counters
@@ -30,13 +29,16 @@ from runners.linux import procfs
 from runners.linux.nsexec import ProcessRegistry
 from runners.pipeline.controlplane import ControlPlaneError
 from runners.pipeline.drain import rest_between_runs
+from runners.pipeline.job import Job, topology_signature
 from runners.pipeline.mptcp_config import MptcpConfig
 from runners.pipeline.network import Network
 from runners.pipeline.shaping import Shaper
 from runners.results.derived import subflow_warning
 from runners.results.store import ResultStore
-from runners.runset.jobs import Job, topology_signature
 from runners.traffic import TOOLS, TrafficReport, TrafficRun
+
+if TYPE_CHECKING:   # the probe's report is handed in by a backend, above this room
+    from runners.backends.probe import ProbeReport
 
 
 @contextmanager

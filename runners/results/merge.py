@@ -5,8 +5,7 @@ import json
 import shutil
 from pathlib import Path
 
-from runners.results.store import ResultStore, load_results, new_run_dir, point_latest
-from runners.runset.jobs import run_key
+from runners.results.store import ResultStore, load_results, new_run_dir, point_latest, run_key
 
 
 class MergeError(ValueError):

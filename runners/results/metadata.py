@@ -12,12 +12,18 @@ refused.
 from __future__ import annotations
 
 import argparse
+import functools
 import json
 import os
+import platform
 import shlex
+import shutil
+import subprocess
 import sys
 import time
 from pathlib import Path
+
+from runners.paths import IN_CHECKOUT, REPO
 
 RUN_OPTIONS = ("repeat", "variant", "until_conclusive", "max_repeat")
 DEFAULT_MAX_REPEAT = 10
@@ -115,3 +121,52 @@ def resume_options(args, given: set[str], metadata: dict) -> tuple[list[str], st
                             "mix other points into it (start a new set for those)")
             notes.append(f"{_flag(name, getattr(args, name))} as given (the set was started with {_flag(name, was)})")
     return ([f"continuing as the set was started: {', '.join(kept)}"] if kept else []) + notes, None
+
+
+def _git_revision() -> dict:
+    if not IN_CHECKOUT:   # installed in site-packages: git would find whatever repository holds the venv
+        return {"git_revision": None, "git_dirty": None}
+    try:
+        rev = subprocess.run(["git", "-C", str(REPO), "rev-parse", "HEAD"], capture_output=True, text=True,
+                             timeout=10).stdout.strip()
+        dirty = subprocess.run(["git", "-C", str(REPO), "status", "--porcelain", "--untracked-files=no"],
+                               capture_output=True, text=True, timeout=10).stdout.strip() != ""
+        return {"git_revision": rev or None, "git_dirty": dirty}
+    except (OSError, subprocess.SubprocessError):
+        return {"git_revision": None, "git_dirty": None}
+
+
+def _tool_version(argv: list[str]) -> str | None:
+    if not shutil.which(argv[0]):
+        return None
+    try:
+        r = subprocess.run(argv, capture_output=True, text=True, timeout=10)
+        return (r.stdout or r.stderr).strip().splitlines()[0]
+    except (OSError, subprocess.SubprocessError, IndexError):
+        return None
+
+
+def native_metadata(probe_facts: dict, host_finishes: bool = False) -> dict:
+    try:
+        from mininet.net import VERSION as mn_version
+    except ImportError:
+        mn_version = None
+    meta = {
+        "backend_kernel": platform.release(),
+        "kernel_version": platform.version(),
+        "python": platform.python_version(),
+        "mininet": mn_version,
+        "iperf3_mptcp": "native --mptcp" if probe_facts.get("iperf3_native_mptcp") else "mptcpize run",
+        "mptcpize": shutil.which("mptcpize"),
+    }
+    if not host_finishes:
+        # a VM run's host adds these (same binaries and checkout, and no process start under TCG)
+        meta.update(userland_metadata())
+    return meta
+
+
+@functools.cache   # once per process: `git status` over the guest's 9p took 4.3 s under TCG
+def userland_metadata() -> dict:
+    """Tool versions and the checkout's revision: the same for a native run and for the VM's guest."""
+    return {"iperf3": _tool_version(["iperf3", "--version"]), "iproute2": _tool_version(["ip", "-V"]),
+            **_git_revision()}

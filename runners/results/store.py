@@ -349,3 +349,7 @@ class ResultStore:
 
 def load_results(run_dir: Path) -> dict:
     return json.loads((Path(run_dir) / "results.json").read_text())
+
+
+def run_key(run: dict) -> tuple[str, int, str, str]:
+    return (run.get("point", "p001"), int(run["repeat"]), run["primary"], run["mode"])

@@ -9,7 +9,8 @@ from __future__ import annotations
 import statistics
 from dataclasses import dataclass
 
-from runners.runset.jobs import plan_jobs, runs_in, topology_signature
+from runners.pipeline.job import topology_signature
+from runners.runset.jobs import plan_jobs, runs_in
 from runners.runset.session import RUN_OVERHEAD_S, job_seconds
 
 

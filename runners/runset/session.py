@@ -16,9 +16,10 @@ from scenarios.spec.sweep import shard_points
 from runners.errors import (EXIT_FAIL, EXIT_INTERRUPTED, EXIT_OK, EXIT_TERMINATED, RunFailure, Terminated,
     results_disk_error)
 from runners.linux.nsexec import CommandError
+from runners.pipeline.job import Job
 from runners.results.metadata import read_metadata
-from runners.results.store import ResultStore
-from runners.runset.jobs import Job, plan_jobs, run_key, runs_in
+from runners.results.store import ResultStore, run_key
+from runners.runset.jobs import plan_jobs, runs_in
 
 RESULTS_UNWRITABLE = "failed: results disk full or read-only"
 

@@ -13,9 +13,10 @@ from runners.analysis import stats
 from runners.analysis.junit import render_junit
 from runners.analysis.report import make_report
 from runners.analysis.verdicts import FAIL, INCONCLUSIVE, PASS, decide, evaluate, regressions
+from runners.pipeline.job import topology_signature
 from runners.results.merge import MergeError, merge
-from runners.results.store import ResultStore
-from runners.runset.jobs import plan_jobs, run_key, topology_signature
+from runners.results.store import ResultStore, run_key
+from runners.runset.jobs import plan_jobs
 
 FIX = Path(__file__).resolve().parents[1] / "fixtures"
 BASE = "name: t\ntopology: {kind: dual-homed, paths: [{name: A, bw: 10, delay: 15ms}, {name: B, bw: 10}]}\n"

@@ -6,9 +6,10 @@ import shlex
 from pathlib import Path
 
 import pytest
-
-from runners.cli import parse_command_line, select_variants
 from scenarios.spec.loader import load_experiment
+
+from runners.cli import parse_command_line
+from runners.runset.checks import select_variants
 
 REPO = Path(__file__).resolve().parents[2]
 LABS = REPO / "labs"

@@ -7,7 +7,7 @@ import subprocess
 import sys
 from pathlib import Path
 
-from runners.cli.shell import open_session
+from runners.pipeline.shell import open_session
 from runners.results.merge import merge
 from runners.results.store import ResultStore, new_run_dir, point_latest
 

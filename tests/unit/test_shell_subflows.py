@@ -2,7 +2,7 @@
 addresses, bytes, RTT and cwnd, and with `ss -m` the send buffers lab 4 asks students to watch."""
 from pathlib import Path
 
-from runners.cli.shell import grouped_subflows
+from runners.pipeline.shell import grouped_subflows
 from runners.linux import ss
 
 FIX = Path(__file__).resolve().parents[1] / "fixtures"

@@ -10,9 +10,10 @@ from scenarios.spec.loader import ScenarioError, load_experiment, parse_experime
 from topologies.kinds import plan
 from topologies.plan import PlanError
 
-from runners.cli import check_plans, main, select_variants
+from runners.cli import main
 from runners.collect import counters, steering
 from runners.pipeline import mptcp_config, network
+from runners.runset.checks import check_plans, select_variants
 from runners.traffic import iperf3
 
 REPO = Path(__file__).resolve().parents[2]

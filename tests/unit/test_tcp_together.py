@@ -9,7 +9,8 @@ import pytest
 from runners.collect.pings import parse_ping_after_warmup
 from runners.traffic import iperf3
 from runners.collect.record import NAMESPACE_METRICS, Observations, RunIdentity, Setting, build
-from runners.runset.jobs import plan_jobs, run_key, runs_in
+from runners.results.store import run_key
+from runners.runset.jobs import plan_jobs, runs_in
 from runners.runset.estimate import job_table, Costs
 from runners.results.store import ResultStore
 from runners.runset.session import estimate, job_seconds, open_run_set

@@ -12,8 +12,8 @@ from pathlib import Path
 from runners.console.progress import describe_result
 from runners.linux import procfs, ss
 from runners.linux.nsexec import run as run_in
+from runners.pipeline.job import Job
 from runners.results.store import ResultStore, new_run_dir
-from runners.runset.jobs import Job
 
 SHELL_HELP = """testbed commands (besides Mininet's: `h1 ping h2`, `h1 ip addr`, `xterm h1`, `help`):
   paths      each path: addresses, rate, delay, loss, queue, interfaces
