@@ -223,7 +223,7 @@ def main() -> int:
     for w in (args.only.split(",") if args.only else []):
         if w not in (*GUEST_GROUPS, "phases"):
             ap.error(f"--only: unknown group {w!r} (groups: {', '.join([*GUEST_GROUPS, 'phases'])})")
-    from runners.backends import choose_backend
+    from runners.backends.choice import choose_backend
     from scenarios.spec.loader import load_scenario
 
     out = Path(args.dir) if args.dir else Path(args.out).resolve() / utc_stamp()

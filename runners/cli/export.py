@@ -8,11 +8,14 @@ in Mininet's CLI.
 """
 from __future__ import annotations
 
+import argparse
 import pprint
 import time
 
 from topologies.kinds import plan as make_plan
 
+from runners.cli.common import load_one_point, point_arguments
+from runners.errors import EXIT_INPUT, EXIT_OK
 from runners.pipeline import mptcp_config
 from runners.pipeline.network import setup_per_node
 from runners.pipeline.shaping import netem_argv
@@ -168,3 +171,24 @@ def export_script(point, source: str, primary: str | None = None) -> str:
         setup=_table(setup_per_node(plan)), shaping=_table(shaping), mptcp=_table(_mptcp(sc, plan, primary)),
         bridge_class=BRIDGE_CLASS if any(w.type == "bridge" for w in plan.switches) else "",
         controller_port=plan.controller["port"] if controlled else 6653)
+
+
+def build_parser() -> argparse.ArgumentParser:
+    p = argparse.ArgumentParser(prog="run-scenario export", description="Print one point of a scenario as a "
+                                "standalone Python script of plain Mininet, tc, ip mptcp and sysctl commands: the "
+                                "same network, shaping and MPTCP settings, ending in Mininet's CLI.")
+    point_arguments(p)
+    return p
+
+
+def main(argv: list[str]) -> int:
+    from runners.cli.export import export_script
+
+    p = build_parser()
+    a = p.parse_args(argv)
+    chosen = load_one_point(p, a)
+    if chosen is None:
+        return EXIT_INPUT
+    exp, point, primary = chosen
+    print(export_script(point, a.scenario, primary), end="")
+    return EXIT_OK

@@ -353,3 +353,11 @@ def load_results(run_dir: Path) -> dict:
 
 def run_key(run: dict) -> tuple[str, int, str, str]:
     return (run.get("point", "p001"), int(run["repeat"]), run["primary"], run["mode"])
+
+
+def runs_on_disk(run_dir: Path) -> int:
+    """Finished runs as results.json holds them (a run whose write failed is not among them)."""
+    try:
+        return len(json.loads((run_dir / "results.json").read_text()).get("runs", []))
+    except (OSError, ValueError):
+        return 0

@@ -10,6 +10,7 @@ topology so the (slow) network rebuild happens only between groups.
 """
 from __future__ import annotations
 
+import argparse
 import random
 
 from scenarios.spec.sweep import Point
@@ -40,3 +41,15 @@ def plan_jobs(points: list[Point], rounds: range, seed: int, multi_point: bool |
             rng.shuffle(order)
             jobs += [Job(pt, rep, primary, mode, multi, together) for pt, primary, mode, together in order]
     return jobs
+
+
+def parse_shard(text: str | None) -> tuple[int, int] | None:
+    if text is None:
+        return None
+    try:
+        k, n = (int(x) for x in text.split("/"))
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"--shard {text!r}: use K/N, e.g. 2/4") from None
+    if not 1 <= k <= n:
+        raise argparse.ArgumentTypeError(f"--shard {text!r}: K must be between 1 and N")
+    return k, n

@@ -71,3 +71,8 @@ def vm_kernels_problem(exp, modules: str | None) -> str | None:
     if not fit:
         return f"requires.kernel {requirement}: none of the scenario's kernels meets it"
     return None
+
+
+def kernel_sweep(args) -> list[str] | None:
+    """The kernels of a sweep made on the command line (two or more --kernel), else None."""
+    return list(args.kernel) if args.kernel and len(args.kernel) > 1 else None

@@ -70,7 +70,8 @@ def run_cli(*args: str, timeout: float = 900, plots: bool = False) -> subprocess
 
 def _import_before_fork() -> None:
     """What every run-scenario child would import and ask: done once, in this process."""
-    import runners.cli  # noqa: F401  (imported before the fork: every child inherits it)
+    import runners.backends.native  # noqa: F401
+    import runners.cli.run  # noqa: F401  (imported before the fork: every child inherits it)
     import runners.pipeline.runner  # noqa: F401
     import runners.analysis.plots  # noqa: F401  (matplotlib: seconds to import under TCG)
     import runners.analysis.report  # noqa: F401

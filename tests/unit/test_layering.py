@@ -16,7 +16,7 @@ ALLOWED = {
     "scenarios": (),
     "topologies": ("scenarios",),
     "controller": (),
-    "runners.analysis": ("scenarios", "runners.results.store", "runners.results.derived"),
+    "runners.analysis": ("scenarios", "runners.results", "runners.console", "runners.errors"),
     "runners.results.derived": (),
 }
 

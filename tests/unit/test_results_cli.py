@@ -185,7 +185,7 @@ def test_help_documents_backends_and_exit_codes():
 
 @pytest.mark.skipif(os.geteuid() != 0, reason="chown needs root; the test machines run as root")
 def test_results_belong_to_the_user_who_ran_sudo(tmp_path):
-    from runners.cli import hand_over
+    from runners.cli.run import hand_over
 
     d = new_run_dir(tmp_path, "two-paths")
     ResultStore(d).add_run({**RUN, "id": "r001"})   # a set with a run: `latest` points at it

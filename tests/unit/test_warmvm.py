@@ -114,7 +114,7 @@ def test_one_warm_vm_per_kernel_each_found_by_its_image(tmp_path, monkeypatch):
 def test_a_warm_jobs_vm_metadata_is_the_guest_that_ran_it():
     """A job's --vm-cpus/--vm-memory do not resize the running guest: metadata.json says what ran it."""
     from runners.backends.vm.boot import VmPlan
-    from runners.cli import as_booted_by_warm_vm
+    from runners.backends.vm.host import as_booted_by_warm_vm
 
     job = VmPlan(kernel=Path("/boot/vmlinuz-test"), kvm=False, accel_reason="no /dev/kvm", memory="8G", cpus=4,
                  rwdirs=(), guest_argv=("true",), cpu_model="qemu64")

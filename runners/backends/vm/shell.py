@@ -15,10 +15,10 @@ import tty
 from pathlib import Path
 
 from runners.backends.vm.boot import GUEST_SCRIPT, VmError, plan_vm, vng_binary, vng_env
-from runners.pipeline.shell import open_session
 from runners.errors import EXIT_FAIL, EXIT_INTERRUPTED, EXIT_TERMINATED, Terminated
 from runners.linux.leftovers import VM_SCRIPT_PREFIX
 from runners.linux.processes import start_reaped, stop_processes
+from runners.pipeline.shell import open_session
 
 
 def guest_argv(inner: list[str], rows: int, cols: int) -> list[str]:

@@ -40,7 +40,8 @@ def _write(path: Path, text: str) -> None:
 def _preload() -> None:
     """What every job imports: paid once here, inherited by every fork."""
     import mininet.net  # noqa: F401
-    import runners.cli  # noqa: F401
+    import runners.backends.native  # noqa: F401
+    import runners.cli.run  # noqa: F401
     import runners.pipeline.runner  # noqa: F401
     import runners.backends.probe  # noqa: F401
     import scenarios.spec.loader  # noqa: F401
