@@ -220,7 +220,7 @@ def test_a_scenario_may_expect_no_missing_subflows_and_a_typo_is_refused():
 
 def test_the_runner_hands_each_run_what_its_plan_should_get():
     """The native runner's record setting: the expected subflows for an MPTCP run (none for TCP), the tool."""
-    from runners.pipeline.runner import record_setting
+    from runners.pipeline.one_run import record_setting
     from runners.runset.jobs import plan_jobs
     from scenarios.spec.loader import load_experiment
 
