@@ -32,3 +32,7 @@ def results_disk_error(e: BaseException) -> bool:
 
 class ParseError(ValueError):
     """A tool printed something we cannot interpret: a run failure, not bad input."""
+
+
+class ControlPlaneError(RuntimeError):
+    """The controller or OVS could not be started or died: a run failure with a clear message."""

@@ -11,13 +11,13 @@ import time
 from pathlib import Path
 
 from runners.analysis.report import summary_and_report
+from runners.backends.vm.kernel_sets import record_kernel
 from runners.console.output import err, info
 from runners.errors import EXIT_FAIL, EXIT_STOPPED
 from runners.results.metadata import native_metadata
 from runners.results.store import runs_on_disk
 from runners.runset.checks import user_code
 from runners.runset.jobs import parse_shard
-from runners.runset.kernel_sets import record_kernel
 
 
 def run_set(options, exp, run_dir: Path, probe_report) -> int:

@@ -14,6 +14,7 @@ import sys
 import time
 from pathlib import Path
 
+from runners.backends.vm.kernel_sets import kernel_base, kernel_sweep, record_kernel, sweeps_kernels, vm_kernels_problem
 from runners.backends.vm.kernels import native_refusal
 from runners.cli import subcommand_listing
 from runners.cli.common import costs_for, estimate_backend
@@ -25,7 +26,6 @@ from runners.results.metadata import DEFAULT_MAX_REPEAT
 from runners.runset.checks import (after_a_killed_run, as_if_from, bad_folders, check_plans, needs_consent,
     select_variants, size_of)
 from runners.runset.jobs import parse_shard
-from runners.runset.kernel_sets import kernel_base, kernel_sweep, record_kernel, sweeps_kernels, vm_kernels_problem
 from runners.runset.options import RunOptions
 
 

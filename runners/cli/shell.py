@@ -5,13 +5,13 @@ import argparse
 import platform
 from pathlib import Path
 
+from runners.backends.vm.kernel_sets import kernel_base
 from runners.backends.vm.kernels import native_refusal
 from runners.cli.common import load_one_point, point_arguments
 from runners.console.output import err
 from runners.errors import EXIT_FAIL, EXIT_INPUT, EXIT_INTERRUPTED, EXIT_OK, EXIT_TERMINATED
 from runners.paths import RESULTS
 from runners.results.metadata import native_metadata
-from runners.runset.kernel_sets import kernel_base
 
 
 def build_parser() -> argparse.ArgumentParser:

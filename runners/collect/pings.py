@@ -6,7 +6,6 @@ import re
 import subprocess
 from typing import Any
 
-from runners import errors
 from runners.errors import ParseError
 from runners.linux.nsexec import Argv
 
@@ -32,7 +31,7 @@ class Pinger:
             self.host.store.save_raw(run_id, f"ping-{p.name}.txt", text)
             try:
                 out[p.name] = parse_ping_after_warmup(text, warmup=0)
-            except errors.ParseError:
+            except ParseError:
                 out[p.name] = {"loss_pct": 100.0, "rtt_avg_ms": None}
         return out
 

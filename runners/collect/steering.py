@@ -7,8 +7,23 @@ import re
 
 from controller.decisions import STEER_COOKIE
 
-from runners.errors import ParseError
-from runners.pipeline.controlplane import ofctl, ofctl_clear_argv, ofctl_dump_argv
+from runners.errors import ControlPlaneError, ParseError
+from runners.linux.processes import run_command
+
+
+def ofctl_dump_argv(switch: str, cookie: int) -> list[str]:
+    return ["ovs-ofctl", "-O", "OpenFlow13", "--no-names", "dump-flows", switch, f"cookie={cookie:#x}/-1"]
+
+
+def ofctl_clear_argv(switch: str, cookie: int) -> list[str]:
+    return ["ovs-ofctl", "-O", "OpenFlow13", "del-flows", switch, f"cookie={cookie:#x}/-1"]
+
+
+def ofctl(argv: list[str]) -> str:
+    r = run_command(argv, timeout=20)
+    if r.returncode != 0:
+        raise ControlPlaneError(f"`{' '.join(argv)}` failed: {(r.stderr or r.stdout).strip()[:300]}")
+    return r.stdout
 
 
 class Steering:

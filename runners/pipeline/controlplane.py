@@ -14,14 +14,11 @@ import sys
 import time
 from pathlib import Path
 
+from runners.errors import ControlPlaneError
 from runners.linux.processes import run_command, stop_processes
 from runners.paths import REPO
 
 OVS_CTL = "/usr/share/openvswitch/scripts/ovs-ctl"
-
-
-class ControlPlaneError(RuntimeError):
-    """The controller or OVS could not be started or died: a run failure with a clear message."""
 
 
 def _run(argv: list[str], timeout: float = 30) -> subprocess.CompletedProcess:
@@ -260,16 +257,3 @@ def switch_connected(switch: str) -> bool:
     return True
 
 
-def ofctl_dump_argv(switch: str, cookie: int) -> list[str]:
-    return ["ovs-ofctl", "-O", "OpenFlow13", "--no-names", "dump-flows", switch, f"cookie={cookie:#x}/-1"]
-
-
-def ofctl_clear_argv(switch: str, cookie: int) -> list[str]:
-    return ["ovs-ofctl", "-O", "OpenFlow13", "del-flows", switch, f"cookie={cookie:#x}/-1"]
-
-
-def ofctl(argv: list[str]) -> str:
-    r = _run(argv, timeout=20)
-    if r.returncode != 0:
-        raise ControlPlaneError(f"`{' '.join(argv)}` failed: {(r.stderr or r.stdout).strip()[:300]}")
-    return r.stdout

@@ -13,7 +13,7 @@ import signal
 import time
 from contextlib import contextmanager
 from pathlib import Path
-from typing import TYPE_CHECKING, Callable
+from typing import Callable, TYPE_CHECKING
 
 from scenarios.spec.sweep import Point
 from topologies.kinds import plan as make_plan
@@ -22,9 +22,8 @@ from runners.collect.capture import CaptureSpec
 from runners.collect.counters import Counters
 from runners.collect.pings import Pinger
 from runners.collect.steering import Steering
-from runners.errors import RunFailure, Terminated
+from runners.errors import ControlPlaneError, RunFailure, Terminated
 from runners.pipeline.context import RunContext
-from runners.pipeline.controlplane import ControlPlaneError
 from runners.pipeline.job import Job, topology_signature
 from runners.pipeline.mptcp_config import MptcpConfig
 from runners.pipeline.network import Network

@@ -1,4 +1,4 @@
-"""Traffic tools, by the name `traffic.tool` gives: one module each, one line in TOOLS.
+"""Traffic tools, by the name `traffic.tool` gives: one module each, one line in TOOLS. May import linux and errors.
 
 A tool is a TrafficTool subclass (runners/traffic/base.py) made for one run:
 `start_servers(TrafficRun)` before the pause between runs, `servers_ready(TrafficRun)` before the

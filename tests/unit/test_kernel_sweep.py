@@ -14,11 +14,11 @@ from scenarios.spec.loader import ScenarioError, parse_experiment
 from runners.analysis.report import make_report, render_stats_csv
 from runners.analysis.summary import refused_kernels, summary
 from runners.analysis.verdicts import ACROSS_KERNELS, FAIL, INCONCLUSIVE, PASS, evaluate_points, regressions
+from runners.backends.vm.kernel_sets import guest_kernel_flags
 from runners.backends.vm.kernels import (KernelNotFound, header_release, image_release, kernel_groups, modules_for,
     native_refusal, resolve_kernel, stage_image)
 from runners.results.derived import group_runs
 from runners.results.store import ResultStore, render_csv
-from runners.runset.kernel_sets import guest_kernel_flags
 
 REPO = Path(__file__).resolve().parents[2]
 BASE = """name: k

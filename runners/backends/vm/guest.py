@@ -9,7 +9,7 @@ which only the host gives:
   --no-report           the host writes the summary and report, once, after the guest
   --no-run-log          the host keeps run.log (it sees the boot too)
   --vm-guest            metadata.json keeps the user's command line, not the guest's (results.metadata)
-  --only-kernel LABEL   a kernel sweep: only this kernel's points (runners.runset.kernel_sets)
+  --only-kernel LABEL   a kernel sweep: only this kernel's points (runners.backends.vm.kernel_sets)
   --only-points IDS     of those, only these (--until-conclusive rounds across kernels)
 
 A run option the host takes that `guest_flags` does not pass on does not reach the guest's run."""

@@ -16,13 +16,13 @@ from scenarios.spec.kernel import is_kernel_path
 
 from runners.analysis.report import summary_and_report
 from runners.backends.vm.guest import guest_flags
+from runners.backends.vm.kernel_sets import kernel_base, kernel_sweep, record_kernel, sweeps_kernels
 from runners.console.output import err, info
 from runners.errors import (EXIT_FAIL, EXIT_INPUT, EXIT_INTERRUPTED, EXIT_KERNEL_REFUSED, EXIT_OK, EXIT_STOPPED,
     EXIT_TERMINATED)
 from runners.results.metadata import userland_metadata
 from runners.results.store import runs_on_disk
 from runners.runset.jobs import parse_shard
-from runners.runset.kernel_sets import kernel_base, kernel_sweep, record_kernel, sweeps_kernels
 
 
 def run_set(options, exp, run_dir: Path, probe=None) -> int:
@@ -75,7 +75,7 @@ def _run_vm_per_kernel(options, exp, run_dir: Path) -> int:
 
     from runners.backends.vm.kernels import image_release, kernel_groups, resolve_kernel
     from runners.results.metadata import update_metadata
-    from runners.runset.kernel_sets import guest_kernel_flags
+    from runners.backends.vm.kernel_sets import guest_kernel_flags
 
     if kernel_sweep(options):
         update_metadata(run_dir, kernel_sweep=kernel_sweep(options))
@@ -119,7 +119,7 @@ def _more_rounds_across_kernels(options, exp, run_dir: Path) -> int:
     for its own kernel's checks."""
     from runners.analysis.report import make_report
     from runners.backends.vm.kernels import kernel_groups, resolve_kernel
-    from runners.runset.kernel_sets import guest_kernel_flags
+    from runners.backends.vm.kernel_sets import guest_kernel_flags
 
     done = json.loads((run_dir / "results.json").read_text())["runs"]
     rnd = max([int(r["repeat"]) for r in done] + [options.repeat or exp.scenario.runs.repeat])

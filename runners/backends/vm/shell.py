@@ -30,7 +30,7 @@ def guest_argv(inner: list[str], rows: int, cols: int) -> list[str]:
 def shell_in_vm(a, exp, point=None) -> int:
     """The shell in a booted micro-VM: the point's kernel when the scenario sweeps kernels."""
     from runners.backends.vm.kernels import KernelNotFound, resolve_kernel
-    from runners.runset.kernel_sets import kernel_base
+    from runners.backends.vm.kernel_sets import kernel_base
 
     try:
         kernel = resolve_kernel(point.kernel, kernel_base(exp)) if point is not None and point.kernel else None
