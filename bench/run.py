@@ -29,6 +29,7 @@ from pathlib import Path
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))   # run as a script too
 
 from runners.paths import REPO  # noqa: E402
+from runners.results.metadata import read_metadata_file  # noqa: E402
 from runners.results.store import atomic_write, utc_stamp  # noqa: E402
 
 GUEST_GROUPS = ("rate", "rtt", "loss", "mptcp", "overhead")   # measured where the network runs
@@ -169,7 +170,7 @@ def phases(out: Path, rows: list[dict]) -> None:
             raise RuntimeError(f"default scenario ({label}) failed: {r.stdout[-2000:]}{r.stderr[-2000:]}")
         d = sorted((out / "phases" / "two-paths").iterdir())[-1]
         doc = json.loads((d / "results.json").read_text())
-        meta = json.loads((d / "metadata.json").read_text())
+        meta = read_metadata_file(d)
         traffic = sum(run["metrics"]["seconds"] or 0 for run in doc["runs"])
         add(f"default scenario {label}: wall / traffic", round(traffic, 2), round(wall, 2), "s", wall / traffic,
             f"backend {meta.get('backend')}")

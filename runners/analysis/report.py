@@ -26,6 +26,7 @@ from runners.analysis.verdicts import (ACROSS_KERNELS, AT_A_POINT, FAIL, INCONCL
 from runners.console.output import info
 from runners.errors import EXIT_FAIL, EXIT_INPUT, EXIT_OK
 from runners.results.derived import case_of, group_runs
+from runners.results.metadata import read_metadata_file
 from runners.results.store import atomic_write, load_results, run_kernel_columns
 
 STAT_METRICS = ("throughput_mbps", "efficiency", "seconds", "ofo_tcp", "ofo_mptcp", "retrans_segs", "subflows",
@@ -131,7 +132,7 @@ def summary_and_report(run_dir: Path, options, code: int) -> int:
                            plots=not options.no_plots,
                            junit=Path(options.junit) if options.junit else None)
     store = ResultStore(run_dir)
-    store.metadata = json.loads((run_dir / "metadata.json").read_text())
+    store.metadata = read_metadata_file(run_dir)
     store.finish_metadata(phases={**store.metadata.get("phases", {}), "report": round(time.monotonic() - t0, 3)})
     return verdict_code if code == EXIT_OK else code
 

@@ -4,7 +4,6 @@
 NativeRunner with a progress display, records how the set ended, and writes the summary and report."""
 from __future__ import annotations
 
-import json
 import os
 import platform
 import time
@@ -14,7 +13,7 @@ from runners.analysis.report import summary_and_report
 from runners.backends.vm.kernel_sets import record_kernel
 from runners.console.output import err, info
 from runners.errors import EXIT_FAIL, EXIT_STOPPED
-from runners.results.metadata import native_metadata
+from runners.results.metadata import native_metadata, read_metadata_file
 from runners.results.store import runs_on_disk
 from runners.runset.checks import user_code
 from runners.runset.jobs import parse_shard
@@ -46,7 +45,7 @@ def run_set(options, exp, run_dir: Path, probe_report) -> int:
     if options.only_kernel:
         record_kernel(run_dir, options.only_kernel, release=platform.release(),
                       mptcp_features=probe_report.facts.get("mptcp_features"))
-        store.metadata = json.loads((run_dir / "metadata.json").read_text())
+        store.metadata = read_metadata_file(run_dir)
     prepared_mono = time.monotonic()
     kept, jobs = run_set.pending_jobs()
     to_go = runs_in(jobs)

@@ -2,10 +2,10 @@
 (shell, export), and the backend and per-phase costs a time estimate uses (--dry-run, list)."""
 from __future__ import annotations
 
-import json
 import sys
 from pathlib import Path
 
+from runners.results.metadata import read_metadata_file
 from runners.runset.checks import as_if_from, check_plans, select_variants
 
 
@@ -56,9 +56,8 @@ def costs_for(exp, backend: str, out: Path):
     """The per-phase costs the newest finished set of this scenario measured on this backend, else defaults."""
     from runners.runset.estimate import DEFAULTS, measured_costs
 
-    meta_path = out / exp.scenario.name / "latest" / "metadata.json"
     try:
-        meta = json.loads(meta_path.read_text())
+        meta = read_metadata_file(out / exp.scenario.name / "latest")
     except (OSError, ValueError):
         meta = {}
     same = (meta.get("backend") == "native") == (backend == "native") and meta.get("status") == "ok"

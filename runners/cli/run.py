@@ -22,7 +22,7 @@ from runners.console import output
 from runners.console.output import err, info
 from runners.errors import EXIT_FAIL, EXIT_INPUT, EXIT_KERNEL_REFUSED, EXIT_OK
 from runners.paths import RESULTS
-from runners.results.metadata import DEFAULT_MAX_REPEAT
+from runners.results.metadata import DEFAULT_MAX_REPEAT, read_metadata_file
 from runners.runset.checks import (after_a_killed_run, as_if_from, bad_folders, check_plans, needs_consent,
     select_variants, size_of)
 from runners.runset.jobs import parse_shard
@@ -206,7 +206,7 @@ def _point_at_the_resumed_set(args, parser) -> None:
     if args.scenario and Path(args.scenario[0]).read_text() != (rdir / "scenario.yaml").read_text():
         parser.error(f"--resume {rdir}: {args.scenario[0]} differs from the scenario of that result set")
     try:
-        shell = json.loads((rdir / "metadata.json").read_text()).get("shell")
+        shell = read_metadata_file(rdir).get("shell")
     except (OSError, ValueError):
         shell = False
     if shell:

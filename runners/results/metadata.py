@@ -29,6 +29,12 @@ RUN_OPTIONS = ("repeat", "variant", "until_conclusive", "max_repeat")
 DEFAULT_MAX_REPEAT = 10
 
 
+def read_metadata_file(run_dir: Path) -> dict:
+    """metadata.json as it is on disk (OSError or ValueError when it is missing or unreadable). Every reader of
+    the file comes here; read_metadata is the set's view, results.json's copy included."""
+    return json.loads((run_dir / "metadata.json").read_text())
+
+
 def read_metadata(run_dir: Path) -> dict:
     """The set's metadata: metadata.json over results.json's copy. Every change is written to metadata.json
     first (the host adds the command line and a kernel's refusal before its guest starts); results.json's

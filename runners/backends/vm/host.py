@@ -20,7 +20,7 @@ from runners.backends.vm.kernel_sets import kernel_base, kernel_sweep, record_ke
 from runners.console.output import err, info
 from runners.errors import (EXIT_FAIL, EXIT_INPUT, EXIT_INTERRUPTED, EXIT_KERNEL_REFUSED, EXIT_OK, EXIT_STOPPED,
     EXIT_TERMINATED)
-from runners.results.metadata import userland_metadata
+from runners.results.metadata import read_metadata_file, userland_metadata
 from runners.results.store import runs_on_disk
 from runners.runset.jobs import parse_shard
 
@@ -199,7 +199,7 @@ def _host_metadata(run_dir: Path, plan, warm: bool, host_seconds: float, label: 
     from runners.runset.session import RESULTS_UNWRITABLE
 
     store = ResultStore(run_dir)
-    store.metadata = json.loads((run_dir / "metadata.json").read_text())
+    store.metadata = read_metadata_file(run_dir)
     phases = dict(store.metadata.get("phases", {}))
     guest_seconds = store.metadata.get("process_seconds")
     if warm:
@@ -237,7 +237,7 @@ def _mark_stopped(run_dir: Path, status: str, **more) -> None:
     meta = run_dir / "metadata.json"
     store = ResultStore(run_dir)
     try:
-        store.metadata = json.loads(meta.read_text()) if meta.exists() else {}
+        store.metadata = read_metadata_file(run_dir) if meta.exists() else {}
         store.finish_metadata(status=status, backend="vm", **more)
     except (OSError, ValueError):
         pass

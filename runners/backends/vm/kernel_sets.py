@@ -8,8 +8,9 @@ scenario, why not (`refused`). The summary says which kernels were refused.
 """
 from __future__ import annotations
 
-import json
 from pathlib import Path
+
+from runners.results.metadata import read_metadata_file
 
 
 def record_kernel(run_dir: Path, label: str, **info) -> None:
@@ -18,7 +19,7 @@ def record_kernel(run_dir: Path, label: str, **info) -> None:
 
     store = ResultStore(run_dir)
     try:
-        store.metadata = json.loads((run_dir / "metadata.json").read_text())
+        store.metadata = read_metadata_file(run_dir)
     except (OSError, ValueError):
         store.metadata = {}
     kernels = dict(store.metadata.get("kernels") or {})
