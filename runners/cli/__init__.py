@@ -30,12 +30,13 @@ COMMANDS = {
                        "result sets side by side (table, overlay)"),
     "vm": Command("runners.cli.vm", "vm up|status|down", "a warm VM: runs with the vm backend start without a boot"),
     "clean": Command("runners.cli.clean", "clean [--yes]", "list (and remove) what runs left behind, like mn -c"),
-    "list": Command("runners.cli.list", "list [DIR]", "every scenario in DIR (scenarios/): name, runs, time, description"),
+    "list": Command("runners.cli.listing", "list [DIR]", "every scenario in DIR (scenarios/): name, runs, time, description"),
     "export": Command("runners.cli.export", "export FILE [--point ID] > net.py", "the network as a standalone Mininet script"),
     "shell": Command("runners.cli.shell", "shell FILE [--point ID] [--primary P]",
                      "the network, shaped and configured, in Mininet's CLI"),
 }
 RUN = "runners.cli.run"   # `run-scenario FILE ...`: no subcommand word
+# (`list` is listing.py: a submodule named list, once imported, would be this package's `list`, not the builtin)
 
 
 def subcommand_listing() -> str:

@@ -14,6 +14,7 @@ import sys
 import time
 from pathlib import Path
 
+from runners.backends import BACKENDS
 from runners.backends.vm.kernel_sets import kernel_base, kernel_sweep, record_kernel, sweeps_kernels, vm_kernels_problem
 from runners.backends.vm.kernels import native_refusal
 from runners.cli import subcommand_listing
@@ -88,7 +89,7 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--out", default=str(RESULTS), metavar="DIR",
                    help="base folder for results (default: results/ of this checkout; ./results when "
                         "installed without -e)")
-    p.add_argument("--backend", choices=["auto", "native", "vm"], default="auto",
+    p.add_argument("--backend", choices=["auto", *BACKENDS], default="auto",
                    help="where to run (default: auto)")
     p.add_argument("--repeat", type=int, metavar="N", help="override runs.repeat")
     p.add_argument("--kernel", action="append", metavar="KERNEL",
@@ -357,7 +358,6 @@ def _load(args):
 
 def _run(options: RunOptions, exp) -> int:
     """Choose the backend, check what would fail late, then run the set there (BACKENDS[name].run_set)."""
-    from runners.backends import BACKENDS
     from runners.backends.choice import choose_backend
     from runners.results.store import new_run_dir, point_latest
 

@@ -5,6 +5,7 @@ import argparse
 import platform
 from pathlib import Path
 
+from runners.backends import BACKENDS
 from runners.backends.vm.kernel_sets import kernel_base
 from runners.backends.vm.kernels import native_refusal
 from runners.cli.common import load_one_point, point_arguments
@@ -20,7 +21,7 @@ def build_parser() -> argparse.ArgumentParser:
                                 "with the testbed's commands: paths, subflows, endpoints, counters, traffic "
                                 "(`testbed` lists them). Leaving it (exit, Ctrl-D) cleans up as a run does.")
     point_arguments(p)
-    p.add_argument("--backend", choices=["auto", "native", "vm"], default="auto")
+    p.add_argument("--backend", choices=["auto", *BACKENDS], default="auto")
     p.add_argument("--out", default=str(RESULTS), metavar="DIR",
                    help="where `traffic` stores its runs: a result set like a run's, in DIR/<scenario>/shell/<UTC "
                         "time>, apart from the run sets (DIR/<scenario>/latest does not move)")

@@ -12,10 +12,27 @@ which only the host gives:
   --only-kernel LABEL   a kernel sweep: only this kernel's points (runners.backends.vm.kernel_sets)
   --only-points IDS     of those, only these (--until-conclusive rounds across kernels)
 
-A run option the host takes that `guest_flags` does not pass on does not reach the guest's run."""
+A run option the host takes that `guest_flags` does not pass on does not reach the guest's run:
+PASSED_ON, HOST_ONLY and GUEST_ONLY say which is which."""
 from __future__ import annotations
 
+import sys
 from pathlib import Path
+
+# The run's options, by what becomes of each in a VM run (tests/unit/test_cli_commands.py checks that
+# every option of the run's parser is in one of these, so that none is dropped unnoticed).
+PASSED_ON = ("repeat", "shard", "baseline", "max_repeat", "variant", "until_conclusive", "allow_commands",
+             "capture", "snaplen", "verbose", "yes")
+HOST_ONLY = ("scenario", "out", "backend", "kernel", "modules", "vm_memory", "vm_cpus", "resume", "svg",
+             "no_plots", "junit", "quiet", "pause_after", "check", "dry_run", "schema")
+GUEST_ONLY = ("run_dir", "scenario_file", "no_report", "no_run_log", "vm_guest", "only_kernel", "only_points")
+
+
+def guest_command(options, exp, run_dir: Path, more_flags=()) -> list[str]:
+    """What the guest runs: the set's copy of the scenario, natively, into the host's folder."""
+    return [sys.executable, "-m", "runners.cli", str(run_dir / "scenario.yaml"),
+            "--backend", "native", "--run-dir", str(run_dir), "--no-report",
+            "--scenario-file", str(Path(exp.file).resolve()), *guest_flags(options), *more_flags]
 
 
 def guest_flags(options) -> list[str]:

@@ -7,7 +7,6 @@ import dataclasses
 import json
 import os
 import platform
-import sys
 import threading
 import time
 from pathlib import Path
@@ -15,7 +14,7 @@ from pathlib import Path
 from scenarios.spec.kernel import is_kernel_path
 
 from runners.analysis.report import summary_and_report
-from runners.backends.vm.guest import guest_flags
+from runners.backends.vm.guest import guest_command
 from runners.backends.vm.kernel_sets import kernel_base, kernel_sweep, record_kernel, sweeps_kernels
 from runners.console.output import err, info
 from runners.errors import (EXIT_FAIL, EXIT_INPUT, EXIT_INTERRUPTED, EXIT_KERNEL_REFUSED, EXIT_OK, EXIT_STOPPED,
@@ -145,9 +144,7 @@ def _run_one_vm(options, exp, run_dir: Path, kernel, requirement: str | None, mo
     from runners.backends.vm.boot import VmError, plan_vm, run_in_vm
     from runners.errors import Terminated
 
-    guest = [sys.executable, "-m", "runners.cli", str(run_dir / "scenario.yaml"),
-             "--backend", "native", "--run-dir", str(run_dir), "--no-report",
-             "--scenario-file", str(Path(exp.file).resolve()), *guest_flags(options), *more_flags]
+    guest = guest_command(options, exp, run_dir, more_flags)
     # --modules belongs to the kernels given by path (a kernel from /boot has its own in /lib/modules)
     modules = Path(options.modules) if options.modules and (label is None or is_kernel_path(label)) else None
     try:

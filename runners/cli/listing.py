@@ -4,6 +4,7 @@ from __future__ import annotations
 import argparse
 from pathlib import Path
 
+from runners.backends import BACKENDS
 from runners.cli.common import costs_for, estimate_backend
 from runners.console.output import err
 from runners.errors import EXIT_INPUT, EXIT_OK
@@ -14,7 +15,7 @@ def build_parser() -> argparse.ArgumentParser:
     p = argparse.ArgumentParser(prog="run-scenario list", description="One line per scenario file in DIR: name, "
                                 "number of runs, estimated time on the backend `auto` would choose, description.")
     p.add_argument("dir", nargs="?", default=str(REPO / "scenarios"), metavar="DIR")
-    p.add_argument("--backend", choices=["auto", "native", "vm"], default="auto")
+    p.add_argument("--backend", choices=["auto", *BACKENDS], default="auto")
     return p
 
 
