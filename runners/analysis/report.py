@@ -27,7 +27,8 @@ from runners.console.output import info
 from runners.errors import EXIT_FAIL, EXIT_INPUT, EXIT_OK
 from runners.results.derived import case_of, group_runs
 from runners.results.metadata import read_metadata_file
-from runners.results.store import atomic_write, load_results, run_kernel_columns
+from runners.results.store import atomic_write, load_results
+from runners.results.table import run_kernel_columns
 
 STAT_METRICS = ("throughput_mbps", "efficiency", "seconds", "ofo_tcp", "ofo_mptcp", "retrans_segs", "subflows",
                 "missing_subflows")

@@ -11,8 +11,6 @@ newest that has runs, and a shell session's set is `results/<scenario>/shell/<UT
 from __future__ import annotations
 
 import atexit
-import csv
-import io
 import json
 import os
 import re
@@ -24,14 +22,8 @@ from datetime import datetime, timezone
 from pathlib import Path
 from typing import Any
 
-from scenarios.spec.expect import METRICS
-
 from runners.results.derived import with_derived_by_point
-
-CSV_FIELDS = ["run_id", "point", "label", "mode", "repeat", "primary", "status", "metric", "path", "client", "value",
-              "unit"]
-CLIENT_METRICS = {"throughput_mbps": "Mbit/s", "bytes_received": "B", "seconds": "s", "retransmits": "segments",
-                  "sender_mean_rtt_ms": "ms"}
+from runners.results.table import render_csv
 
 
 def atomic_write(path: Path, data: str | bytes, make_parent: bool = True) -> None:
@@ -119,73 +111,6 @@ def point_latest(scenario_dir: Path) -> Path | None:
         except OSError:
             pass
     return newest
-
-
-# metric name -> unit (shared with expectations); the order is the CSV's.
-RUN_METRICS = METRICS
-PATH_METRICS = {
-    "bytes_received": "B",
-    "bytes_sent": "B",
-    "packets_received": "packets",
-    "packets_sent": "packets",
-    "loss_pct": "%",
-    "throughput_mbps": "Mbit/s",
-    "share": "fraction",
-    "rtt_avg_ms": "ms",
-    "ping_loss_pct": "%",
-}
-
-
-def tidy_rows(runs: list[dict]) -> list[dict]:
-    rows = []
-    for r in runs:
-        base = {"run_id": r["id"], "point": r.get("point", "p001"), "label": r.get("point_label", "base"),
-                **run_kernel_columns(r), **(r.get("params") or {}), "mode": r["mode"], "repeat": r["repeat"],
-                "primary": r.get("primary", ""), "status": r["status"]}
-        for name, unit in RUN_METRICS.items():
-            v = (r.get("metrics") or {}).get(name)
-            if v is not None:
-                rows.append({**base, "metric": name, "path": "", "value": v, "unit": unit})
-        for pname, pm in (r.get("paths") or {}).items():
-            for name, unit in PATH_METRICS.items():
-                v = pm.get(name)
-                if v is not None:
-                    rows.append({**base, "metric": name, "path": pname, "value": v, "unit": unit})
-        for cname, cm in (r.get("clients") or {}).items():
-            for name, unit in CLIENT_METRICS.items():
-                v = cm.get(name)
-                if v is not None:
-                    rows.append({**base, "metric": name, "path": "", "client": cname, "value": v, "unit": unit})
-    return rows
-
-
-def run_kernel_columns(run: dict) -> dict:
-    """`kernel`: the swept kernel's label (6.12), or the release the run ran on when kernels are not swept;
-    `kernel_release`: that release, always."""
-    return {"kernel": run.get("kernel"), "kernel_release": run.get("kernel")}
-
-
-def param_columns(runs: list[dict]) -> list[str]:
-    """One column per swept key (and `variant`), in the order they first appear, then the kernel's."""
-    cols: dict[str, None] = {}
-    for r in runs:
-        for k in r.get("params") or {}:
-            cols.setdefault(k, None)
-    cols.setdefault("kernel", None)
-    cols.setdefault("kernel_release", None)
-    return [k for k in cols if k not in CSV_FIELDS]
-
-
-def render_csv(runs: list[dict]) -> str:
-    """Tidy: one row per run, metric and path (or client), with the point, its label and its swept
-    values as columns, so pandas can group by any of them."""
-    buf = io.StringIO()
-    fields = CSV_FIELDS[:3] + param_columns(runs) + CSV_FIELDS[3:]
-    w = csv.DictWriter(buf, fieldnames=fields, lineterminator="\n", extrasaction="ignore")
-    w.writeheader()
-    for row in tidy_rows(runs):
-        w.writerow(row)
-    return buf.getvalue()
 
 
 _WRITERS: "weakref.WeakSet[DeferredWriter]" = weakref.WeakSet()

@@ -18,7 +18,8 @@ from runners.backends.vm.kernel_sets import guest_kernel_flags
 from runners.backends.vm.kernels import (KernelNotFound, header_release, image_release, kernel_groups, modules_for,
     native_refusal, resolve_kernel, stage_image)
 from runners.results.derived import group_runs
-from runners.results.store import ResultStore, render_csv
+from runners.results.store import ResultStore
+from runners.results.table import render_csv
 
 REPO = Path(__file__).resolve().parents[2]
 BASE = """name: k

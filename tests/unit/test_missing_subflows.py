@@ -15,7 +15,7 @@ from runners.analysis.verdicts import FAIL, INCONCLUSIVE, PASS, evaluate
 from runners.collect.record import Observations, RunIdentity, Setting, build
 from runners.collect.subflows import expected_subflows
 from runners.console.progress import describe_result
-from runners.results.store import render_csv
+from runners.results.table import render_csv
 from runners.traffic import TrafficReport
 from scenarios.spec.expect import parse_check
 from scenarios.spec.loader import ScenarioError, load_scenario, parse_scenario

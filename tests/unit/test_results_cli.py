@@ -12,7 +12,8 @@ from scenarios.spec.loader import parse_experiment
 
 from runners.analysis.summary import comparison_lines, summary
 from runners.collect.record import series_from_samples
-from runners.results.store import ResultStore, atomic_write, new_run_dir, render_csv
+from runners.results.store import ResultStore, atomic_write, new_run_dir
+from runners.results.table import render_csv
 from runners.runset.jobs import plan_jobs
 
 REPO = Path(__file__).resolve().parents[2]
