@@ -153,9 +153,8 @@ def export_script(point, source: str, primary: str | None = None) -> str:
     plan = make_plan(sc)
     primary = primary or sc.primaries[0]
     shaping: dict[str, list] = {}
-    for iface in plan.interfaces:
-        if iface.shaping is not None:
-            shaping.setdefault(iface.node, []).append(list(netem_argv(iface.name, iface.shaping)))
+    for iface in plan.shaped_interfaces():
+        shaping.setdefault(iface.node, []).append(list(netem_argv(iface.name, iface.shaping)))
     hosts = [n for n in (*plan.hosts, *plan.routers)]
     linked = {n for ln in plan.links for n in (ln.a, ln.b)}
     hosts += sorted(linked - set(hosts) - {w.name for w in plan.switches})

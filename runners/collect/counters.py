@@ -42,7 +42,7 @@ class Counters:
 
     def shaped_nodes(self) -> list[str]:
         """Every namespace with a shaped interface."""
-        return sorted({i.node for i in self.host.plan.interfaces if i.shaping is not None})
+        return sorted({i.node for i in self.host.plan.shaped_interfaces()})
 
     def qdiscs(self, name: str) -> list[dict]:
         """A node's qdiscs with their counters (rtnetlink); RunFailure when the kernel will not say."""
@@ -53,7 +53,7 @@ class Counters:
 
     def queues_empty(self) -> bool:
         """No packet waits in any qdisc of a shaped interface (netem counts the packets it delays too)."""
-        shaped = {(i.node, i.name) for i in self.host.plan.interfaces if i.shaping is not None}
+        shaped = {(i.node, i.name) for i in self.host.plan.shaped_interfaces()}
         for name in self.shaped_nodes():
             for q in self.qdiscs(name):
                 if (name, q["dev"]) in shaped and (q.get("qlen") or q.get("backlog")):

@@ -118,7 +118,7 @@ def setup_per_node(plan: TopologyPlan) -> dict[str, list[list[str]]]:
     per_node: dict[str, list] = {}
     for node, argvs in plan.setup.items():
         per_node.setdefault(node, []).extend(argvs)
-    shaped = [i for i in plan.interfaces if i.shaping is not None]
+    shaped = plan.shaped_interfaces()
     # the `ip` ones first, next to the plan's: a run of `ip` changes is one process (ipbatch)
     for iface in shaped:
         per_node.setdefault(iface.node, []).append(one_segment_per_packet_argv(iface.name))

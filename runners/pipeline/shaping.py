@@ -28,8 +28,8 @@ class Shaper:
         One batched command per namespace installs its qdiscs, a second reads them back.
         """
         todo: dict[str, list] = {}
-        for iface in self.host.plan.interfaces:
-            if iface.shaping is not None and self.applied.get(iface.name) != iface.shaping:
+        for iface in self.host.plan.shaped_interfaces():
+            if self.applied.get(iface.name) != iface.shaping:
                 todo.setdefault(iface.node, []).append(iface)
         report = {}
         for part in at_once(lambda item: self._shape_node(*item), todo.items()):
