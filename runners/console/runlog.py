@@ -9,8 +9,9 @@ from __future__ import annotations
 import re
 import sys
 import threading
-import time
 from pathlib import Path
+
+from runners.linux.appender import BatchedAppender
 
 ANSI = re.compile(r"\x1b\[[0-9;?]*[A-Za-z]|\x1b\][^\x07]*\x07")
 
@@ -40,16 +41,15 @@ FLUSH_EVERY_S = 1.0
 
 
 class RunLog:
-    """Appends complete lines in batches at most FLUSH_EVERY_S apart, opening the file for each batch:
-    nothing holds the results disk open, and a VM's 9p share is not opened for every line."""
+    """Appends complete lines in batches at most FLUSH_EVERY_S apart (runners.linux.appender)."""
 
     def __init__(self) -> None:
-        self.path: Path | None = None
+        self.file = BatchedAppender(FLUSH_EVERY_S)   # a full or read-only disk: the console goes on
         self._saved = None
         self._partial = ""
-        self._pending: list[str] = []
-        self._flushed = 0.0
         self._lock = threading.Lock()
+
+    path = property(lambda self: self.file.path, lambda self, path: setattr(self.file, "path", path))
 
     def start(self, path: Path) -> None:
         if self._saved is not None:
@@ -63,7 +63,7 @@ class RunLog:
             self.note_raw("\n")
         with self._lock:
             if self.path is not None:
-                self._flush()
+                self.file.flush()
         if self._saved is not None:
             sys.stdout, sys.stderr = self._saved
             self._saved = None
@@ -76,17 +76,9 @@ class RunLog:
             text = self._partial + ANSI.sub("", text)
             complete, newline, self._partial = text.rpartition("\n")
             if newline:
-                self._pending.append(complete + "\n")
-            if self._pending and time.monotonic() - self._flushed >= FLUSH_EVERY_S:
-                self._flush()
-
-    def _flush(self) -> None:
-        text, self._pending, self._flushed = "".join(self._pending), [], time.monotonic()
-        try:
-            with open(self.path, "a", encoding="utf-8") as f:
-                f.write(text)
-        except OSError:
-            self.path = None    # a full or read-only disk: the console goes on
+                self.file.pending.append(complete + "\n")
+            if self.file.pending and self.file.due():
+                self.file.flush()
 
     def note(self, line: str) -> None:
         self.note_raw(line.rstrip("\n") + "\n")

@@ -12,43 +12,38 @@ import threading
 import time
 from pathlib import Path
 
+from runners.linux.appender import BatchedAppender
+
 HEADER = "# utc\tnode\texit\tseconds\targv (background: the process was started and left running)\n"
 
 
 FLUSH_EVERY_S = 2.0
 
 
+def _stopped(e: OSError) -> None:
+    print(f"warning: commands.log: {e.strerror}; no more commands are logged", file=sys.stderr)
+
+
 class CommandLog:
-    """Appends a line per command, in batches at most FLUSH_EVERY_S apart, opening the file for each
-    batch: nothing holds the results disk open (a remount read-only is not refused because of it), and
-    a micro-VM's shared folder (9p, slow to open under TCG) is not opened for every line."""
+    """Appends a line per command, in batches at most FLUSH_EVERY_S apart (runners.linux.appender)."""
 
     def __init__(self) -> None:
-        self.path: Path | None = None
+        self.file = BatchedAppender(FLUSH_EVERY_S, on_error=_stopped)
         self._lock = threading.Lock()
-        self._pending: list[str] = []
-        self._flushed = 0.0
         self.echo = False
+
+    path = property(lambda self: self.file.path, lambda self, path: setattr(self.file, "path", path))
 
     def open(self, path: Path, echo: bool = False) -> None:
         self.path, self.echo = path, echo
         if not path.exists():
-            self._pending.append(HEADER)
-            self._flush()
+            self.file.pending.append(HEADER)
+            self.file.flush()
 
     def close(self) -> None:
         with self._lock:
             if self.path is not None:
-                self._flush()
-            self.path = None
-
-    def _flush(self) -> None:
-        text, self._pending, self._flushed = "".join(self._pending), [], time.monotonic()
-        try:
-            with open(self.path, "a", encoding="utf-8") as f:
-                f.write(text)
-        except OSError as e:   # a full disk ends the set elsewhere; the log must not
-            print(f"warning: commands.log: {e.strerror}; no more commands are logged", file=sys.stderr)
+                self.file.flush()
             self.path = None
 
     def announce(self, node: str, argv: list[str]) -> None:
@@ -66,9 +61,9 @@ class CommandLog:
             if self.path is None:
                 return
             stamp = time.strftime("%Y-%m-%dT%H:%M:%S", time.gmtime()) + f".{int(time.time() % 1 * 1000):03d}Z"
-            self._pending.append(f"{stamp}\t{node}\t{rc}\t{seconds:.3f}\t{shlex.join(map(str, argv))}\n")
-            if time.monotonic() - self._flushed >= FLUSH_EVERY_S:
-                self._flush()
+            self.file.pending.append(f"{stamp}\t{node}\t{rc}\t{seconds:.3f}\t{shlex.join(map(str, argv))}\n")
+            if self.file.due():
+                self.file.flush()
 
 
 COMMANDS = CommandLog()

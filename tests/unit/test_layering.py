@@ -18,7 +18,7 @@ BESIDE = {
     # the stack writes and reads results; analysis reads them; the console shows them
     "runners.results": ("runners.errors", "runners.paths", "scenarios"),
     "runners.analysis": ("runners.results", "runners.console", "runners.errors", "scenarios"),
-    "runners.console": ("runners.errors", "runners.results.derived"),
+    "runners.console": ("runners.errors", "runners.results.derived", "runners.linux"),
     "runners.errors": (),
     "runners.paths": (),
 }
