@@ -9,8 +9,10 @@ in Mininet's CLI.
 from __future__ import annotations
 
 import argparse
+import importlib.util
 import pprint
 import time
+from pathlib import Path
 
 from topologies.kinds import plan as make_plan
 
@@ -96,27 +98,10 @@ if __name__ == "__main__":
         net.stop()
 '''
 
-BRIDGE_CLASS = '''
-
-from mininet.node import Switch
-
-
-class IpBridge(Switch):
-    """A Linux bridge made with `ip link` (no STP)."""
-
-    def start(self, _controllers):
-        self.cmd("ip link del", self.name, "2>/dev/null")
-        self.cmd("ip link add name", self.name, "type bridge stp_state 0 forward_delay 0")
-        for intf in self.intfList():
-            if self.name in intf.name:
-                self.cmd("ip link set dev", intf.name, "master", self.name)
-                self.cmd("ip link set dev", intf.name, "up")
-        self.cmd("ip link set dev", self.name, "up")
-
-    def stop(self, deleteIntfs=True):
-        self.cmd("ip link del", self.name, "2>/dev/null")
-        super().stop(deleteIntfs)
-'''
+# topologies/ip_bridge.py's code, from its import on: the bridge class the runner itself uses (read, not
+# imported: it needs Mininet, and export does not)
+_BRIDGE_SOURCE = Path(importlib.util.find_spec("topologies.ip_bridge").origin).read_text()
+BRIDGE_CLASS = "\n\n" + _BRIDGE_SOURCE[_BRIDGE_SOURCE.index("from mininet.node import Switch"):]
 
 
 def _literal(value) -> str:
