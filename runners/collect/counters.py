@@ -19,7 +19,8 @@ from runners.linux.nsexec import Argv, at_once, run, run_batch
 
 
 class Counters:
-    """Reads the counters of the runner's network (`host`: plan, net, clients, client, server, store)."""
+    """Reads the counters of the runner's network (`host`, the RunContext: plan, network, clients, client,
+    server, store)."""
 
     def __init__(self, host):
         self.host = host

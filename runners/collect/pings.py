@@ -11,7 +11,7 @@ from runners.linux.nsexec import Argv
 
 
 class Pinger:
-    """Pings from the runner's client (`host`: plan, client, procs, store)."""
+    """Pings from the runner's client (`host`, the RunContext: plan, client, procs, store)."""
 
     def __init__(self, host):
         self.host = host

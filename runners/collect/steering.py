@@ -27,7 +27,7 @@ def ofctl(argv: list[str]) -> str:
 
 
 class Steering:
-    """The steered switches of the runner's network (`host`: plan, controller, store)."""
+    """The steered switches of the runner's network (`host`, the RunContext: plan, controller, store)."""
 
     def __init__(self, host):
         self.host = host

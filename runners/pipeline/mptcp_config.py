@@ -13,7 +13,7 @@ from runners.linux.nsexec import Argv, at_once, run, run_batch
 
 
 class MptcpConfig:
-    """Configures the runner's hosts (`host`: clients, server, probe)."""
+    """Configures the runner's hosts (`host`, the RunContext: clients, server, probe)."""
 
     def __init__(self, host):
         self.host = host

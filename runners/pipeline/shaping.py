@@ -15,7 +15,8 @@ from runners.linux.nsexec import Argv, at_once, run, run_batch
 
 
 class Shaper:
-    """Shapes the runner's network (`host`: plan, net, store); `applied` is what each interface has now."""
+    """Shapes the runner's network (`host`, the RunContext: plan, network, store); `applied` is what each
+    interface has now."""
 
     def __init__(self, host):
         self.host = host

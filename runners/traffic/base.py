@@ -103,8 +103,9 @@ class PathSampler(threading.Thread):
 class TrafficTool:
     """One traffic generator, made for one run. Register a subclass in runners.traffic.TOOLS by name.
 
-    `host` is the runner: its network (client, clients, server, net), plan, scenario, process
-    registry, results store and log, and path_rx / wait_listening / check_control_plane.
+    `host` is the run's RunContext (runners.pipeline.context): its network (client, clients, server),
+    plan, scenario, process registry, results store and log, the counters' path_rx, wait_listening and
+    check_control_plane.
     """
 
     name = ""
