@@ -31,7 +31,7 @@ case "${ID:-}:${VERSION_ID:-}" in
   *) echo "setup.sh: warning: tested on Debian 12 and Ubuntu 22.04/24.04, this is ${PRETTY_NAME:-unknown}" >&2 ;;
 esac
 
-# Keep in step with runners/tools.py, which names every program a backend runs and its package
+# Keep in step with runners/backends/programs.py, which names every program a backend runs and its package
 # (tests/unit/test_tools.py checks that each of those packages is installed here).
 pkgs=(mininet openvswitch-switch iperf3 mptcpize iproute2 iputils-ping ethtool nftables kmod procps psmisc
       dash net-tools python3 python3-venv python3-pip git)
@@ -50,7 +50,7 @@ pkgs+=(tcpdump tshark)
 pkgs+=(python3-os-ken)
 if [ "$with_vm" = 1 ]; then
   # virtme-ng builds the guest's initramfs with busybox, and reads the kernel's version with file
-  # (or strings, from binutils); runners/tools.py names each program
+  # (or strings, from binutils); runners/backends/programs.py names each program
   pkgs+=(qemu-system-x86 busybox-static file binutils)
   if [ "$ID" = debian ]; then
     pkgs+=(linux-image-amd64)

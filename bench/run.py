@@ -29,7 +29,8 @@ from pathlib import Path
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))   # run as a script too
 
 from runners.paths import REPO  # noqa: E402
-from runners.results import atomic_write, utc_stamp  # noqa: E402
+from runners.results.metadata import read_metadata_file  # noqa: E402
+from runners.results.store import atomic_write, utc_stamp  # noqa: E402
 
 GUEST_GROUPS = ("rate", "rtt", "loss", "mptcp", "overhead")   # measured where the network runs
 TCP_PAYLOAD_SHARE = 1448 / 1514  # MSS with timestamps over the Ethernet frame netem's rate counts
@@ -151,7 +152,7 @@ class Bench:
 def phases(out: Path, rows: list[dict]) -> None:
     """The default scenario in the VM backend, with a boot and with a warm VM (the VM shares results/
     of this checkout and `out`)."""
-    from runners.backends import warmvm
+    from runners.backends.vm import warm as warmvm
 
     def add(case, configured, measured, unit, ratio=None, note=""):
         rows.append({"group": "phases", "case": case, "configured": configured, "measured": measured,
@@ -169,7 +170,7 @@ def phases(out: Path, rows: list[dict]) -> None:
             raise RuntimeError(f"default scenario ({label}) failed: {r.stdout[-2000:]}{r.stderr[-2000:]}")
         d = sorted((out / "phases" / "two-paths").iterdir())[-1]
         doc = json.loads((d / "results.json").read_text())
-        meta = json.loads((d / "metadata.json").read_text())
+        meta = read_metadata_file(d)
         traffic = sum(run["metrics"]["seconds"] or 0 for run in doc["runs"])
         add(f"default scenario {label}: wall / traffic", round(traffic, 2), round(wall, 2), "s", wall / traffic,
             f"backend {meta.get('backend')}")
@@ -223,7 +224,7 @@ def main() -> int:
     for w in (args.only.split(",") if args.only else []):
         if w not in (*GUEST_GROUPS, "phases"):
             ap.error(f"--only: unknown group {w!r} (groups: {', '.join([*GUEST_GROUPS, 'phases'])})")
-    from runners.backends import choose_backend
+    from runners.backends.choice import choose_backend
     from scenarios.spec.loader import load_scenario
 
     out = Path(args.dir) if args.dir else Path(args.out).resolve() / utc_stamp()
@@ -239,7 +240,7 @@ def main() -> int:
         phases(out, host_rows)   # on the host, around the VM: first, before the guest's groups
         groups.remove("phases")
     if backend == "vm":
-        from runners.backends.vm import plan_vm, run_in_vm
+        from runners.backends.vm.boot import plan_vm, run_in_vm
         if not groups:
             write_doc(out, {"date_utc": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()),
                             "kernel": platform.release(), "backend": {"name": "host"}, "rows": host_rows})

@@ -28,3 +28,11 @@ RESULTS_DISK_ERRNOS = frozenset({errno.ENOSPC, errno.EDQUOT, errno.EROFS})
 
 def results_disk_error(e: BaseException) -> bool:
     return isinstance(e, OSError) and e.errno in RESULTS_DISK_ERRNOS
+
+
+class ParseError(ValueError):
+    """A tool printed something we cannot interpret: a run failure, not bad input."""
+
+
+class ControlPlaneError(RuntimeError):
+    """The controller or OVS could not be started or died: a run failure with a clear message."""

@@ -13,7 +13,7 @@ from pathlib import Path
 
 
 def main(argv: list[str]) -> int:
-    from runners.backends.vm import VmError, plan_vm, run_in_vm
+    from runners.backends.vm.boot import VmError, plan_vm, run_in_vm
     from runners.errors import Terminated
 
     junit, timeout, nodeids = Path(argv[0]), float(argv[1]), argv[2:]

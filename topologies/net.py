@@ -7,26 +7,7 @@ from topologies.plan import TopologyPlan
 
 
 def _bridge_class():
-    from mininet.node import Switch
-
-    class IpBridge(Switch):
-        """A Linux bridge made with `ip link` (Mininet's LinuxBridge needs brctl, which is obsolete).
-
-        No STP: the scenario model refuses layer-2 loops outside steered uplinks.
-        """
-
-        def start(self, _controllers):
-            self.cmd("ip link del", self.name, "2>/dev/null")
-            self.cmd("ip link add name", self.name, "type bridge stp_state 0 forward_delay 0")
-            for intf in self.intfList():
-                if self.name in intf.name:
-                    self.cmd("ip link set dev", intf.name, "master", self.name)
-                    self.cmd("ip link set dev", intf.name, "up")
-            self.cmd("ip link set dev", self.name, "up")
-
-        def stop(self, deleteIntfs=True):
-            self.cmd("ip link del", self.name, "2>/dev/null")
-            super().stop(deleteIntfs)
+    from topologies.ip_bridge import IpBridge
 
     return IpBridge
 

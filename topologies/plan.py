@@ -126,6 +126,10 @@ class TopologyPlan:
     controller: dict | None = None                         # app, port, and the config handed to it
     offload_off: tuple[tuple[str, str], ...] = ()          # (node, interface): TX csum/TSO/GSO off (ovs-user)
 
+    def shaped_interfaces(self) -> list[Interface]:
+        """The interfaces netem shapes (a path's or a link's), in plan order."""
+        return [i for i in self.interfaces if i.shaping is not None]
+
     def link_ports(self) -> list[tuple[str, str, str, str, int, int]]:
         """(node a, node b, interface on a, interface on b, port on a, port on b) per link: a switch's
         ports are its OpenFlow numbers, a host counts its own from 0 in link order."""

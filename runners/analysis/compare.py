@@ -12,8 +12,8 @@ import json
 from dataclasses import dataclass
 from pathlib import Path
 
-from ..derived import case_of, group_runs
-from .stats import describe
+from runners.analysis.stats import describe
+from runners.results.derived import case_of, group_runs
 
 
 @dataclass(frozen=True)

@@ -10,8 +10,8 @@ from __future__ import annotations
 
 import xml.etree.ElementTree as ET
 
-from ..derived import counts_text
-from .verdicts import FAIL, INCONCLUSIVE, Verdict
+from runners.analysis.verdicts import FAIL, INCONCLUSIVE, Verdict
+from runners.results.derived import counts_text
 
 
 def render_junit(suite: str, verdicts: list[Verdict], timestamp: str = "", runs: list[dict] | None = None,

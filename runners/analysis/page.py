@@ -7,9 +7,9 @@ import html
 import json
 from pathlib import Path
 
-from ..derived import counts_text
-from .summary import comparison_lines, subflow_warnings, subflows_text
-from .verdicts import Verdict
+from runners.analysis.summary import comparison_lines, subflow_warnings, subflows_text
+from runners.analysis.verdicts import Verdict
+from runners.results.derived import counts_text
 
 META_KEYS = ("scenario", "status", "started_utc", "finished_utc", "backend", "backend_kernel", "host_kernel",
              "kernel_version", "iperf3", "iperf3_mptcp", "iproute2", "mininet", "python", "git_revision",

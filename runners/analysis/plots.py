@@ -36,7 +36,7 @@ import matplotlib.pyplot as plt  # noqa: E402
 
 from scenarios.spec import units  # noqa: E402
 
-from ..derived import case_of, group_runs  # noqa: E402
+from runners.results.derived import case_of, group_runs  # noqa: E402
 
 LABELS = {"throughput_mbps": "throughput (Mbit/s)", "ofo_mptcp": "MPTCP out-of-order segments",
           "ofo_tcp": "TCP out-of-order segments", "seconds": "completion time (s)",

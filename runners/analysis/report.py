@@ -10,17 +10,25 @@ from __future__ import annotations
 import csv
 import io
 import json
+import sys
+import time
 from dataclasses import dataclass
 from pathlib import Path
 
 from scenarios.spec.expect import METRICS
 from scenarios.spec.loader import load_experiment
 
-from .junit import render_junit
-from ..results import atomic_write, load_results, run_kernel_columns
-from ..derived import case_of, group_runs
-from .stats import describe
-from .verdicts import ACROSS_KERNELS, AT_A_POINT, FAIL, INCONCLUSIVE, PASS, Verdict, evaluate_points, regressions
+from runners.analysis.junit import render_junit
+from runners.analysis.stats import describe
+from runners.analysis.summary import summary
+from runners.analysis.verdicts import (ACROSS_KERNELS, AT_A_POINT, FAIL, INCONCLUSIVE, PASS, Verdict, evaluate_points,
+    regressions)
+from runners.console.output import info
+from runners.errors import EXIT_FAIL, EXIT_INPUT, EXIT_OK
+from runners.results.derived import case_of, group_runs
+from runners.results.metadata import read_metadata_file
+from runners.results.store import atomic_write, load_results
+from runners.results.table import run_kernel_columns
 
 STAT_METRICS = ("throughput_mbps", "efficiency", "seconds", "ofo_tcp", "ofo_mptcp", "retrans_segs", "subflows",
                 "missing_subflows")
@@ -112,3 +120,42 @@ def make_report(run_dir: Path, baseline: Path | None = None, plots: bool = True,
         atomic_write(run_dir / "report.md", render_markdown(run_dir, doc, scenario_text, verdicts, figures))
         atomic_write(run_dir / "report.html", render_html(run_dir, doc, scenario_text, verdicts, figures))
     return Report(run_dir, stats, verdicts)
+
+
+def summary_and_report(run_dir: Path, options, code: int) -> int:
+    """Print the summary, write stats/plots/verdicts/JUnit, time it; a failed verdict turns exit 0 into 1."""
+    from runners.results.store import ResultStore, load_results
+
+    t0 = time.monotonic()
+    doc = load_results(run_dir)
+    print(summary(doc["runs"], doc.get("metadata")), flush=True)
+    verdict_code = report_set(run_dir, Path(options.baseline) if options.baseline else None, svg=options.svg,
+                           plots=not options.no_plots,
+                           junit=Path(options.junit) if options.junit else None)
+    store = ResultStore(run_dir)
+    store.metadata = read_metadata_file(run_dir)
+    store.finish_metadata(phases={**store.metadata.get("phases", {}), "report": round(time.monotonic() - t0, 3)})
+    return verdict_code if code == EXIT_OK else code
+
+
+def report_set(run_dir: Path, baseline: Path | None, svg: bool = False, junit: Path | None = None,
+            plots: bool = True) -> int:
+    """Stats, plots, verdicts and JUnit for a result set; 1 when a verdict failed."""
+    from scenarios.spec.loader import ScenarioError
+
+    from runners.analysis.report import make_report, verdict_table
+    from runners.results.store import atomic_write
+
+    try:
+        rep = make_report(run_dir, baseline, plots=plots, svg=svg)
+    except ScenarioError as e:   # a result set's scenario.yaml edited by hand: the file and the field
+        print(e.render(), file=sys.stderr)
+        return EXIT_INPUT
+    if rep.verdicts:
+        print(verdict_table(rep.verdicts), flush=True)
+    info(f"junit: {run_dir / 'junit.xml'}")
+    if junit is not None:
+        atomic_write(junit, (run_dir / "junit.xml").read_text())
+        info(f"junit: {junit}")
+    info(f"plots: {run_dir / 'plots'}" if plots else f"plots: none (--no-plots; `run-scenario report {run_dir}`)")
+    return EXIT_FAIL if rep.failed else EXIT_OK

@@ -3,7 +3,7 @@ from __future__ import annotations
 
 import io
 
-from ..derived import counts_text, subflow_warning, with_derived
+from runners.results.derived import counts_text, subflow_warning, with_derived
 
 
 def summary(runs: list[dict], metadata: dict | None = None) -> str:
@@ -29,7 +29,7 @@ def subflows_text(m: dict) -> str:
 
 
 def refused_kernels(metadata: dict) -> dict[str, str]:
-    """{kernel label: why it did not run} from a result set's metadata (runners/kernel_sets.py)."""
+    """{kernel label: why it did not run} from a result set's metadata (runners/backends/vm/kernel_sets.py)."""
     return {label: k["refused"] for label, k in (metadata.get("kernels") or {}).items() if k.get("refused")}
 
 

@@ -12,10 +12,10 @@ from __future__ import annotations
 
 from dataclasses import asdict, dataclass
 
-from scenarios.spec.expect import LOWER_IS_BETTER, Check, Side, parse_check
+from scenarios.spec.expect import Check, LOWER_IS_BETTER, Side, parse_check
 from scenarios.spec.kernel import KERNEL_KEY, release_matches
 
-from .stats import const_ci, diff_ci
+from runners.analysis.stats import const_ci, diff_ci
 
 PASS, FAIL, INCONCLUSIVE = "pass", "fail", "inconclusive"
 AT_A_POINT, ACROSS_KERNELS, AGAINST_BASELINE = "point", "kernels", "baseline"

@@ -1,34 +1,10 @@
-"""Where a scenario runs: natively on this kernel, or in a micro-VM (booted, or warm).
+"""Where a run set runs. May import runset, pipeline and everything below them (not the CLI).
 
-`choose_backend` is the one place that decides, for the CLI and the benchmark alike.
-"""
-from __future__ import annotations
+BACKENDS names each backend's module; each has `run_set(options, exp, run_dir, probe) -> exit code`.
+choice.py chooses one (the native probe, or the VM); probe.py, kernel_features.py and programs.py find
+what this machine and kernel offer; vm/ is the micro-VM backend (boot, kernels, warm VM, guest)."""
 
-from dataclasses import dataclass
-
-
-@dataclass
-class BackendChoice:
-    """Where to run; `refusal` is set when `native` was asked for and this machine cannot."""
-    name: str
-    probe: object | None = None       # the native probe's ProbeReport, when one ran
-    auto_note: str | None = None      # why `auto` chose the VM
-    refusal: str | None = None
-
-
-def choose_backend(requested: str, scenarios: list) -> BackendChoice:
-    """`native`, `vm` or `auto` for these scenarios (a sweep's points): auto runs natively when the probe
-    finds everything for all of them, else in the VM. The probe runs once per distinct `mptcp` section."""
-    if requested == "vm":
-        return BackendChoice("vm")
-    from .probe import probe
-
-    report = probe(scenarios[0])
-    for sc in scenarios[1:]:
-        if sc.mptcp != scenarios[0].mptcp:
-            report.missing += [m for m in probe(sc).missing if m not in report.missing]
-    if report.ok:
-        return BackendChoice("native", probe=report)
-    if requested == "native":
-        return BackendChoice("native", probe=report, refusal=report.render())
-    return BackendChoice("vm", probe=report, auto_note=f"auto: {report.render()}\nauto: using the vm backend")
+BACKENDS = {
+    "native": "runners.backends.native",   # this kernel, in this process
+    "vm": "runners.backends.vm.host",      # a micro-VM per set (or per kernel), or the warm VM
+}

@@ -13,7 +13,7 @@ import os
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
-from ..processes import run_command
+from runners.linux.processes import run_command
 
 MPTCP_SYSCTLS = Path("/proc/sys/net/mptcp")
 # name -> the flags tried; each on its own address

@@ -17,9 +17,10 @@ from pathlib import Path
 
 from scenarios.spec.kernel import satisfies
 from scenarios.spec.model import Scenario
-from ..processes import run_command
-from ..tools import missing_python_modules, missing_tools
-from . import kernel_features
+
+from runners.backends import kernel_features
+from runners.backends.programs import missing_python_modules, missing_tools
+from runners.linux.processes import run_command
 
 PROC = Path("/proc/sys")
 
@@ -102,11 +103,16 @@ def _counts_with_nft(scenario: Scenario) -> bool:
         return False
 
 
+def _can_ask_mptcp() -> bool:
+    """Root on a kernel with MPTCP: what asking it about endpoint flags needs."""
+    return os.geteuid() == 0 and (PROC / "net/mptcp/enabled").exists()
+
+
 def probe(scenario: Scenario) -> ProbeReport:
     # the probes that start processes run side by side: each start is 0.1-0.2 s in a TCG guest. The
     # endpoint flags' answers are cached (kernel_features) for _probe's checks and metadata's inventory.
     can_netem = os.geteuid() == 0 and shutil.which("tc") and shutil.which("ip")
-    can_endpoints = os.geteuid() == 0 and (PROC / "net/mptcp/enabled").exists() and shutil.which("ip")
+    can_endpoints = _can_ask_mptcp() and shutil.which("ip")
     with ThreadPoolExecutor(max_workers=3) as pool:
         netem_answer = pool.submit(netem_works) if can_netem else None
         iperf3_answer = pool.submit(iperf3_facts)
@@ -154,7 +160,7 @@ def _probe(scenario: Scenario, netem: tuple[bool, str] | None, iperf3: dict) -> 
     if cc not in available_congestion():
         rep.missing.append(f"congestion control {cc!r} is not available "
                            f"(available: {' '.join(available_congestion()) or 'none'})")
-    if os.geteuid() == 0 and (PROC / "net/mptcp/enabled").exists():
+    if _can_ask_mptcp():
         features = []
         if scenario.mptcp.signal_ports:
             features.append(("signal endpoints with a port (mptcp.signal_ports)", "port"))

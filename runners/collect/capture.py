@@ -14,8 +14,8 @@ import time
 from dataclasses import dataclass
 from pathlib import Path
 
-from ..errors import RunFailure
-from .pcap_subflows import SubflowTable, read_packets, render_csv
+from runners.collect.pcap_subflows import SubflowTable, read_packets, render_csv
+from runners.errors import RunFailure
 
 ROLES = ("client", "server", "routers")
 DEFAULT_SNAPLEN = 128

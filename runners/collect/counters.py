@@ -11,15 +11,16 @@ import json
 import os
 from concurrent.futures import Future, ThreadPoolExecutor
 
-from .. import commands
-from .. import parsers
-from .. import procfs
-from ..errors import RunFailure
-from ..nsexec import at_once, run, run_batch
+from topologies.plan import TopologyPlan
+
+from runners.errors import ParseError, RunFailure
+from runners.linux import procfs, rtnetlink
+from runners.linux.nsexec import Argv, at_once, run, run_batch
 
 
 class Counters:
-    """Reads the counters of the runner's network (`host`: plan, net, clients, client, server, store)."""
+    """Reads the counters of the runner's network (`host`, the RunContext: plan, network, clients, client,
+    server, store)."""
 
     def __init__(self, host):
         self.host = host
@@ -42,7 +43,7 @@ class Counters:
 
     def shaped_nodes(self) -> list[str]:
         """Every namespace with a shaped interface."""
-        return sorted({i.node for i in self.host.plan.interfaces if i.shaping is not None})
+        return sorted({i.node for i in self.host.plan.shaped_interfaces()})
 
     def qdiscs(self, name: str) -> list[dict]:
         """A node's qdiscs with their counters (rtnetlink); RunFailure when the kernel will not say."""
@@ -53,7 +54,7 @@ class Counters:
 
     def queues_empty(self) -> bool:
         """No packet waits in any qdisc of a shaped interface (netem counts the packets it delays too)."""
-        shaped = {(i.node, i.name) for i in self.host.plan.interfaces if i.shaping is not None}
+        shaped = {(i.node, i.name) for i in self.host.plan.shaped_interfaces()}
         for name in self.shaped_nodes():
             for q in self.qdiscs(name):
                 if (name, q["dev"]) in shaped and (q.get("qlen") or q.get("backlog")):
@@ -70,17 +71,17 @@ class Counters:
         nodes += [name for name in self.shaped_nodes() if name not in nodes]   # routers with shaped links
         qdisc_raw = {name: self.qdiscs(name) for name in nodes}
         for name, qdiscs in qdisc_raw.items():
-            for dev, counts in parsers.root_qdisc_counts(qdiscs).items():
+            for dev, counts in rtnetlink.root_qdisc_counts(qdiscs).items():
                 snap["qdiscs"][(name, dev)] = counts
         nft = {}
         if self.host.plan.byte_counters == "nft":
             nft = dict(zip([tag for _, _, tag in sides], (res[0].out for res in at_once(
-                lambda s: run_batch(s[1], [commands.nft_list_argv()]), sides))))
+                lambda s: run_batch(s[1], [nft_list_argv()]), sides))))
         for side, node, tag in sides:
             self._host_counters(snap, run_id, label, side, node, tag)
             if tag in nft:
                 self.host.store.save_raw(run_id, f"nft-{tag}-{label}.json", nft[tag])
-                _add_into(snap, f"{side}_paths", parsers.parse_nft_counters(nft[tag]))
+                _add_into(snap, f"{side}_paths", parse_nft_counters(nft[tag]))
         if endpoints is not None:
             snap["endpoints"] = endpoints
         if self.host.plan.switches:
@@ -98,7 +99,7 @@ class Counters:
         nstat = procfs.nstat_text(node.pid)
         self.host.store.save_raw(run_id, f"nstat-{tag}-{label}.txt", nstat)
         # several clients: their counters add up (all send, or all receive, at once)
-        _add_into(snap, f"{side}_nstat", parsers.parse_nstat(nstat))
+        _add_into(snap, f"{side}_nstat", procfs.parse_nstat(nstat))
         if node is self.host.client or side == "server":
             links = procfs.net_dev_text(node.pid)
             self.host.store.save_raw(run_id, f"netdev-{side}-{label}.txt", links)
@@ -109,7 +110,7 @@ class Counters:
         if self.host.plan.byte_counters == "nft":
             total: dict = {}
             for node in ([receiver] if upload else self.host.clients):
-                _add_into(total, "c", parsers.parse_nft_counters(run(node, commands.nft_list_argv(), timeout=10).out))
+                _add_into(total, "c", parse_nft_counters(run(node, nft_list_argv(), timeout=10).out))
             counters = total.get("c", {})
             return {p.name: counters.get(p.name, {}).get("in_bytes", 0) for p in self.host.plan.paths}
         stats = procfs.parse_net_dev(procfs.net_dev_text(receiver.pid))
@@ -148,3 +149,56 @@ def _add_into(acc: dict, key: str, counters: dict) -> None:
                 inner[k2] = inner.get(k2, 0) + v2
         else:
             mine[k] = mine.get(k, 0) + v
+
+
+NFT_TABLE = ["inet", "mptb"]
+
+
+def nft_counter_argvs(plan: TopologyPlan, node: str) -> list[Argv]:
+    """Per-path byte counters in a host's namespace, by address pair, both directions.
+
+    Interface counters cannot tell IPv4 from IPv6 on one dual-stack
+    interface, so routed topologies count each path's bytes here.
+    """
+    out = [["nft", "add", "table", *NFT_TABLE],
+           ["nft", "add", "chain", *NFT_TABLE, "in", "{ type filter hook input priority 0 ; policy accept ; }"],
+           ["nft", "add", "chain", *NFT_TABLE, "out", "{ type filter hook output priority 0 ; policy accept ; }"]]
+    every_client = node == plan.server and len(plan.all_clients) > 1
+    for p in plan.paths:
+        ip = "ip" if p.family == "ipv4" else "ip6"
+        mine, peer = (p.client_ip, p.server_ip) if node == plan.client else (p.server_ip, p.client_ip)
+        if every_client:
+            # several clients: each path's server address is its own, so it alone names the path
+            out.append(["nft", "add", "rule", *NFT_TABLE, "in", ip, "daddr", mine, "counter", "comment", f'"{p.name}"'])
+            out.append(["nft", "add", "rule", *NFT_TABLE, "out", ip, "saddr", mine, "counter", "comment",
+                        f'"{p.name}"'])
+            continue
+        out.append(["nft", "add", "rule", *NFT_TABLE, "in", ip, "saddr", peer, ip, "daddr", mine,
+                    "counter", "comment", f'"{p.name}"'])
+        out.append(["nft", "add", "rule", *NFT_TABLE, "out", ip, "saddr", mine, ip, "daddr", peer,
+                    "counter", "comment", f'"{p.name}"'])
+    return out
+
+
+def nft_list_argv() -> Argv:
+    return ["nft", "-j", "list", "table", *NFT_TABLE]
+
+
+def parse_nft_counters(text: str) -> dict[str, dict[str, int]]:
+    """Per-path counters of `nft -j list table inet mptb` -> {path: {in_bytes, in_packets, out_bytes, out_packets}}."""
+    try:
+        doc = json.loads(text)
+    except json.JSONDecodeError as e:
+        raise ParseError(f"nft -j output is not JSON: {e}") from None
+    out: dict[str, dict[str, int]] = {}
+    for item in doc.get("nftables", []):
+        rule = item.get("rule")
+        if not rule or "comment" not in rule:
+            continue
+        counter = next((e["counter"] for e in rule.get("expr", []) if "counter" in e), None)
+        if counter is None:
+            continue
+        d = out.setdefault(rule["comment"], {"in_bytes": 0, "in_packets": 0, "out_bytes": 0, "out_packets": 0})
+        d[f"{rule['chain']}_bytes"] += int(counter.get("bytes", 0))
+        d[f"{rule['chain']}_packets"] += int(counter.get("packets", 0))
+    return out

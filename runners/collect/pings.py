@@ -2,34 +2,36 @@
 warm-up echoes that make a path's neighbours known before any echo is measured."""
 from __future__ import annotations
 
+import re
 import subprocess
+from typing import Any
 
-from .. import commands
-from .. import parsers
+from runners.errors import ParseError
+from runners.linux.nsexec import Argv
 
 
 class Pinger:
-    """Pings from the runner's client (`host`: plan, client, procs, store)."""
+    """Pings from the runner's client (`host`, the RunContext: plan, client, procs, store)."""
 
     def __init__(self, host):
         self.host = host
 
     def warm_up(self) -> None:
-        """Every path at once: unmeasured echoes until one is answered (commands.warm_up_ping_argv)."""
-        self._ping_all([commands.warm_up_ping_argv(p.client_ip, p.server_ip) for p in self.host.plan.paths])
+        """Every path at once: unmeasured echoes until one is answered (warm_up_ping_argv)."""
+        self._ping_all([warm_up_ping_argv(p.client_ip, p.server_ip) for p in self.host.plan.paths])
 
     def ping_paths(self, run_id: str, warm_up: bool = False) -> dict:
         """RTT of every path, all paths at once (each ping is bound to its own path's addresses); with
-        `warm_up` (switched topologies), each after one answered echo (commands.ping_after_one_echo_argv)."""
+        `warm_up` (switched topologies), each after one answered echo (ping_after_one_echo_argv)."""
         paths = self.host.plan.paths
-        argv = commands.ping_after_one_echo_argv if warm_up else commands.ping_argv
+        argv = ping_after_one_echo_argv if warm_up else ping_argv
         texts = self._ping_all([argv(p.client_ip, p.server_ip) for p in paths])
         out = {}
         for p, text in zip(paths, texts):
             self.host.store.save_raw(run_id, f"ping-{p.name}.txt", text)
             try:
-                out[p.name] = parsers.parse_ping_after_warmup(text, warmup=0)
-            except parsers.ParseError:
+                out[p.name] = parse_ping_after_warmup(text, warmup=0)
+            except ParseError:
                 out[p.name] = {"loss_pct": 100.0, "rtt_avg_ms": None}
         return out
 
@@ -45,3 +47,63 @@ class Pinger:
                 out, err = p.communicate()
             outs.append((out + err).decode(errors="replace"))
         return outs
+
+
+# Echoes 50 ms apart (root may go below 0.2 s): each echo is timed alone, several may be in flight on a long
+# path, and five of them cost 0.25 s, not 1 s, before every run.
+def ping_argv(src: str, dst: str, count: int = 5) -> Argv:
+    """`count` measured echoes with per-reply lines. A path is warmed up first (warm_up_ping_argv)."""
+    return ["ping", "-n", "-c", str(count), "-i", "0.05", "-W", "3", "-I", src, dst]
+
+
+# Neighbour resolution holds every echo sent before it ends: on a 250 ms path (ARP itself takes 500 ms)
+# the echoes of one `ping -i 0.2` sent meanwhile measured 580 ms for 500. So before the first measured
+# echo a path gets unmeasured ones, 0.2 s apart until one is answered (up to 10 s: a lossy path may
+# lose a few). Once the neighbour is known it stays usable between runs (a stale entry is used at once
+# and confirmed meanwhile), so this is done once per build or reshaping. Switched topologies also get
+# one echo before every run's measured ones (ping_after_one_echo_argv).
+def warm_up_ping_argv(src: str, dst: str) -> Argv:
+    return ["ping", "-n", "-q", "-c", "1", "-w", "10", "-i", "0.2", "-I", src, dst]
+
+
+# Switched topologies: one unmeasured echo that must come back, then the measured ones, in one process
+# per path, as every run did before 2026-11-25. A controller's flows are cleared before every run, and
+# each unanswered echo is one more packet-in for it; lab 5's joins (their flows installed by the
+# controller during the transfer) were timed with this. The addresses are positional parameters of
+# the shell, never part of its script.
+PING_AFTER_ONE_ECHO = ('ping -n -c 1 -W 10 -I "$1" "$2" >/dev/null 2>&1; '
+                       'exec ping -n -c "$3" -i 0.05 -W 3 -I "$1" "$2"')
+
+
+def ping_after_one_echo_argv(src: str, dst: str, count: int = 5) -> Argv:
+    return ["sh", "-c", PING_AFTER_ONE_ECHO, "ping-path", src, dst, str(count)]
+
+
+_PING_LOSS = re.compile(r"(\d+) packets transmitted, (\d+) (?:packets )?received.*?([\d.]+)% packet loss")
+
+
+_PING_REPLY = re.compile(r"icmp_seq=(\d+) .*?time=([\d.]+) ms")
+
+
+def parse_ping_after_warmup(text: str, warmup: int = 1) -> dict[str, Any]:
+    """`ping` with per-reply lines -> loss and RTT of the echoes after the first `warmup` ones.
+
+    The first echo pays for neighbour resolution; one ping with it left out
+    measures what a separate warm-up ping and a second ping did, one process sooner.
+    """
+    m = _PING_LOSS.search(text)
+    if not m:
+        raise ParseError(f"ping summary not found in {text[-300:]!r}")
+    sent = int(m.group(1)) - warmup
+    if sent <= 0:
+        raise ParseError(f"ping sent {m.group(1)} echoes, no more than the {warmup} warm-up ones")
+    rtts = [float(t) for seq, t in _PING_REPLY.findall(text) if int(seq) > warmup]
+    out: dict[str, Any] = {"sent": sent, "received": len(rtts),
+                           "loss_pct": round(100.0 * (sent - len(rtts)) / sent, 3),
+                           "rtt_min_ms": None, "rtt_avg_ms": None, "rtt_max_ms": None, "rtt_mdev_ms": None}
+    if rtts:
+        avg = sum(rtts) / len(rtts)
+        # mdev as ping computes it: sqrt(mean(x^2) - mean(x)^2)
+        mdev = max(0.0, sum(x * x for x in rtts) / len(rtts) - avg * avg) ** 0.5
+        out.update(rtt_min_ms=min(rtts), rtt_avg_ms=round(avg, 3), rtt_max_ms=max(rtts), rtt_mdev_ms=round(mdev, 3))
+    return out

@@ -7,9 +7,9 @@ from __future__ import annotations
 import time
 from dataclasses import dataclass, replace
 
-from .. import parsers
-from ..commands import SubflowExpectation
-from ..traffic.base import TrafficReport
+from runners.collect.subflows import SubflowExpectation
+from runners.linux import procfs
+from runners.traffic.base import TrafficReport
 
 OFO_COUNTERS = ["TcpExtTCPOFOQueue", "MPTcpExtOFOQueue", "MPTcpExtOFOQueueTail"]
 OTHER_COUNTERS = ["TcpRetransSegs", "MPTcpExtMPCapableSYNRX", "MPTcpExtMPCapableACKRX",
@@ -131,10 +131,10 @@ def shortfall(setting: Setting, subflow_list: list[dict], counters: dict) -> str
 def counter_deltas(seen: Observations) -> dict:
     rx_side, tx_side = ("server", "client") if seen.server_receives else ("client", "server")
     b, a = seen.before, seen.after
-    return {"server": parsers.counter_delta(b["server_nstat"], a["server_nstat"], OTHER_COUNTERS),
-            "client": parsers.counter_delta(b["client_nstat"], a["client_nstat"], OTHER_COUNTERS),
-            "receiver_ofo": parsers.counter_delta(b[f"{rx_side}_nstat"], a[f"{rx_side}_nstat"], OFO_COUNTERS),
-            "sender_retrans": parsers.counter_delta(b[f"{tx_side}_nstat"], a[f"{tx_side}_nstat"], ["TcpRetransSegs"])}
+    return {"server": procfs.counter_delta(b["server_nstat"], a["server_nstat"], OTHER_COUNTERS),
+            "client": procfs.counter_delta(b["client_nstat"], a["client_nstat"], OTHER_COUNTERS),
+            "receiver_ofo": procfs.counter_delta(b[f"{rx_side}_nstat"], a[f"{rx_side}_nstat"], OFO_COUNTERS),
+            "sender_retrans": procfs.counter_delta(b[f"{tx_side}_nstat"], a[f"{tx_side}_nstat"], ["TcpRetransSegs"])}
 
 
 def path_bytes(seen: Observations, setting: Setting, path) -> tuple[int, int, int, int]:
@@ -162,7 +162,7 @@ def path_records(report: TrafficReport, seen: Observations, setting: Setting) ->
         paths[p.name] = {"bytes_received": rx, "bytes_sent": tx, "packets_received": rx_pk, "packets_sent": tx_pk,
                          # data direction: what the path's shaping qdiscs dropped (random loss and full
                          # queues); interface counters never see those packets
-                         "loss_pct": parsers.path_loss_pct(seen.before["qdiscs"], seen.after["qdiscs"],
+                         "loss_pct": path_loss_pct(seen.before["qdiscs"], seen.after["qdiscs"],
                                                      p.egress_up if seen.server_receives else p.egress_down),
                          "rtt_avg_ms": seen.pings[p.name].get("rtt_avg_ms"),
                          "ping_loss_pct": seen.pings[p.name].get("loss_pct")}
@@ -248,3 +248,21 @@ def series_from_samples(samples: list[dict], paths: list[str]) -> list[dict]:
             continue
         out.append({"t0": a["t"], "t": b["t"], **{p: (b[p] - a[p]) * 8 / dt / 1e6 for p in paths}})
     return out
+
+
+def path_loss_pct(before: dict, after: dict, hops) -> float | None:
+    """Loss along a chain of egress qdiscs: 1 - product of (1 - drops/offered) per hop, in %.
+
+    Hops without a shaping qdisc (unshaped links) are skipped.
+    """
+    kept, offered_any = 1.0, 0
+    for hop in hops:
+        if hop not in before or hop not in after:
+            continue   # an unshaped interface: no qdisc counts there
+        sent = after[hop]["packets"] - before[hop]["packets"]
+        drops = after[hop]["drops"] - before[hop]["drops"]
+        offered = sent + drops
+        offered_any = max(offered_any, offered)
+        if offered:
+            kept *= 1 - drops / offered
+    return 100.0 * (1 - kept) if offered_any >= 100 else None

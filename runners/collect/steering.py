@@ -3,15 +3,31 @@ own flow counters, cleared before each run so a run's counters are its own."""
 from __future__ import annotations
 
 import json
+import re
 
 from controller.decisions import STEER_COOKIE
 
-from .. import parsers
-from ..controlplane import ofctl, ofctl_clear_argv, ofctl_dump_argv
+from runners.errors import ControlPlaneError, ParseError
+from runners.linux.processes import run_command
+
+
+def ofctl_dump_argv(switch: str, cookie: int) -> list[str]:
+    return ["ovs-ofctl", "-O", "OpenFlow13", "--no-names", "dump-flows", switch, f"cookie={cookie:#x}/-1"]
+
+
+def ofctl_clear_argv(switch: str, cookie: int) -> list[str]:
+    return ["ovs-ofctl", "-O", "OpenFlow13", "del-flows", switch, f"cookie={cookie:#x}/-1"]
+
+
+def ofctl(argv: list[str]) -> str:
+    r = run_command(argv, timeout=20)
+    if r.returncode != 0:
+        raise ControlPlaneError(f"`{' '.join(argv)}` failed: {(r.stderr or r.stdout).strip()[:300]}")
+    return r.stdout
 
 
 class Steering:
-    """The steered switches of the runner's network (`host`: plan, controller, store)."""
+    """The steered switches of the runner's network (`host`, the RunContext: plan, controller, store)."""
 
     def __init__(self, host):
         self.host = host
@@ -42,7 +58,7 @@ class Steering:
             names = dict(zip(sc["uplinks"], sc["uplink_names"]))
             text = ofctl(ofctl_dump_argv(w.name, STEER_COOKIE))
             self.host.store.save_raw(run_id, f"ofctl-flows-{w.name}.txt", text)
-            flows = parsers.parse_ofctl_flows(text)
+            flows = parse_ofctl_flows(text)
             uplinks = {n: {"bytes": 0, "packets": 0, "flows": 0} for n in sc["uplink_names"]}
             listed = []
             for f in flows:
@@ -56,3 +72,34 @@ class Steering:
                                        "uplink": names[port], "bytes": f["n_bytes"], "packets": f["n_packets"]})
             per_switch[w.name] = {"uplinks": uplinks, "flows": listed}
         return {"by": cfg.get("by"), "switches": per_switch, "decisions": decided}
+
+
+def parse_ofctl_flows(text: str) -> list[dict]:
+    """`ovs-ofctl -O OpenFlow13 --no-names dump-flows` -> one dict per flow: match fields, counters, outputs."""
+    flows = []
+    for line in text.splitlines():
+        line = line.strip()
+        if not line.startswith("cookie="):
+            continue
+        head, _, actions = line.partition(" actions=")
+        fields: dict = {}
+        for tok in re.split(r"[,\s]+", head):
+            if not tok:
+                continue
+            k, eq, v = tok.partition("=")
+            fields[k] = v if eq else True
+        try:
+            flows.append({
+                "cookie": int(str(fields.get("cookie", "0")), 16),
+                "n_packets": int(fields.get("n_packets", 0)), "n_bytes": int(fields.get("n_bytes", 0)),
+                "priority": int(fields.get("priority", 0)),
+                "in_port": int(fields["in_port"]) if str(fields.get("in_port", "")).isdigit() else None,
+                "src": fields.get("nw_src") or fields.get("ipv6_src"),
+                "dst": fields.get("nw_dst") or fields.get("ipv6_dst"),
+                "tp_src": int(fields["tp_src"]) if "tp_src" in fields else None,
+                "tp_dst": int(fields["tp_dst"]) if "tp_dst" in fields else None,
+                "outputs": [int(m) for m in re.findall(r"output:(\d+)", actions)],
+            })
+        except ValueError as e:
+            raise ParseError(f"ovs-ofctl dump-flows: cannot read {line[:120]!r}: {e}") from None
+    return flows

@@ -1,4 +1,4 @@
-"""Traffic tools, by the name `traffic.tool` gives: one module each, one line in TOOLS.
+"""Traffic tools, by the name `traffic.tool` gives: one module each, one line in TOOLS. May import linux and errors.
 
 A tool is a TrafficTool subclass (runners/traffic/base.py) made for one run:
 `start_servers(TrafficRun)` before the pause between runs, `servers_ready(TrafficRun)` before the
@@ -7,9 +7,9 @@ TrafficResult (the report collect.record reads, per-path samples, ss samples).
 """
 from __future__ import annotations
 
-from .base import BASE_PORT, TrafficReport, TrafficResult, TrafficRun, TrafficTool
-from .command import CommandTool
-from .iperf3 import Iperf3Tool
+from runners.traffic.base import BASE_PORT, TrafficReport, TrafficResult, TrafficRun, TrafficTool
+from runners.traffic.command import CommandTool
+from runners.traffic.iperf3 import Iperf3Tool
 
 TOOLS: dict[str, type[TrafficTool]] = {
     "iperf3": Iperf3Tool,

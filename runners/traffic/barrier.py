@@ -14,7 +14,7 @@ import tempfile
 import time
 from pathlib import Path
 
-from ..leftovers import BARRIER_PREFIX
+from runners.linux.leftovers import BARRIER_PREFIX
 
 # sh reads a pipe one byte at a time, so each waiting client takes exactly one line
 WAIT_THEN_EXEC = 'read _ < "$0"; exec "$@"'

@@ -8,12 +8,11 @@ import time
 from dataclasses import dataclass, field
 from typing import Callable
 
-from scenarios.spec.model import IPERF_PORTS
+from scenarios.spec.model import IPERF_PORTS, Scenario
 
-from .. import commands
-from .. import parsers
-from ..errors import RunFailure
-from ..nsexec import run
+from runners.errors import RunFailure
+from runners.linux import ss
+from runners.linux.nsexec import run
 
 BASE_PORT = IPERF_PORTS[0]   # iperf3's first server port, and the command tool's {port}
 
@@ -54,7 +53,7 @@ class TrafficReport:
 
     @classmethod
     def from_iperf3(cls, parsed: dict) -> "TrafficReport":
-        """From parsers.parse_iperf3 (or aggregate_clients) output."""
+        """From iperf3.parse_iperf3 (or aggregate_clients) output."""
         return cls(**{f: parsed[f] for f in cls.__dataclass_fields__ if f in parsed})
 
 
@@ -104,8 +103,9 @@ class PathSampler(threading.Thread):
 class TrafficTool:
     """One traffic generator, made for one run. Register a subclass in runners.traffic.TOOLS by name.
 
-    `host` is the runner: its network (client, clients, server, net), plan, scenario, process
-    registry, results store and log, and path_rx / wait_listening / check_control_plane.
+    `host` is the run's RunContext (runners.pipeline.context): its network (client, clients, server),
+    plan, scenario, process registry, results store and log, the counters' path_rx, wait_listening and
+    check_control_plane.
     """
 
     name = ""
@@ -133,7 +133,7 @@ class TrafficTool:
         if t.duration is not None:
             return t.duration + t.omit + 60
         slowest = self.host.scenario.topology.min_rate
-        return 3 * (t.bytes + commands.fixed_size_extra(self.host.scenario)) * 8 / (slowest * 1e6) + 60
+        return 3 * (t.bytes + fixed_size_extra(self.host.scenario)) * 8 / (slowest * 1e6) + 60
 
     def wait_client(self, proc, deadline: float, run_id: str, what: str) -> tuple[bytes, bytes]:
         """Wait for a client, reading its output, and fail at once if the controller or ovs-vswitchd dies meanwhile."""
@@ -166,6 +166,27 @@ class TrafficTool:
                 time.sleep(0.05)
             if client_proc.poll() is not None:
                 break
-            raw = run(self.host.client, commands.ss_argv(), check=False).out
-            samples.append({"raw": raw, "subflows": parsers.parse_ss_subflows(raw)})
+            raw = run(self.host.client, ss.ss_argv(), check=False).out
+            samples.append({"raw": raw, "subflows": ss.parse_ss_subflows(raw)})
         return samples
+
+
+# ... and the sender writes this much more than `bytes` (at least), because iperf3 ends the test
+# once its last byte is *written*: what still sits in the send buffer then never arrives
+# (esnet/iperf#382). The extra must cover that backlog, i.e. the sender's send buffer.
+MIN_EXTRA_BYTES = 1 << 20
+
+
+def fixed_size_extra(scenario: Scenario) -> int:
+    """Bytes sent beyond `traffic.bytes` so that the receiver's count reaches `bytes`.
+
+    The backlog left at the last write is at most the send buffer: its initial
+    size (`sockets.send`), which cwnd-limited senders rarely grow, with a margin.
+    """
+    send = scenario.sockets.send
+    initial = int(send[1]) if send else 0
+    return max(MIN_EXTRA_BYTES, initial * 3 // 2)
+
+
+def server_receives(scenario: Scenario) -> bool:
+    return scenario.traffic.direction == "upload"

@@ -8,10 +8,13 @@ from __future__ import annotations
 import json
 import time
 
-from .. import commands
-from ..errors import RunFailure
-from ..nsexec import run
-from .base import BASE_PORT, TrafficReport, TrafficResult, TrafficRun, TrafficTool
+from scenarios.spec import placeholders
+from scenarios.spec.model import Scenario
+from topologies.plan import TopologyPlan
+
+from runners.errors import RunFailure
+from runners.linux.nsexec import Argv, run
+from runners.traffic.base import BASE_PORT, TrafficReport, TrafficResult, TrafficRun, TrafficTool
 
 
 class CommandTool(TrafficTool):
@@ -20,10 +23,10 @@ class CommandTool(TrafficTool):
     def run(self, req: TrafficRun) -> TrafficResult:
         h = self.host
         tool = h.scenario.traffic.command
-        values = commands.command_values(h.scenario, h.plan, req.primary, BASE_PORT)
+        values = command_values(h.scenario, h.plan, req.primary, BASE_PORT)
 
         def argv(words):
-            filled = commands.fill(words, values)
+            filled = fill(words, values)
             return ["mptcpize", "run", *filled] if (req.mptcp and tool.mptcpize) else filled
         self._setup(req, values)
         server = h.procs.start(h.server, argv(tool.server)) if tool.server else None
@@ -52,7 +55,7 @@ class CommandTool(TrafficTool):
         tool = h.scenario.traffic.command
         for node, cmds in ((h.client, tool.setup_client), (h.server, tool.setup_server)):
             for words in cmds:
-                res = run(node, commands.fill(words, values), check=False, timeout=120)
+                res = run(node, fill(words, values), check=False, timeout=120)
                 h.store.save_raw(req.run_id, f"setup-{node.name}.txt", f"$ {' '.join(res.argv)}\n{res.out}{res.err}")
                 if res.rc != 0:
                     raise RunFailure(f"run {req.run_id}: setup command `{' '.join(res.argv)}` failed "
@@ -95,3 +98,21 @@ class CommandTool(TrafficTool):
                 raise RunFailure(f"run {req.run_id}: result: json, but the client printed no usable JSON ({e})") \
                     from None
         return report
+
+
+def command_values(scenario: Scenario, plan: TopologyPlan, primary: str, port: int) -> dict[str, str]:
+    """What the placeholders of a `traffic.command` tool stand for, in this run."""
+    t = scenario.traffic
+    first = plan.path(primary)
+    values = {"server_ip": first.server_ip, "client_ip": first.client_ip, "port": str(port),
+              "duration": f"{t.duration:g}" if t.duration is not None else "",
+              "bytes": str(t.bytes) if t.bytes is not None else "", "interval": f"{t.interval:g}"}
+    for p in plan.paths:
+        values[f"server_ip:{p.name}"] = p.server_ip
+        values[f"client_ip:{p.name}"] = p.client_ip
+    return values
+
+
+def fill(argv: list[str], values: dict[str, str]) -> Argv:
+    """Substitute placeholders word by word; the result is still an argument list, never a shell line."""
+    return [placeholders.fill(w, values) for w in argv]

@@ -3,17 +3,21 @@
 run together (runs.tcp_together): a flow per path from the one client, a report per path."""
 from __future__ import annotations
 
+import json
 import signal
 import subprocess
 import time
 from dataclasses import dataclass
+from typing import Any
 
-from .. import commands
-from .. import parsers
-from ..errors import RunFailure
-from ..nsexec import run
-from .barrier import StartBarrier
-from .base import BASE_PORT, TrafficReport, TrafficResult, TrafficRun, TrafficTool
+from scenarios.spec.model import Scenario
+from topologies.plan import TopologyPlan
+
+from runners.errors import ParseError, RunFailure
+from runners.linux.nsexec import Argv, run
+from runners.traffic.barrier import StartBarrier
+from runners.traffic.base import (BASE_PORT, TrafficReport, TrafficResult, TrafficRun, TrafficTool, fixed_size_extra,
+    server_receives)
 
 
 @dataclass(frozen=True)
@@ -35,7 +39,7 @@ class Iperf3Tool(TrafficTool):
         self.stopped_by_us: set[int] = set()
         self.barrier: StartBarrier | None = None
         # iperf3 3.12 has no --mptcp: mptcpize wraps it instead
-        self.iperf = commands.Iperf(native_mptcp=bool(host.probe.facts.get("iperf3_native_mptcp")))
+        self.iperf = Iperf(native_mptcp=bool(host.probe.facts.get("iperf3_native_mptcp")))
 
     def flows(self, req: TrafficRun) -> list[Flow]:
         """A flow per client over the primary path, or, run together, a flow per path from the client."""
@@ -48,7 +52,7 @@ class Iperf3Tool(TrafficTool):
 
     def start_servers(self, req: TrafficRun) -> None:
         h = self.host
-        self.servers = {f.tag: h.procs.start(h.server, commands.iperf_server_argv(self.iperf, f.port, req.mptcp,
+        self.servers = {f.tag: h.procs.start(h.server, iperf_server_argv(self.iperf, f.port, req.mptcp,
                                                                                    h.scenario))
                         for f in self.flows(req)}
 
@@ -84,7 +88,7 @@ class Iperf3Tool(TrafficTool):
         if req.together:
             by_path = {tag: TrafficReport.from_iperf3(r) for tag, r in reports.items()}
             return TrafficResult(by_path[flows[0].tag], samples, ss_samples, by_path)
-        report = parsers.aggregate_clients(reports) if len(flows) > 1 else reports[""]
+        report = aggregate_clients(reports) if len(flows) > 1 else reports[""]
         return TrafficResult(TrafficReport.from_iperf3(report), samples, ss_samples)
 
     def _start_clients(self, req: TrafficRun, flows: list[Flow]) -> dict:
@@ -93,9 +97,9 @@ class Iperf3Tool(TrafficTool):
         for f in flows:
             cp = h.plan.for_client(f.node.name).path(f.path)
             s_ip, c_ip = cp.server_ip, cp.client_ip
-            if commands.needs_v6_socket(h.plan, f.path, req.mptcp):
-                s_ip, c_ip = commands.v4_mapped(s_ip), commands.v4_mapped(c_ip)
-            argvs[f] = commands.iperf_client_argv(self.iperf, h.scenario, s_ip, c_ip, f.port, req.mptcp)
+            if needs_v6_socket(h.plan, f.path, req.mptcp):
+                s_ip, c_ip = v4_mapped(s_ip), v4_mapped(c_ip)
+            argvs[f] = iperf_client_argv(self.iperf, h.scenario, s_ip, c_ip, f.port, req.mptcp)
         if len(argvs) == 1:
             return {f.tag: h.procs.start(f.node, argv) for f, argv in argvs.items()}
         self.barrier = StartBarrier(len(argvs))
@@ -146,19 +150,19 @@ class Iperf3Tool(TrafficTool):
         c_text, s_text = c_out.decode(errors="replace"), s_out.decode(errors="replace")
         run_id = req.together.get(flow.tag, req.run_id)
         try:
-            report = parsers.parse_iperf3(c_text)
-        except parsers.ParseError as e:
+            report = parse_iperf3(c_text)
+        except ParseError as e:
             raise RunFailure(f"run {run_id}: the iperf3 client on {flow.where}: {e} "
                              f"(stderr: {c_err.decode(errors='replace').strip()[:300]})") from None
         if h.scenario.traffic.bytes is not None:
             self._completion(run_id, flow.where, report, s_text if req.upload else c_text)
         if not req.upload:
             # a download's client only received: the sender's RTT is in the server's JSON
-            report["sender_mean_rtt_ms"] = parsers.sender_mean_rtt_ms(s_text)
+            report["sender_mean_rtt_ms"] = sender_mean_rtt_ms(s_text)
         else:
             # an upload's client intervals count bytes written into its socket, which run ahead of
             # the network at the start (26 Mbit/s "on" two 10 Mbit/s paths): the server received
-            received = parsers.intervals(s_text)
+            received = intervals(s_text)
             if received:
                 report["intervals"] = received
         report["intervals_side"] = "receiver's"
@@ -167,12 +171,12 @@ class Iperf3Tool(TrafficTool):
     def _completion(self, run_id: str, where: str, report: dict, receiver_text: str) -> None:
         """A fixed-size transfer's time and throughput: until the receiver had all `traffic.bytes`.
 
-        The sender wrote more (commands.fixed_size_extra), so the receiver's count passes
+        The sender wrote more (base.fixed_size_extra), so the receiver's count passes
         `bytes` before iperf3 ends. If it still did not, the report keeps iperf3's
         own end and delivered_fraction shows what arrived.
         """
         amount = self.host.scenario.traffic.bytes
-        seconds, got = parsers.completion_time(receiver_text, amount)
+        seconds, got = completion_time(receiver_text, amount)
         if seconds is not None:
             report.update(seconds=seconds, throughput_mbps=amount * 8 / seconds / 1e6, bytes_received=amount)
         else:
@@ -198,3 +202,186 @@ class Iperf3Tool(TrafficTool):
                 res = run(f.node, argv, check=False)
                 done.append(f"$ {' '.join(argv)} -> {res.rc} {res.err.strip()}")
             h.store.save_raw(run_id, f"after-connect-{f.node.name}.txt", "\n".join(done) + "\n")
+
+
+@dataclass(frozen=True)
+class Iperf:
+    """How to run iperf3 under MPTCP on this machine."""
+
+    binary: str = "iperf3"
+    native_mptcp: bool = False      # iperf3 >= 3.19 has -m/--mptcp
+    mptcpize: str = "mptcpize"
+
+    def wrap(self, argv: Argv, mptcp: bool) -> Argv:
+        if not mptcp:
+            return argv
+        if self.native_mptcp:
+            return argv[:1] + ["--mptcp"] + argv[1:]
+        return [self.mptcpize, "run"] + argv
+
+
+# Fixed-size transfers: the receiver reports this often, so that the time its count reached
+# `traffic.bytes` (the completion time) is known to a tenth of a second.
+COMPLETION_INTERVAL = 0.1
+
+
+def iperf_server_argv(iperf: Iperf, port: int, mptcp: bool, scenario: Scenario | None = None) -> Argv:
+    argv = [iperf.binary, "-s", "-1", "-J", "-p", str(port)]
+    if scenario is not None and scenario.traffic.bytes is not None and server_receives(scenario):
+        argv += ["-i", f"{COMPLETION_INTERVAL:g}"]   # the server receives: its intervals time the completion
+    return iperf.wrap(argv, mptcp)
+
+
+def v4_mapped(ip: str) -> str:
+    return f"::ffff:{ip}"
+
+
+def needs_v6_socket(plan: TopologyPlan, primary: str, mptcp: bool) -> bool:
+    """An AF_INET MPTCP socket can never add IPv6 subflows; an AF_INET6 one (v4-mapped) can add both."""
+    return mptcp and plan.path(primary).family == "ipv4" and any(p.family == "ipv6" for p in plan.paths)
+
+
+def iperf_client_argv(iperf: Iperf, scenario: Scenario, server_ip: str, client_ip: str,
+                      port: int, mptcp: bool) -> Argv:
+    t = scenario.traffic
+    interval = t.interval
+    if t.bytes is not None and not server_receives(scenario):
+        interval = min(interval, COMPLETION_INTERVAL)   # the client receives: its intervals time the completion
+    argv = [iperf.binary, "-c", server_ip, "-B", client_ip, "-p", str(port), "-J",
+            "-i", f"{interval:g}", "--connect-timeout", "10000"]
+    if t.bytes is not None:
+        argv += ["-n", str(t.bytes + fixed_size_extra(scenario))]
+    else:
+        argv += ["-t", f"{t.duration:g}"]
+    if t.omit:
+        argv += ["-O", f"{t.omit:g}"]
+    if t.direction == "download":
+        argv.append("-R")
+    return iperf.wrap(argv, mptcp)
+
+
+def parse_iperf3(text: str) -> dict[str, Any]:
+    """Totals and per-interval throughput from one iperf3 `-J` report."""
+    try:
+        doc = json.loads(text)
+    except json.JSONDecodeError as e:
+        raise ParseError(f"iperf3 did not print JSON: {e}; output starts {text[:200]!r}") from None
+    if not isinstance(doc, dict):
+        raise ParseError("iperf3 JSON is not an object")
+    if doc.get("error"):
+        raise ParseError(f"iperf3 reported an error: {doc['error']}")
+    end = doc.get("end") or {}
+    sent = end.get("sum_sent") or {}
+    received = end.get("sum_received") or {}
+    if not received:
+        raise ParseError("iperf3 JSON has no end.sum_received (the test did not finish)")
+    start = doc.get("start") or {}
+    test = start.get("test_start") or {}
+    out: dict[str, Any] = {
+        "version": start.get("version"),
+        "reverse": bool(test.get("reverse", 0)),
+        "throughput_mbps": received.get("bits_per_second", 0.0) / 1e6,
+        "sender_throughput_mbps": sent.get("bits_per_second", 0.0) / 1e6,
+        "bytes_received": int(received.get("bytes", 0)),
+        "bytes_sent": int(sent.get("bytes", 0)),
+        "seconds": float(received.get("seconds", 0.0)),
+        "retransmits": sent.get("retransmits"),
+        "connected": [{"local": c.get("local_host"), "local_port": c.get("local_port"),
+                       "remote": c.get("remote_host"), "remote_port": c.get("remote_port")}
+                      for c in start.get("connected") or []],
+        "congestion": end.get("sender_tcp_congestion"),
+    }
+    out["sender_mean_rtt_ms"] = _sender_mean_rtt_ms(end)
+    out["intervals"] = _intervals(doc)
+    return out
+
+
+def _intervals(doc: dict) -> list[dict]:
+    return [{"start": iv["sum"]["start"], "end": iv["sum"]["end"],
+             "mbps": iv["sum"]["bits_per_second"] / 1e6,
+             "retransmits": iv["sum"].get("retransmits"),
+             "omitted": bool(iv["sum"].get("omitted", False))}
+            for iv in doc.get("intervals") or [] if "sum" in iv]
+
+
+def intervals(text: str) -> list[dict] | None:
+    """The per-interval totals of one side's iperf3 JSON (None without usable JSON)."""
+    try:
+        doc = json.loads(text)
+    except json.JSONDecodeError:
+        return None
+    return _intervals(doc) if isinstance(doc, dict) else None
+
+
+def _sender_mean_rtt_ms(end: dict) -> float | None:
+    """The sending side's mean smoothed RTT over its streams, in ms. A side that only received
+    (the client of a download: "sender": false) has no RTT of its own: None, not its 0."""
+    rtts = [s["sender"]["mean_rtt"] for s in end.get("streams") or []
+            if isinstance(s.get("sender"), dict) and s["sender"].get("sender", True)
+            and s["sender"].get("mean_rtt") is not None]
+    return (sum(rtts) / len(rtts) / 1000.0) if rtts else None
+
+
+def sender_mean_rtt_ms(text: str) -> float | None:
+    """From either side's iperf3 JSON: the sender's mean RTT (None if this side did not send, or no JSON)."""
+    try:
+        doc = json.loads(text)
+    except json.JSONDecodeError:
+        return None
+    return _sender_mean_rtt_ms(doc.get("end") or {}) if isinstance(doc, dict) else None
+
+
+def completion_time(receiver_text: str, amount: int) -> tuple[float | None, int]:
+    """When the receiver's count reached `amount` bytes: (seconds from the test start, bytes it got).
+
+    From the receiver's own iperf3 intervals, interpolated inside the interval
+    that crossed `amount` (they are COMPLETION_INTERVAL long). None when it never
+    got that far. Why: iperf3 -n ends once the sender has *written* the bytes,
+    so its own end is not when they arrived (esnet/iperf#382).
+    """
+    try:
+        doc = json.loads(receiver_text)
+    except json.JSONDecodeError as e:
+        raise ParseError(f"the receiver's iperf3 did not print JSON: {e}; output starts "
+                         f"{receiver_text[:200]!r}") from None
+    got = 0
+    for iv in (doc.get("intervals") or []) if isinstance(doc, dict) else []:
+        s = iv.get("sum") or {}
+        n = int(s.get("bytes", 0))
+        if n > 0 and got + n >= amount:
+            start, end = float(s["start"]), float(s["end"])
+            return start + (end - start) * (amount - got) / n, got + n
+        got += n
+    return None, got
+
+
+def aggregate_clients(reports: dict[str, dict]) -> dict[str, Any]:
+    """Several clients' iperf3 reports (run at once) -> one report: sums, plus a per-client table.
+
+    Throughput is the aggregate the server received; `throughput_per_client_mbps`
+    is its mean per client (E5 reports both). Intervals add up by index.
+    """
+    names = list(reports)
+    first = reports[names[0]]
+    out = dict(first)
+    out["throughput_mbps"] = sum(r["throughput_mbps"] for r in reports.values())
+    out["sender_throughput_mbps"] = sum(r["sender_throughput_mbps"] or 0.0 for r in reports.values())
+    out["bytes_received"] = sum(r["bytes_received"] for r in reports.values())
+    out["bytes_sent"] = sum(r["bytes_sent"] or 0 for r in reports.values())
+    out["seconds"] = max(r["seconds"] for r in reports.values())
+    rts = [r["retransmits"] for r in reports.values()]
+    out["retransmits"] = None if any(x is None for x in rts) else sum(rts)
+    rtts = [r["sender_mean_rtt_ms"] for r in reports.values() if r.get("sender_mean_rtt_ms") is not None]
+    out["sender_mean_rtt_ms"] = sum(rtts) / len(rtts) if rtts else None
+    n = min(len(r["intervals"]) for r in reports.values())
+    out["intervals"] = [{**first["intervals"][i],
+                         "mbps": sum(r["intervals"][i]["mbps"] for r in reports.values()),
+                         "retransmits": None if any(r["intervals"][i].get("retransmits") is None
+                                                    for r in reports.values())
+                         else sum(r["intervals"][i]["retransmits"] for r in reports.values())}
+                        for i in range(n)]
+    out["throughput_per_client_mbps"] = out["throughput_mbps"] / len(reports)
+    out["clients"] = {name: {k: r.get(k) for k in ("throughput_mbps", "bytes_received", "seconds", "retransmits",
+                                                   "sender_mean_rtt_ms")}
+                      for name, r in reports.items()}
+    return out

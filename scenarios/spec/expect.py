@@ -35,7 +35,7 @@ METRICS = {
     "ofo_mptcp_tail": "segments",
     "subflows": "count",
     # what the run's plan should give (endpoints, signal ports, limits; 1 for TCP), and how many of
-    # those the run lacked: null when the plan cannot say (runners.commands.expected_subflows)
+    # those the run lacked: null when the plan cannot say (runners.collect.subflows.expected_subflows)
     "subflows_expected": "count",
     "missing_subflows": "count",
     "mptcp_joins": "count",

@@ -8,8 +8,8 @@ import threading
 import time
 from pathlib import Path
 
-from runners.leftovers import find_leftovers
-from runners.backends.warm_guest import main_in_this_child
+from runners.backends.vm.warm_guest import main_in_this_child
+from runners.linux.leftovers import find_leftovers
 
 REPO = Path(__file__).resolve().parents[2]
 # OVS daemons that ran before the tests are the machine's; the runner must stop only those it started
@@ -70,14 +70,15 @@ def run_cli(*args: str, timeout: float = 900, plots: bool = False) -> subprocess
 
 def _import_before_fork() -> None:
     """What every run-scenario child would import and ask: done once, in this process."""
-    import runners.cli  # noqa: F401  (imported before the fork: every child inherits it)
     import runners.backends.native  # noqa: F401
+    import runners.cli.run  # noqa: F401  (imported before the fork: every child inherits it)
+    import runners.pipeline.runner  # noqa: F401
     import runners.analysis.plots  # noqa: F401  (matplotlib: seconds to import under TCG)
     import runners.analysis.report  # noqa: F401
     import rich.console, rich.table  # noqa: E401,F401  (the summary's: 1.8 s to import under TCG)
     from runners.backends import kernel_features
     from runners.backends.probe import iperf3_facts, netem_works
-    from runners.cli import userland_metadata
+    from runners.results.metadata import userland_metadata
     if os.geteuid() == 0:
         netem_works()   # memoised: the children inherit the answers
         kernel_features.endpoint_answers()

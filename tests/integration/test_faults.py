@@ -11,7 +11,7 @@ from pathlib import Path
 
 import pytest
 
-from runners.session import RESULTS_UNWRITABLE
+from runners.runset.session import RESULTS_UNWRITABLE
 
 from .helpers import REPO, ForkedCli, leftovers, run_cli, write_scenario
 

@@ -9,7 +9,7 @@ import time
 
 import pytest
 
-from runners.results import ResultStore, new_run_dir
+from runners.results.store import ResultStore, new_run_dir
 
 from .helpers import REPO, leftovers, write_scenario
 

@@ -4,10 +4,10 @@ import sys
 from pathlib import Path
 
 import pytest
-
-from runners import commands
 from scenarios.spec.loader import ScenarioError, parse_scenario
 from topologies.kinds import plan
+
+from runners.traffic import command
 
 REPO = Path(__file__).resolve().parents[2]
 BASE = """\
@@ -27,18 +27,18 @@ traffic:
 
 def test_placeholders_fill_word_by_word():
     s = parse_scenario(BASE)
-    values = commands.command_values(s, plan(s), "A", 5201)
-    assert commands.fill(s.traffic.command.client, values) == ["mpt-client", "10.0.1.2", "--via=10.0.2.2", "-t", "5"]
-    assert commands.fill(s.traffic.command.server, values) == ["mpt-server", "--listen", "10.0.1.2", "--port", "5201"]
+    values = command.command_values(s, plan(s), "A", 5201)
+    assert command.fill(s.traffic.command.client, values) == ["mpt-client", "10.0.1.2", "--via=10.0.2.2", "-t", "5"]
+    assert command.fill(s.traffic.command.server, values) == ["mpt-server", "--listen", "10.0.1.2", "--port", "5201"]
     # a value with spaces stays one word: no shell is involved
-    assert commands.fill(["x{client_ip}y"], {"client_ip": "a b"}) == ["xa by"]
+    assert command.fill(["x{client_ip}y"], {"client_ip": "a b"}) == ["xa by"]
 
 
 def test_doubled_braces_are_literal_braces():
     """curl's -w '%{time_total}' (issue 28): {{ and }} are braces, as in str.format; placeholders still fill."""
     s = parse_scenario(BASE.replace('-t, "{duration}"', '-w, "%{{time_total}} {{{port}}}", "}}{{"'))
-    values = commands.command_values(s, plan(s), "A", 5201)
-    assert commands.fill(s.traffic.command.client, values)[-2:] == ["%{time_total} {5201}", "}{"]
+    values = command.command_values(s, plan(s), "A", 5201)
+    assert command.fill(s.traffic.command.client, values)[-2:] == ["%{time_total} {5201}", "}{"]
 
 
 SETUP = '    ready_port: 5201\n    setup_client: [[ip, "{client_ip:B}"]]\n    setup_server: [[a], [b, "{port}"]]\n'
@@ -46,9 +46,9 @@ SETUP = '    ready_port: 5201\n    setup_client: [[ip, "{client_ip:B}"]]\n    se
 
 def test_setup_commands_fill_like_the_others():
     s = parse_scenario(BASE.replace("    ready_port: 5201\n", SETUP))
-    values = commands.command_values(s, plan(s), "A", 5201)
-    assert [commands.fill(a, values) for a in s.traffic.command.setup_server] == [["a"], ["b", "5201"]]
-    assert commands.fill(s.traffic.command.setup_client[0], values) == ["ip", "10.0.2.1"]
+    values = command.command_values(s, plan(s), "A", 5201)
+    assert [command.fill(a, values) for a in s.traffic.command.setup_server] == [["a"], ["b", "5201"]]
+    assert command.fill(s.traffic.command.setup_client[0], values) == ["ip", "10.0.2.1"]
 
 
 @pytest.mark.parametrize("old,new,msg", [

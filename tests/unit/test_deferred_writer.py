@@ -1,4 +1,4 @@
-"""Raw files wait in memory until the run's traffic is over (runners.results.DeferredWriter): all of them
+"""Raw files wait in memory until the run's traffic is over (runners.results.store.DeferredWriter): all of them
 are on disk once flush returns, the later text of a file wins, a failed write is raised, and an exit
 without a flush still writes them."""
 import errno
@@ -10,7 +10,7 @@ import textwrap
 import pytest
 
 from runners.paths import REPO
-from runners.results import DeferredWriter, ResultStore
+from runners.results.store import DeferredWriter, ResultStore
 
 RUN = {"id": "r001-tcp-A", "mode": "tcp", "repeat": 1, "primary": "A", "status": "ok",
        "metrics": {"throughput_mbps": 9.5}, "paths": {}}
@@ -66,7 +66,7 @@ def test_an_exit_without_flush_still_writes_what_was_handed_over(tmp_path):
     code = textwrap.dedent(f"""
         import sys
         sys.path.insert(0, {str(REPO)!r})
-        from runners.results import ResultStore
+        from runners.results.store import ResultStore
         s = ResultStore({str(tmp_path)!r})
         for k in range(30):
             s.save_raw("r001-tcp-A", f"f{{k}}.json", '{{"k": %d}}' % k)

@@ -1,7 +1,7 @@
 """Derived metrics are computed on copies: the runs loaded from results.json stay as they were."""
 import copy
 
-from runners.derived import efficiency_by_run, group_runs
+from runners.results.derived import efficiency_by_run, group_runs
 
 
 def _run(rid, mode, primary, mbps, point="p001", **extra):
@@ -32,7 +32,7 @@ def test_the_store_writes_efficiency_into_results_and_runs_csv_whatever_the_run_
     import csv
     import json
 
-    from runners.results import ResultStore
+    from runners.results.store import ResultStore
 
     store = ResultStore(tmp_path)
     store.add_run(_run("m1", "mptcp", "A", 15.0, efficiency_paths=["A", "B"], paths={}))

@@ -1,6 +1,6 @@
-"""The pause between runs (runners.drain): at least runs.pause after the traffic, then until the shaped
+"""The pause between runs (runners.pipeline.drain): at least runs.pause after the traffic, then until the shaped
 queues are empty on two reads in a row, never forever."""
-from runners import drain
+from runners.pipeline import drain
 
 
 class FakeTime:

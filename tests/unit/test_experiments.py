@@ -5,17 +5,18 @@ from pathlib import Path
 
 import pytest
 import xmlschema
-
-from runners.analysis import stats
-from runners.jobs import plan_jobs, run_key, topology_signature
-from runners.analysis.junit import render_junit
-from runners.merge import MergeError, merge
-from runners.analysis.report import make_report
-from runners.results import ResultStore
-from runners.analysis.verdicts import FAIL, INCONCLUSIVE, PASS, decide, evaluate, regressions
 from scenarios.spec.expect import parse_check
 from scenarios.spec.loader import ScenarioError, parse_experiment
 from scenarios.spec.sweep import shard_points
+
+from runners.analysis import stats
+from runners.analysis.junit import render_junit
+from runners.analysis.report import make_report
+from runners.analysis.verdicts import FAIL, INCONCLUSIVE, PASS, decide, evaluate, regressions
+from runners.pipeline.job import topology_signature
+from runners.results.merge import MergeError, merge
+from runners.results.store import ResultStore, run_key
+from runners.runset.jobs import plan_jobs
 
 FIX = Path(__file__).resolve().parents[1] / "fixtures"
 BASE = "name: t\ntopology: {kind: dual-homed, paths: [{name: A, bw: 10, delay: 15ms}, {name: B, bw: 10}]}\n"
@@ -258,7 +259,7 @@ def test_junit_has_a_case_per_run_with_its_time_and_an_error_for_a_fallback():
 
 
 def test_new_result_sets_are_linked_as_latest_once_they_have_runs(tmp_path):
-    from runners.results import new_run_dir
+    from runners.results.store import new_run_dir
     first = new_run_dir(tmp_path, "s")
     second = new_run_dir(tmp_path, "s")
     latest = tmp_path / "s" / "latest"

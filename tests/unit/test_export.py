@@ -6,11 +6,11 @@ import sys
 from pathlib import Path
 
 import pytest
-
-from runners import commands
-from runners.export import export_script
 from scenarios.spec.loader import load_experiment, parse_experiment
 from topologies.kinds import plan as make_plan
+
+from runners.cli.export import export_script
+from runners.pipeline import shaping
 
 REPO = Path(__file__).resolve().parents[2]
 
@@ -36,7 +36,7 @@ def test_every_shipped_scenario_exports_a_script_with_the_runs_commands(path):
     shaped = [i for i in plan.interfaces if i.shaping is not None]
     assert sum(len(v) for v in lit["SHAPING"].values()) == len(shaped)
     for iface in shaped:
-        assert list(commands.netem_argv(iface.name, iface.shaping)) in lit["SHAPING"][iface.node]
+        assert list(shaping.netem_argv(iface.name, iface.shaping)) in lit["SHAPING"][iface.node]
     assert all(["sysctl", "-q", "-w", "net.mptcp.enabled=1"] in lit["MPTCP"][h] for h in plan.hosts)
     assert "CLI(net)" in script and "shlex.join(argv)" in script
 

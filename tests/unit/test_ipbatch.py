@@ -1,6 +1,6 @@
 """Runs of `ip`/`tc` changes become one `-batch` process; each command keeps its own result."""
-from runners import ipbatch
-from runners.nsexec import batch_argv, split_batch
+from runners.linux import ipbatch
+from runners.linux.nsexec import batch_argv, split_batch
 
 SETUP = [["ip", "addr", "flush", "dev", "h1-eth0"],
          ["ip", "addr", "add", "10.0.1.1/24", "dev", "h1-eth0"],

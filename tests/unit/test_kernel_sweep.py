@@ -9,16 +9,17 @@ import sys
 from pathlib import Path
 
 import pytest
+from scenarios.spec.loader import ScenarioError, parse_experiment
 
 from runners.analysis.report import make_report, render_stats_csv
-from runners.analysis.verdicts import ACROSS_KERNELS, FAIL, INCONCLUSIVE, PASS, evaluate_points, regressions
-from runners.backends.kernel_images import (KernelNotFound, header_release, image_release, kernel_groups,
-                                            modules_for, native_refusal, resolve_kernel, stage_image)
-from runners.derived import group_runs
 from runners.analysis.summary import refused_kernels, summary
-from runners.kernel_sets import guest_kernel_flags
-from runners.results import ResultStore, render_csv
-from scenarios.spec.loader import ScenarioError, parse_experiment
+from runners.analysis.verdicts import ACROSS_KERNELS, FAIL, INCONCLUSIVE, PASS, evaluate_points, regressions
+from runners.backends.vm.kernel_sets import guest_kernel_flags
+from runners.backends.vm.kernels import (KernelNotFound, header_release, image_release, kernel_groups, modules_for,
+    native_refusal, resolve_kernel, stage_image)
+from runners.results.derived import group_runs
+from runners.results.store import ResultStore
+from runners.results.table import render_csv
 
 REPO = Path(__file__).resolve().parents[2]
 BASE = """name: k
@@ -233,14 +234,14 @@ def test_a_kernel_whose_probe_refuses_the_scenario_is_recorded_and_the_guest_say
     written into metadata.json, and exit code 3 tells the host to go on with the other kernels."""
     import platform
 
-    import runners.backends
+    import runners.backends.choice
     from runners import cli
-    from runners.backends import BackendChoice
+    from runners.backends.choice import BackendChoice
 
     release = platform.release()
     f = tmp_path / "k.yaml"
     f.write_text(BASE + f"sweep: {{kernel: ['{release}', '5.4']}}\n")
-    monkeypatch.setattr(runners.backends, "choose_backend",
+    monkeypatch.setattr(runners.backends.choice, "choose_backend",
                         lambda requested, scenarios: BackendChoice("native", refusal="no sch_netem (kmod: netem)"))
     run_dir = tmp_path / "set"
     run_dir.mkdir()
@@ -252,7 +253,7 @@ def test_a_kernel_whose_probe_refuses_the_scenario_is_recorded_and_the_guest_say
 
 
 def test_a_kernels_guest_takes_the_shard_over_all_points_as_the_host_did(tmp_path):
-    from runners.session import open_run_set
+    from runners.runset.session import open_run_set
     from scenarios.spec.sweep import shard_points
 
     exp = parse_experiment(BASE + "sweep: {kernel: [6.1, 6.12], paths.A.delay: [5ms, 50ms]}\n")
@@ -277,12 +278,13 @@ def test_the_report_of_a_command_line_kernel_sweep_reads_the_kernels_from_the_se
 
 def test_no_plots_writes_stats_verdicts_and_junit_but_no_figures(tmp_path):
     from runners import cli
+    from runners.analysis.report import report_set
 
     store = ResultStore(tmp_path)
     (tmp_path / "scenario.yaml").write_text(BASE + "sweep: {kernel: [6.1, 6.12]}\n")
     for r in two_kernel_runs([19.0, 19.1], [19.0, 19.2])["runs"]:
         store.add_run(r)
-    assert cli._report(tmp_path, None, plots=False) == 0
+    assert report_set(tmp_path, None, plots=False) == 0
     assert all((tmp_path / f).is_file() for f in ("stats.csv", "verdicts.json", "junit.xml"))
     assert not (tmp_path / "plots").exists() and not (tmp_path / "report.html").exists()
     assert cli.parse_command_line(["s.yaml", "--no-plots"])[1].no_plots
@@ -291,22 +293,23 @@ def test_no_plots_writes_stats_verdicts_and_junit_but_no_figures(tmp_path):
 def test_the_host_refuses_a_kernel_below_requires_kernel_and_runs_the_others(tmp_path, monkeypatch):
     """The VM backend's loop over a sweep's kernels (no boot here: the guest run is replaced): a kernel
     whose release fails requires.kernel is recorded as refused, the others run."""
-    import runners.backends.kernel_images as ki
-    from runners import cli
+    import runners.backends.vm.kernels as ki
+    from runners.backends.vm import host
+    from runners.cli import run as run_command
 
     boot = boot_dir(tmp_path)
     real = ki.resolve_kernel
     monkeypatch.setattr(ki, "resolve_kernel", lambda label, base=None: real(label, base, boot=boot))
     booted = []
-    monkeypatch.setattr(cli, "_run_one_vm", lambda args, exp, run_dir, kernel, req, flags=(), label=None:
+    monkeypatch.setattr(host, "_run_one_vm", lambda args, exp, run_dir, kernel, req, flags=(), label=None:
                         booted.append((label, kernel.name, list(flags))) or 0)
     f = tmp_path / "k.yaml"
     f.write_text(BASE + "requires: {kernel: '>=6.12'}\nsweep: {kernel: [6.1, 6.12]}\n")
     exp = parse_experiment(f.read_text(), f)
     run_dir = tmp_path / "set"
     run_dir.mkdir()
-    args = cli.build_parser().parse_args([str(f)])
-    assert cli._run_vm_per_kernel(args, exp, run_dir) == 0
+    args = run_command.build_parser().parse_args([str(f)])
+    assert host._run_vm_per_kernel(args, exp, run_dir) == 0
     assert booted == [("6.12", "vmlinuz-6.12.95+deb12-amd64", ["--only-kernel", "6.12"])]
     meta = json.loads((run_dir / "metadata.json").read_text())
     assert refused_kernels(meta) == {"6.1": "requires.kernel >=6.12: kernel 6.1.0-56-amd64 does not meet it"}
@@ -315,8 +318,9 @@ def test_the_host_refuses_a_kernel_below_requires_kernel_and_runs_the_others(tmp
 def test_until_conclusive_adds_rounds_for_checks_across_kernels(tmp_path, monkeypatch):
     """After every kernel ran, an inconclusive cross-kernel check gets one more repetition of its points
     per round, a guest per kernel (replaced here by one that records a run per point asked)."""
-    import runners.backends.kernel_images as ki
-    from runners import cli
+    import runners.backends.vm.kernels as ki
+    from runners.backends.vm import host
+    from runners.cli import run as run_command
 
     boot = boot_dir(tmp_path)
     real = ki.resolve_kernel
@@ -338,7 +342,7 @@ def test_until_conclusive_adds_rounds_for_checks_across_kernels(tmp_path, monkey
             store.add_run(run(pid, f"kernel={label}", label, release, "mptcp", values[label][r - 1], r))
         return 0
 
-    monkeypatch.setattr(cli, "_run_one_vm", fake_guest)
+    monkeypatch.setattr(host, "_run_one_vm", fake_guest)
     f = tmp_path / "k.yaml"
     f.write_text(BASE + "sweep: {kernel: [6.1, 6.12]}\nruns: {compare: [mptcp], repeat: 2}\nexpect:\n"
                  "  - check: mptcp@6.12.throughput_mbps >= 0.5 * mptcp@6.1.throughput_mbps\n")
@@ -346,8 +350,8 @@ def test_until_conclusive_adds_rounds_for_checks_across_kernels(tmp_path, monkey
     run_dir = tmp_path / "set"
     run_dir.mkdir()
     (run_dir / "scenario.yaml").write_text(f.read_text())
-    args = cli.build_parser().parse_args([str(f), "--until-conclusive", "--max-repeat", "4"])
-    assert cli._run_vm_per_kernel(args, exp, run_dir) == 0
+    args = run_command.build_parser().parse_args([str(f), "--until-conclusive", "--max-repeat", "4"])
+    assert host._run_vm_per_kernel(args, exp, run_dir) == 0
     # rounds 1-2 on each kernel (the guest's own), then round 3 on both; round 3 decides (a pass)
     assert calls == [("6.1", 2, None), ("6.12", 2, None), ("6.1", 3, ["p001"]), ("6.12", 3, ["p002"])]
     [v] = make_report(run_dir, plots=False).verdicts

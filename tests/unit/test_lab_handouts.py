@@ -6,9 +6,10 @@ import shlex
 from pathlib import Path
 
 import pytest
-
-from runners.cli import parse_command_line, select_variants
 from scenarios.spec.loader import load_experiment
+
+from runners.cli import parse_command_line
+from runners.runset.checks import select_variants
 
 REPO = Path(__file__).resolve().parents[2]
 LABS = REPO / "labs"
@@ -205,7 +206,7 @@ def test_the_handout_states_measured_times_that_the_dry_run_estimate_is_within_1
     `--dry-run` estimated 99 s of the 152 s measured. Each handout has a table of the times its commands
     took, dated, with the machine; each lab scenario's run is in it, with the estimate `--dry-run` prints
     on a fresh clone (the TCG VM's default costs), which must be the code's and within 15 % of the time."""
-    from runners.preview import DEFAULTS, job_table
+    from runners.runset.estimate import DEFAULTS, job_table
 
     text = handout.read_text()
     rows = time_rows(text)

@@ -7,9 +7,9 @@ import subprocess
 import sys
 from pathlib import Path
 
-from runners.merge import merge
-from runners.results import ResultStore, new_run_dir, point_latest
-from runners.shell import open_session
+from runners.pipeline.shell import open_session
+from runners.results.merge import merge
+from runners.results.store import ResultStore, new_run_dir, point_latest
 
 REPO = Path(__file__).resolve().parents[2]
 RUN = {"id": "r001-mptcp-A", "mode": "mptcp", "repeat": 1, "primary": "A", "status": "ok",

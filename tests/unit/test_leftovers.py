@@ -1,7 +1,7 @@
 """What `run-scenario clean` lists as ours, on a recorded process table: never a container's process."""
 import os
 
-from runners import leftovers
+from runners.linux import leftovers
 
 
 def test_only_our_processes_are_leftovers(monkeypatch, tmp_path):
@@ -60,7 +60,7 @@ def test_inside_the_vm_the_hosts_folders_are_not_leftovers(monkeypatch, tmp_path
 
 
 def test_links_are_read_from_proc_net_dev_and_only_ours_count(tmp_path):
-    from runners.leftovers import leftover_links
+    from runners.linux.leftovers import leftover_links
     dev = tmp_path / "dev"
     dev.write_text("Inter-|   Receive |  Transmit\n face |bytes packets|bytes packets\n"
                    "    lo: 1 2 0 0 0 0 0 0 1 2 0 0 0 0 0 0\n  eth0: 1 2 0 0 0 0 0 0 1 2 0 0 0 0 0 0\n"
@@ -76,7 +76,7 @@ def test_the_links_read_are_the_ones_ip_lists():
 
     import pytest
 
-    from runners.leftovers import OUR_LINK, leftover_links
+    from runners.linux.leftovers import OUR_LINK, leftover_links
     if not shutil.which("ip"):
         pytest.skip("no ip here")
     listed = json.loads(subprocess.run(["ip", "-j", "link", "show"], capture_output=True, text=True).stdout)
@@ -84,7 +84,7 @@ def test_the_links_read_are_the_ones_ip_lists():
 
 
 def test_named_namespaces_are_the_files_ip_netns_makes(tmp_path):
-    from runners.leftovers import leftover_netns
+    from runners.linux.leftovers import leftover_netns
     (tmp_path / "mptb-features-12").touch()
     (tmp_path / "other").touch()
     assert leftover_netns(tmp_path) == ["mptb-features-12", "other"]

@@ -4,8 +4,8 @@ import re
 import sys
 import threading
 
-from runners.commandlog import CommandLog, Timed
-from runners.runlog import RUN_LOG
+from runners.console.runlog import RUN_LOG
+from runners.linux.commandlog import CommandLog, Timed
 
 
 def test_a_command_line_per_command_with_node_exit_code_and_seconds(tmp_path, capsys):
@@ -29,7 +29,7 @@ def test_a_command_line_per_command_with_node_exit_code_and_seconds(tmp_path, ca
 
 
 def test_timed_records_the_exit_code_set_inside(tmp_path):
-    from runners import commandlog
+    from runners.linux import commandlog
     saved = commandlog.COMMANDS.path
     commandlog.COMMANDS.open(tmp_path / "c.log")
     try:

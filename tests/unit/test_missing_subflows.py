@@ -7,13 +7,15 @@ from pathlib import Path
 
 import pytest
 
-from runners import parsers
+from runners.collect.pings import parse_ping_after_warmup
+from runners.linux import ss
+from runners.traffic import iperf3
 from runners.analysis.summary import summary
 from runners.analysis.verdicts import FAIL, INCONCLUSIVE, PASS, evaluate
 from runners.collect.record import Observations, RunIdentity, Setting, build
-from runners.commands import expected_subflows
-from runners.progress import describe_result
-from runners.results import render_csv
+from runners.collect.subflows import expected_subflows
+from runners.console.progress import describe_result
+from runners.results.table import render_csv
 from runners.traffic import TrafficReport
 from scenarios.spec.expect import parse_check
 from scenarios.spec.loader import ScenarioError, load_scenario, parse_scenario
@@ -131,11 +133,11 @@ def recorded_run(mode="mptcp", drop_path_b=False, tool="iperf3", scenario_text=T
     text = (raw / "ss-subflows.txt").read_text()
     if drop_path_b:
         text = "\n".join(line for line in text.splitlines() if "10.0.2." not in line)
-    samples = [{"subflows": parsers.parse_ss_subflows("Netid" + part)} for part in text.split("Netid")[1:]]
-    pings = {p.name: parsers.parse_ping_after_warmup((raw / f"ping-{p.name}.txt").read_text()) for p in topo.paths}
+    samples = [{"subflows": ss.parse_ss_subflows("Netid" + part)} for part in text.split("Netid")[1:]]
+    pings = {p.name: parse_ping_after_warmup((raw / f"ping-{p.name}.txt").read_text()) for p in topo.paths}
     seen = Observations(before=snapshot(raw, "before"), after=snapshot(raw, "after"), pings=pings,
                         path_samples=[], ss_samples=samples, server_receives=True)
-    report = TrafficReport.from_iperf3(parsers.parse_iperf3((raw / "iperf3-client.json").read_text()))
+    report = TrafficReport.from_iperf3(iperf3.parse_iperf3((raw / "iperf3-client.json").read_text()))
     setting = Setting(paths=topo.paths, byte_counters="iface", fixed_size_bytes=None, n_clients=1,
                       subflows=expected_subflows(sc, topo, "A") if mode == "mptcp" else None, tool=tool)
     return build(RunIdentity(f"r001-{mode}-A", mode, 1, "A", 0.0), report, seen, setting)
@@ -218,8 +220,8 @@ def test_a_scenario_may_expect_no_missing_subflows_and_a_typo_is_refused():
 
 def test_the_runner_hands_each_run_what_its_plan_should_get():
     """The native runner's record setting: the expected subflows for an MPTCP run (none for TCP), the tool."""
-    from runners.backends.native import record_setting
-    from runners.jobs import plan_jobs
+    from runners.pipeline.one_run import record_setting
+    from runners.runset.jobs import plan_jobs
     from scenarios.spec.loader import load_experiment
 
     exp = load_experiment(REPO / "labs" / "lab5-steering.yaml")

@@ -1,7 +1,7 @@
 """Batched commands: one process for several argument lists, each result apart, no word parsed by a shell."""
 import subprocess
 
-from runners.nsexec import run_batch
+from runners.linux.nsexec import run_batch
 
 
 class LocalNode:

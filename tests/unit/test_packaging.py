@@ -227,7 +227,7 @@ def test_the_editable_install_takes_the_pep_660_path(tmp_path):
     work.mkdir()
     where = subprocess.run([str(python), "-c", "import runners.cli, runners.paths as p; print(runners.cli.__file__);"
                             "print(p.IN_CHECKOUT, p.RESULTS)"], cwd=work, capture_output=True, text=True, timeout=60)
-    assert where.stdout.split() == [str(src / "runners" / "cli.py"), "True", str(src / "results")], where.stderr
+    assert where.stdout.split() == [str(src / "runners" / "cli" / "__init__.py"), "True", str(src / "results")], where.stderr
     helped = subprocess.run([str(python.parent / "run-scenario"), "--help"], cwd=work, capture_output=True, text=True,
                             timeout=60)
     assert helped.returncode == 0 and "exit codes:" in helped.stdout, helped.stderr

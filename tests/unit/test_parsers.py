@@ -4,8 +4,11 @@ from pathlib import Path
 
 import pytest
 
-from runners import parsers
-from runners import procfs
+from runners import errors
+from runners.collect import pings, record
+from runners.linux import procfs, rtnetlink, ss
+from runners.pipeline import shaping
+from runners.traffic import iperf3
 
 FIX = Path(__file__).resolve().parents[1] / "fixtures"
 
@@ -15,7 +18,7 @@ def fx(name: str) -> str:
 
 
 def test_iperf3_mptcp_client_report():
-    r = parsers.parse_iperf3(fx("iperf3-mptcp-client.json"))
+    r = iperf3.parse_iperf3(fx("iperf3-mptcp-client.json"))
     assert r["version"].startswith("iperf 3.")
     assert 17 < r["throughput_mbps"] < 20          # two 10 Mbit/s paths
     assert r["bytes_received"] > 20_000_000 and r["seconds"] > 9.9
@@ -24,7 +27,7 @@ def test_iperf3_mptcp_client_report():
 
 
 def test_iperf3_tcp_client_report():
-    r = parsers.parse_iperf3(fx("iperf3-tcp-client.json"))
+    r = iperf3.parse_iperf3(fx("iperf3-tcp-client.json"))
     assert 9 < r["throughput_mbps"] < 10
     assert r["retransmits"] == 0 and r["sender_mean_rtt_ms"] > 30
 
@@ -32,13 +35,13 @@ def test_iperf3_tcp_client_report():
 def test_fixed_size_completion_from_the_receivers_intervals():
     # E3 case 7, MPTCP, 6 MB asked, 7.05 MB written (6 MB + 1 MiB extra): the server received, every 0.1 s
     text = fx("iperf3-mptcp-server-6MB.json")
-    seconds, got = parsers.completion_time(text, 6_000_000)
+    seconds, got = iperf3.completion_time(text, 6_000_000)
     assert 8.70 < seconds < 8.80 and got >= 6_000_000      # inside the interval that crossed 6 MB
-    early, _ = parsers.completion_time(text, 3_000_000)
+    early, _ = iperf3.completion_time(text, 3_000_000)
     assert 0 < early < seconds
-    assert parsers.completion_time(text, 7_000_000) == (None, 6_860_016)   # iperf3 ended first: all it got
-    with pytest.raises(parsers.ParseError, match="receiver's iperf3 did not print JSON"):
-        parsers.completion_time("iperf3: error", 1)
+    assert iperf3.completion_time(text, 7_000_000) == (None, 6_860_016)   # iperf3 ended first: all it got
+    with pytest.raises(errors.ParseError, match="receiver's iperf3 did not print JSON"):
+        iperf3.completion_time("iperf3: error", 1)
 
 
 @pytest.mark.parametrize("text,match", [
@@ -47,21 +50,21 @@ def test_fixed_size_completion_from_the_receivers_intervals():
     ('{"start": {}, "end": {}}', "no end.sum_received"),
 ])
 def test_iperf3_errors(text, match):
-    with pytest.raises(parsers.ParseError, match=match):
-        parsers.parse_iperf3(text)
+    with pytest.raises(errors.ParseError, match=match):
+        iperf3.parse_iperf3(text)
 
 
 def test_nstat_absolute_counters_and_delta():
-    after = parsers.parse_nstat(fx("nstat-receiver-after.txt"))
-    before = parsers.parse_nstat(fx("nstat-receiver-before.txt"))
-    d = parsers.counter_delta(before, after, ["MPTcpExtOFOQueue", "TcpExtTCPOFOQueue", "MPTcpExtMPJoinAckRx", "Nope"])
+    after = procfs.parse_nstat(fx("nstat-receiver-after.txt"))
+    before = procfs.parse_nstat(fx("nstat-receiver-before.txt"))
+    d = procfs.counter_delta(before, after, ["MPTcpExtOFOQueue", "TcpExtTCPOFOQueue", "MPTcpExtMPJoinAckRx", "Nope"])
     assert d["MPTcpExtOFOQueue"] > 0 and d["MPTcpExtMPJoinAckRx"] >= 1 and d["Nope"] == 0
     assert all(isinstance(v, int) for v in after.values())
 
 
 def test_nstat_garbage_is_an_error():
-    with pytest.raises(parsers.ParseError):
-        parsers.parse_nstat("#kernel\nTcpExtFoo notanumber 0.0\n")
+    with pytest.raises(errors.ParseError):
+        procfs.parse_nstat("#kernel\nTcpExtFoo notanumber 0.0\n")
 
 
 def test_interface_counters_from_proc_net_dev():
@@ -72,7 +75,7 @@ def test_interface_counters_from_proc_net_dev():
 
 def test_nstat_counters_from_proc_tables():
     lines = procfs.counters_lines(fx("proc-net-snmp.txt")) + procfs.counters_lines(fx("proc-net-netstat.txt"))
-    counters = parsers.parse_nstat("\n".join(lines))
+    counters = procfs.parse_nstat("\n".join(lines))
     # the names nstat prints: table prefix + field
     for name in ("TcpRetransSegs", "TcpExtTCPOFOQueue", "MPTcpExtOFOQueue", "MPTcpExtMPJoinAckRx", "IpInReceives"):
         assert name in counters, name
@@ -83,22 +86,22 @@ def test_qdisc_counters_of_every_device():
     text = ('[{"kind":"netem","handle":"8001:","root":true,"dev":"h1-eth0","bytes":100,"packets":7,"drops":2},'
             '{"kind":"noqueue","handle":"0:","root":true,"dev":"lo","packets":0,"drops":0},'
             '{"kind":"pfifo","handle":"1:","parent":"8001:1","dev":"h1-eth0","packets":5,"drops":9}]')
-    by_dev = parsers.parse_qdisc_stats_by_dev(text)
+    by_dev = rtnetlink.parse_qdisc_stats_by_dev(text)
     assert by_dev["h1-eth0"] == {"packets": 7, "drops": 2} and by_dev["lo"]["packets"] == 0
 
 
 def test_netem_readback_and_mismatch():
-    got = parsers.parse_netem(fx("tc-netem.json"))
+    got = shaping.parse_netem(fx("tc-netem.json"))
     want = {"limit": got["limit"], "rate_mbit": got["rate_mbit"], "delay_ms": got["delay_ms"], "loss_pct": got["loss_pct"]}
-    assert parsers.shaping_mismatches(want, got) == []
+    assert shaping.shaping_mismatches(want, got) == []
     assert got["rate_mbit"] == pytest.approx(10.0) and got["delay_ms"] == pytest.approx(250.0)
-    assert parsers.shaping_mismatches({**want, "delay_ms": 15.0}, got) == ["delay_ms 250 != 15"]
-    assert parsers.shaping_mismatches(want, None) == ["no netem qdisc is installed"]
-    assert parsers.parse_netem('[{"kind":"noqueue","handle":"0:","root":true,"refcnt":2,"options":{}}]') is None
+    assert shaping.shaping_mismatches({**want, "delay_ms": 15.0}, got) == ["delay_ms 250 != 15"]
+    assert shaping.shaping_mismatches(want, None) == ["no netem qdisc is installed"]
+    assert shaping.parse_netem('[{"kind":"noqueue","handle":"0:","root":true,"refcnt":2,"options":{}}]') is None
 
 
 def test_ss_subflows_grouped_by_token():
-    subs = parsers.parse_ss_subflows(fx("ss-subflows.txt"))
+    subs = ss.parse_ss_subflows(fx("ss-subflows.txt"))
     assert {s["local"] for s in subs} >= {"10.0.1.1", "10.0.2.1"}
     assert all(s["family"] == "ipv4" and s["token"] for s in subs)
     data = [s for s in subs if s["remote_port"] == 5201]
@@ -106,7 +109,7 @@ def test_ss_subflows_grouped_by_token():
 
 
 def test_ss_dual_stack_subflows_report_their_family():
-    subs = parsers.parse_ss_subflows(fx("ss-subflows-dualstack.txt"))
+    subs = ss.parse_ss_subflows(fx("ss-subflows-dualstack.txt"))
     fams = {s["family"] for s in subs}
     assert fams == {"ipv4", "ipv6"}, subs
     v4 = next(s for s in subs if s["family"] == "ipv4")
@@ -114,7 +117,7 @@ def test_ss_dual_stack_subflows_report_their_family():
 
 
 def test_loss_from_qdisc_drops_along_a_path():
-    q = parsers.parse_qdisc_stats_by_dev('[{"kind":"netem","handle":"8001:","root":true,"refcnt":3,"dev":"h1-eth0",'
+    q = rtnetlink.parse_qdisc_stats_by_dev('[{"kind":"netem","handle":"8001:","root":true,"refcnt":3,"dev":"h1-eth0",'
                                    '"options":{"limit":100},"bytes":1500000,"packets":950,"drops":50,'
                                    '"overlimits":0,"requeues":0,"backlog":0,"qlen":0}]')
     assert q == {"h1-eth0": {"packets": 950, "drops": 50}}
@@ -122,12 +125,12 @@ def test_loss_from_qdisc_drops_along_a_path():
     before = {("h1", "a"): zero, ("r1", "b"): zero}
     after = {("h1", "a"): {"packets": 950, "drops": 50}, ("r1", "b"): {"packets": 900, "drops": 50}}
     # 5 % then 50/950 = 5.26 %: 1 - 0.95 * 0.947 = 10 %
-    assert parsers.path_loss_pct(before, after, [("h1", "a"), ("r1", "b")]) == pytest.approx(10.0)
-    assert parsers.path_loss_pct(before, {("h1", "a"): {"packets": 9, "drops": 1}}, [("h1", "a")]) is None
+    assert record.path_loss_pct(before, after, [("h1", "a"), ("r1", "b")]) == pytest.approx(10.0)
+    assert record.path_loss_pct(before, {("h1", "a"): {"packets": 9, "drops": 1}}, [("h1", "a")]) is None
 
 
 def test_ping_leaves_out_the_warm_up_echo():
-    r = parsers.parse_ping_after_warmup(fx("ping-replies.txt"))
+    r = pings.parse_ping_after_warmup(fx("ping-replies.txt"))
     # echo 1 (95.2 ms, neighbour resolution) is not measured; echo 4 was lost
     assert r["sent"] == 5 and r["received"] == 4 and r["loss_pct"] == 20.0
     assert r["rtt_min_ms"] == 30.9 and r["rtt_max_ms"] == 31.05
@@ -137,7 +140,7 @@ def test_ping_leaves_out_the_warm_up_echo():
 def test_ping_with_no_reply_after_the_warm_up_has_no_rtt():
     text = ("64 bytes from 10.0.1.2: icmp_seq=1 ttl=64 time=5.0 ms\n"
             "3 packets transmitted, 1 received, 66.6667% packet loss, time 400ms\n")
-    r = parsers.parse_ping_after_warmup(text)
+    r = pings.parse_ping_after_warmup(text)
     assert r["loss_pct"] == 100.0 and r["rtt_avg_ms"] is None
 
 
@@ -163,19 +166,19 @@ def test_the_sender_rtt_comes_from_the_side_that_sent():
     received = json.loads(json.dumps(sent))
     for s in received["end"]["streams"]:
         s["sender"].update(sender=False, mean_rtt=0)
-    assert parsers.parse_iperf3(json.dumps(received))["sender_mean_rtt_ms"] is None
-    assert parsers.sender_mean_rtt_ms(json.dumps(received)) is None
-    assert parsers.sender_mean_rtt_ms(json.dumps(sent)) == pytest.approx(188.886)
-    assert parsers.sender_mean_rtt_ms("not json") is None
+    assert iperf3.parse_iperf3(json.dumps(received))["sender_mean_rtt_ms"] is None
+    assert iperf3.sender_mean_rtt_ms(json.dumps(received)) is None
+    assert iperf3.sender_mean_rtt_ms(json.dumps(sent)) == pytest.approx(188.886)
+    assert iperf3.sender_mean_rtt_ms("not json") is None
 
 
 def test_read_back_tolerates_the_clocks_rounding_of_small_delays_but_not_a_lost_rate():
     want = {"limit": 100, "rate_mbit": 10.0, "delay_ms": 0.025, "loss_pct": 0.0}
     got = {"limit": 100, "rate_mbit": 10.0, "delay_ms": 0.024, "loss_pct": 0.0}
-    assert parsers.shaping_mismatches(want, got) == []                       # 25 us reads back as 24 us
-    assert parsers.shaping_mismatches(want, {**got, "delay_ms": 0.020}) == ["delay_ms 0.02 != 0.025"]
+    assert shaping.shaping_mismatches(want, got) == []                       # 25 us reads back as 24 us
+    assert shaping.shaping_mismatches(want, {**got, "delay_ms": 0.020}) == ["delay_ms 0.02 != 0.025"]
     tiny = {**want, "rate_mbit": 0.000001}
-    assert parsers.shaping_mismatches(tiny, {**got, "rate_mbit": 0.0}) == ["rate_mbit 0 != 1e-06"]
+    assert shaping.shaping_mismatches(tiny, {**got, "rate_mbit": 0.0}) == ["rate_mbit 0 != 1e-06"]
 
 
 def test_one_qdisc_listing_of_every_device_gives_each_device_its_own():
@@ -186,9 +189,9 @@ def test_one_qdisc_listing_of_every_device_gives_each_device_its_own():
              '"cellsize":0,"celloverhead":0},"ecn":false,"gap":0}},'
              '{"kind":"netem","handle":"8003:","dev":"h1-eth1","root":true,"refcnt":3,"options":{"limit":100,'
              '"delay":{"delay":0.015,"jitter":0,"correlation":0},"ecn":false,"gap":0}}]')
-    eth0 = parsers.parse_netem(parsers.qdiscs_of_dev(every, "h1-eth0"))
-    assert eth0 == parsers.parse_netem(fx("tc-netem.json"))
-    assert parsers.parse_netem(parsers.qdiscs_of_dev(every, "h1-eth1"))["limit"] == 100
-    assert parsers.parse_netem(parsers.qdiscs_of_dev(every, "h1-eth9")) is None
-    with pytest.raises(parsers.ParseError):
-        parsers.qdiscs_of_dev("not json", "h1-eth0")
+    eth0 = shaping.parse_netem(shaping.qdiscs_of_dev(every, "h1-eth0"))
+    assert eth0 == shaping.parse_netem(fx("tc-netem.json"))
+    assert shaping.parse_netem(shaping.qdiscs_of_dev(every, "h1-eth1"))["limit"] == 100
+    assert shaping.parse_netem(shaping.qdiscs_of_dev(every, "h1-eth9")) is None
+    with pytest.raises(errors.ParseError):
+        shaping.qdiscs_of_dev("not json", "h1-eth0")

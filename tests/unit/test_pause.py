@@ -5,7 +5,7 @@ import signal
 import threading
 import time
 
-from runners.pause import pause
+from runners.pipeline.pause import pause
 
 
 class Node:

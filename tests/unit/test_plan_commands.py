@@ -1,10 +1,12 @@
 """Topology plan and command builders: pure, no root."""
 import pytest
-
 from scenarios.spec.loader import parse_scenario
-from runners import commands
 from topologies.kinds import plan
 from topologies.plan import netem_limit
+
+from runners.collect import pings
+from runners.pipeline import mptcp_config, network, shaping
+from runners.traffic import base, iperf3
 
 BASE = """\
 name: t
@@ -41,11 +43,11 @@ def test_netem_limit_adds_the_delay_line():
 
 def test_netem_argv_per_path():
     p = plan(sc())
-    assert commands.netem_argv("h1-eth0", p.paths[0].shaping) == [
+    assert shaping.netem_argv("h1-eth0", p.paths[0].shaping) == [
         "tc", "qdisc", "replace", "dev", "h1-eth0", "root", "netem",
         "rate", "10000kbit", "delay", "250ms", "loss", "0.5%", "limit", "309"]
     # no delay or loss keyword when they are zero
-    assert commands.netem_argv("h1-eth2", p.paths[2].shaping)[6:] == ["netem", "rate", "700kbit", "limit", "100"]
+    assert shaping.netem_argv("h1-eth2", p.paths[2].shaping)[6:] == ["netem", "rate", "700kbit", "limit", "100"]
     # every interface of the plan carries the shaping of its path, both ends
     assert [i.shaping for i in p.interfaces if i.link == "A"] == [p.paths[0].shaping] * 2
 
@@ -60,7 +62,7 @@ def test_client_gets_source_routing_server_does_not():
 
 def test_signal_endpoints_on_the_server_for_non_primary_paths():
     s = sc("mptcp: {primary: B}\n")
-    cmds = commands.mptcp_argvs(s, plan(s), "B")
+    cmds = mptcp_config.mptcp_argvs(s, plan(s), "B")
     assert ["ip", "mptcp", "limits", "set", "subflows", "2", "add_addr_accepted", "2"] in cmds.client
     eps = [a for a in cmds.server if a[:4] == ["ip", "mptcp", "endpoint", "add"]]
     assert eps == [["ip", "mptcp", "endpoint", "add", "10.0.1.2", "dev", "h2-eth0", "signal"],
@@ -70,7 +72,7 @@ def test_signal_endpoints_on_the_server_for_non_primary_paths():
 
 def test_subflow_endpoints_and_backup_flags():
     s = sc("mptcp: {endpoints: subflow, backup: [C], limits: {subflows: 4}}\n")
-    cmds = commands.mptcp_argvs(s, plan(s), "A")
+    cmds = mptcp_config.mptcp_argvs(s, plan(s), "A")
     # no server announcements in subflow mode, so no ADD_ADDR to accept
     assert ["ip", "mptcp", "limits", "set", "subflows", "4", "add_addr_accepted", "0"] in cmds.client
     assert ["ip", "mptcp", "endpoint", "add", "10.0.2.1", "dev", "h1-eth1", "subflow"] in cmds.client
@@ -80,12 +82,12 @@ def test_subflow_endpoints_and_backup_flags():
 
 def test_iperf_commands_mptcpize_and_native():
     s = sc("traffic: {duration: 7, direction: download, interval: 0.5}\n")
-    old = commands.Iperf(native_mptcp=False)
-    new = commands.Iperf(native_mptcp=True)
-    assert commands.iperf_server_argv(old, 5201, True) == ["mptcpize", "run", "iperf3", "-s", "-1", "-J", "-p", "5201"]
-    assert commands.iperf_server_argv(new, 5201, True) == ["iperf3", "--mptcp", "-s", "-1", "-J", "-p", "5201"]
-    assert commands.iperf_server_argv(old, 5201, False) == ["iperf3", "-s", "-1", "-J", "-p", "5201"]
-    argv = commands.iperf_client_argv(old, s, "10.0.1.2", "10.0.1.1", 5201, True)
+    old = iperf3.Iperf(native_mptcp=False)
+    new = iperf3.Iperf(native_mptcp=True)
+    assert iperf3.iperf_server_argv(old, 5201, True) == ["mptcpize", "run", "iperf3", "-s", "-1", "-J", "-p", "5201"]
+    assert iperf3.iperf_server_argv(new, 5201, True) == ["iperf3", "--mptcp", "-s", "-1", "-J", "-p", "5201"]
+    assert iperf3.iperf_server_argv(old, 5201, False) == ["iperf3", "-s", "-1", "-J", "-p", "5201"]
+    argv = iperf3.iperf_client_argv(old, s, "10.0.1.2", "10.0.1.1", 5201, True)
     assert argv[:2] == ["mptcpize", "run"]
     assert argv[2:9] == ["iperf3", "-c", "10.0.1.2", "-B", "10.0.1.1", "-p", "5201"]
     assert "-R" in argv and argv[argv.index("-t") + 1] == "7" and argv[argv.index("-i") + 1] == "0.5"
@@ -93,43 +95,43 @@ def test_iperf_commands_mptcpize_and_native():
 
 def test_iperf_fixed_size_transfer_sends_extra_and_the_receiver_reports_finely():
     s = sc("traffic: {bytes: 10MB}\n")
-    argv = commands.iperf_client_argv(commands.Iperf(), s, "10.0.1.2", "10.0.1.1", 5201, False)
+    argv = iperf3.iperf_client_argv(iperf3.Iperf(), s, "10.0.1.2", "10.0.1.1", 5201, False)
     # iperf3 ends at the last write: the extra covers what is still in the send buffer then
     assert argv[argv.index("-n") + 1] == str(10_000_000 + (1 << 20)) and "-t" not in argv
     assert argv[argv.index("-i") + 1] == "1"                        # the client only sends (upload)
-    assert commands.iperf_server_argv(commands.Iperf(), 5201, False, s)[-2:] == ["-i", "0.1"]
+    assert iperf3.iperf_server_argv(iperf3.Iperf(), 5201, False, s)[-2:] == ["-i", "0.1"]
     big = sc("traffic: {bytes: 10MB}\nsockets: {send: [4KiB, 4MiB, 8MiB]}\n")
-    assert commands.fixed_size_extra(big) == 6 << 20                       # 1.5x a 4 MiB initial send buffer
+    assert base.fixed_size_extra(big) == 6 << 20                       # 1.5x a 4 MiB initial send buffer
     down = sc("traffic: {bytes: 10MB, direction: download}\n")
-    argv = commands.iperf_client_argv(commands.Iperf(), down, "10.0.1.2", "10.0.1.1", 5201, False)
+    argv = iperf3.iperf_client_argv(iperf3.Iperf(), down, "10.0.1.2", "10.0.1.1", 5201, False)
     assert argv[argv.index("-i") + 1] == "0.1"                      # the client receives
-    assert "-i" not in commands.iperf_server_argv(commands.Iperf(), 5201, False, down)
+    assert "-i" not in iperf3.iperf_server_argv(iperf3.Iperf(), 5201, False, down)
     timed = sc("traffic: {duration: 5}\n")
-    assert "-i" not in commands.iperf_server_argv(commands.Iperf(), 5201, False, timed)
+    assert "-i" not in iperf3.iperf_server_argv(iperf3.Iperf(), 5201, False, timed)
 
 
 def test_sysctls_stay_in_namespaces_and_scheduler_only_when_asked():
-    keys = dict(commands.sysctls(sc(), scheduler_available=False))
+    keys = dict(mptcp_config.sysctls(sc(), scheduler_available=False))
     assert keys["net.mptcp.enabled"] == "1" and keys["net.ipv4.tcp_congestion_control"] == "cubic"
     assert "net.mptcp.scheduler" not in keys
-    assert dict(commands.sysctls(sc(), scheduler_available=True))["net.mptcp.scheduler"] == "default"
+    assert dict(mptcp_config.sysctls(sc(), scheduler_available=True))["net.mptcp.scheduler"] == "default"
 
 
 def test_socket_buffers_become_namespace_sysctls_and_defaults_come_back():
     s = sc("sockets: {send: [4KiB, 4MiB, 16MiB]}\n")
-    keys = dict(commands.sysctls(s, False, {"net.ipv4.tcp_wmem": "4096 16384 4194304",
+    keys = dict(mptcp_config.sysctls(s, False, {"net.ipv4.tcp_wmem": "4096 16384 4194304",
                                      "net.ipv4.tcp_rmem": "4096 131072 6291456"}))
     assert keys["net.ipv4.tcp_wmem"] == "4096 4194304 16777216"
     assert keys["net.ipv4.tcp_rmem"] == "4096 131072 6291456"      # unset: the namespace's own value again
-    assert "net.ipv4.tcp_wmem" not in dict(commands.sysctls(sc(), False))
+    assert "net.ipv4.tcp_wmem" not in dict(mptcp_config.sysctls(sc(), False))
 
 
 def test_add_addr_timeout_is_set_in_whole_seconds_and_put_back_for_points_without_it():
-    keys = dict(commands.sysctls(sc("mptcp: {add_addr_timeout: 2s}\n"), False))
+    keys = dict(mptcp_config.sysctls(sc("mptcp: {add_addr_timeout: 2s}\n"), False))
     assert keys["net.mptcp.add_addr_timeout"] == "2"
-    assert "net.mptcp.add_addr_timeout" not in dict(commands.sysctls(sc(), False))     # the kernel's own
+    assert "net.mptcp.add_addr_timeout" not in dict(mptcp_config.sysctls(sc(), False))     # the kernel's own
     # the same network, a later point without it: the kernel's default comes back
-    assert dict(commands.sysctls(sc(), False, set_before={"net.mptcp.add_addr_timeout"}))[
+    assert dict(mptcp_config.sysctls(sc(), False, set_before={"net.mptcp.add_addr_timeout"}))[
         "net.mptcp.add_addr_timeout"] == "120"
 
 
@@ -161,7 +163,7 @@ def test_switched_pings_warm_up_then_measure_with_addresses_kept_out_of_the_scri
     fake.chmod(0o755)
     monkeypatch.setenv("PATH", f"{tmp_path}:/usr/bin:/bin")
     hostile = "10.0.0.1; touch " + str(tmp_path / "pwned")
-    out = subprocess.run(commands.ping_after_one_echo_argv(hostile, "10.0.1.2"), capture_output=True,
+    out = subprocess.run(pings.ping_after_one_echo_argv(hostile, "10.0.1.2"), capture_output=True,
                          text=True).stdout
     # the warm-up's output is discarded; the measured ping got the address as one word
     assert out.strip() == f"[-n][-c][5][-i][0.05][-W][3][-I][{hostile}][10.0.1.2]"
@@ -170,17 +172,17 @@ def test_switched_pings_warm_up_then_measure_with_addresses_kept_out_of_the_scri
 
 def test_pings_are_argument_lists_with_each_address_one_word():
     hostile = "10.0.0.1; touch /tmp/pwned"
-    assert commands.ping_argv(hostile, "10.0.1.2") == ["ping", "-n", "-c", "5", "-i", "0.05", "-W", "3", "-I",
+    assert pings.ping_argv(hostile, "10.0.1.2") == ["ping", "-n", "-c", "5", "-i", "0.05", "-W", "3", "-I",
                                                        hostile, "10.0.1.2"]
     # the warm-up: echoes 0.2 s apart until one is answered, for at most 10 s
-    assert commands.warm_up_ping_argv(hostile, "10.0.1.2") == ["ping", "-n", "-q", "-c", "1", "-w", "10", "-i",
+    assert pings.warm_up_ping_argv(hostile, "10.0.1.2") == ["ping", "-n", "-q", "-c", "1", "-w", "10", "-i",
                                                                "0.2", "-I", hostile, "10.0.1.2"]
 
 
 def test_every_shaped_interface_hands_netem_one_segment_per_packet():
     """netem drops and queues whole packets: TCP's GSO packets (2+ segments even with `gso off`) turned a
     5 % loss into bursts and a 100-packet queue into more; each shaped end gets gso_max_segs 1."""
-    from runners.network import setup_per_node
+    from runners.pipeline.network import setup_per_node
     p = plan(sc())
     per_node = setup_per_node(p)
     shaped = [(i.node, i.name) for i in p.interfaces if i.shaping is not None]
@@ -188,7 +190,7 @@ def test_every_shaped_interface_hands_netem_one_segment_per_packet():
     for node, ifname in shaped:
         argvs = per_node[node]
         assert ["ip", "link", "set", "dev", ifname, "gso_max_segs", "1"] in argvs
-        assert commands.segmentation_offloads_off_argv(ifname) in argvs
+        assert network.segmentation_offloads_off_argv(ifname) in argvs
 
 
 def test_every_link_end_has_its_own_fixed_locally_administered_mac():

@@ -42,21 +42,24 @@ def plain(value):
 
 def derived_commands(scenario, plan) -> dict:
     """What the runner builds from the plan without touching the kernel."""
-    from runners import commands
+    from runners.collect.counters import nft_counter_argvs
+    from runners.collect.subflows import expected_subflows, mptcp_limits
+    from runners.pipeline.mptcp_config import mptcp_argvs, sysctls
+    from runners.pipeline.shaping import netem_argv
 
     shaped = [i for i in plan.interfaces if i.shaping is not None]
     per_primary = {}
     for primary in scenario.primaries:
         per_primary[primary] = {
-            "mptcp": {client: plain(commands.mptcp_argvs(scenario, plan.for_client(client), primary))
+            "mptcp": {client: plain(mptcp_argvs(scenario, plan.for_client(client), primary))
                       for client in plan.all_clients},
-            "expected_subflows": plain(commands.expected_subflows(scenario, plan, primary)),
-            "mptcp_limits": list(commands.mptcp_limits(scenario, len(plan.paths))),
+            "expected_subflows": plain(expected_subflows(scenario, plan, primary)),
+            "mptcp_limits": list(mptcp_limits(scenario, len(plan.paths))),
         }
     return {
-        "sysctls": {str(avail): [list(kv) for kv in commands.sysctls(scenario, avail)] for avail in (False, True)},
-        "netem": {i.name: commands.netem_argv(i.name, i.shaping) for i in shaped},
-        "nft": ({node: commands.nft_counter_argvs(plan.for_client(node) if node in plan.all_clients else plan, node)
+        "sysctls": {str(avail): [list(kv) for kv in sysctls(scenario, avail)] for avail in (False, True)},
+        "netem": {i.name: netem_argv(i.name, i.shaping) for i in shaped},
+        "nft": ({node: nft_counter_argvs(plan.for_client(node) if node in plan.all_clients else plan, node)
                  for node in plan.hosts} if plan.byte_counters == "nft" else {}),
         "per_primary": per_primary,
         "link_ports": plain(plan.link_ports()),

@@ -8,8 +8,9 @@ from pathlib import Path
 
 import pytest
 
-from runners.preview import DEFAULTS, Costs, job_table, measured_costs, render_table
 from scenarios.spec.loader import load_experiment, parse_experiment
+
+from runners.runset.estimate import Costs, DEFAULTS, job_table, measured_costs, render_table
 
 REPO = Path(__file__).resolve().parents[2]
 SWEEP = """\
@@ -112,8 +113,8 @@ def test_a_long_primary_path_costs_its_round_trips_in_every_run():
     """Lab 2 (2026-11-25): a run with its primary on the 500 ms path took 9.1-9.8 s, on the 30 ms path
     4.6-5.1 s, for the same 2 MiB: iperf3's exchanges before and after the transfer and the transfer's
     start are round trips of the path. The estimate had both at 1.7 s + 1.7 s of traffic (41 s of 68)."""
-    from runners.jobs import plan_jobs
-    from runners.preview import path_rtt, round_trip_seconds
+    from runners.runset.jobs import plan_jobs
+    from runners.runset.estimate import path_rtt, round_trip_seconds
 
     exp = load_experiment(REPO / "labs" / "lab2-primary-path.yaml")
     topo = exp.points[0].scenario.topology
@@ -130,7 +131,7 @@ def test_a_long_primary_path_costs_its_round_trips_in_every_run():
 
 
 def test_round_trips_of_routed_and_switched_paths():
-    from runners.preview import path_rtt
+    from runners.runset.estimate import path_rtt
 
     routed = load_experiment(REPO / "labs" / "lab3-noncongruent.yaml").points[0].scenario.topology
     assert round(path_rtt(routed, "v4"), 3) == 0.044 and round(path_rtt(routed, "v6"), 3) == 0.064
@@ -141,7 +142,7 @@ def test_round_trips_of_routed_and_switched_paths():
 def test_a_network_under_a_controller_costs_its_start_once_and_its_switches_every_run():
     """Lab 5's switches and os-ken controller: the controller's start under TCG is many seconds, paid once
     per network; every run clears and relearns the flows of each switch and reads their counters."""
-    from runners.cli import select_variants
+    from runners.runset.checks import select_variants
 
     exp = select_variants(load_experiment(REPO / "labs" / "lab5-steering.yaml"), None)    # steered alone
     base = Costs(start=0, build=0, run_overhead=0, report=0, source="test")
@@ -156,8 +157,8 @@ def test_a_network_under_a_controller_costs_its_start_once_and_its_switches_ever
 def test_a_capture_costs_per_run_and_per_megabyte_sent():
     """Lab 1's step 4 (--repeat 1 --capture) took 76 s, estimated 42 s without the capture's cost: reading
     the captures back took 11.4 s after TCP's 6 MB and 17.6 s after MPTCP's 12 MB (2026-11-25, TCG)."""
-    from runners.jobs import plan_jobs
-    from runners.preview import capture_seconds
+    from runners.runset.jobs import plan_jobs
+    from runners.runset.estimate import capture_seconds
 
     exp = load_experiment(REPO / "labs" / "lab1-two-paths.yaml")
     costs = DEFAULTS["vm"]

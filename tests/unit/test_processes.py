@@ -3,7 +3,7 @@ import subprocess
 import time
 from pathlib import Path
 
-from runners.processes import run_quietly, stop_processes
+from runners.linux.processes import run_quietly, stop_processes
 
 
 def test_a_process_that_ignores_sigterm_is_killed_after_the_grace_time():
@@ -49,7 +49,7 @@ def test_a_reaped_group_dies_with_its_parent_even_by_sigkill(tmp_path):
     pidfile = tmp_path / "grandchild"
     parent = subprocess.Popen([sys.executable, "-c", (
         "import subprocess, sys, time; sys.path.insert(0, %r)\n"
-        "from runners.processes import start_reaped\n"
+        "from runners.linux.processes import start_reaped\n"
         "start_reaped(['sh', '-c', 'sleep 60 & echo $! > %s; wait'])\n"
         "time.sleep(60)\n") % (str(Path(__file__).resolve().parents[2]), pidfile)])
     for _ in range(100):
@@ -68,6 +68,6 @@ def test_a_reaped_group_dies_with_its_parent_even_by_sigkill(tmp_path):
 
 
 def test_a_reaped_command_keeps_its_exit_code():
-    from runners.processes import start_reaped
+    from runners.linux.processes import start_reaped
     p = start_reaped(["sh", "-c", "exit 7"])
     assert p.wait(timeout=10) == 7

@@ -6,14 +6,14 @@ import time
 from pathlib import Path
 
 import pytest
-
-from runners import parsers
-from runners import procfs
-from runners.commands import expected_subflows
-from runners.collect.record import Observations, RunIdentity, Setting, build
-from runners.traffic import TrafficReport
 from scenarios.spec.loader import load_scenario
 from topologies.kinds import plan
+
+from runners.collect.pings import parse_ping_after_warmup
+from runners.collect.record import Observations, RunIdentity, Setting, build
+from runners.collect.subflows import expected_subflows
+from runners.linux import procfs, rtnetlink, ss
+from runners.traffic import TrafficReport, iperf3
 
 FIX = Path(__file__).resolve().parents[1] / "fixtures" / "record"
 REPO = Path(__file__).resolve().parents[2]
@@ -23,29 +23,29 @@ def snapshot(raw: Path, label: str) -> dict:
     snap = {"qdiscs": {}}
     for node, qdiscs in json.loads((raw / f"qdiscs-{label}.json").read_text()).items():
         # recorded when tc -s -j gave them (its text per node); rtnetlink's list since 2026-11-25
-        counts_by_dev = (parsers.parse_qdisc_stats_by_dev(qdiscs) if isinstance(qdiscs, str)
-                         else parsers.root_qdisc_counts(qdiscs))
+        counts_by_dev = (rtnetlink.parse_qdisc_stats_by_dev(qdiscs) if isinstance(qdiscs, str)
+                         else rtnetlink.root_qdisc_counts(qdiscs))
         for dev, counts in counts_by_dev.items():
             snap["qdiscs"][(node, dev)] = counts
     for side in ("client", "server"):
-        snap[f"{side}_nstat"] = parsers.parse_nstat((raw / f"nstat-{side}-{label}.txt").read_text())
+        snap[f"{side}_nstat"] = procfs.parse_nstat((raw / f"nstat-{side}-{label}.txt").read_text())
         snap[f"{side}_links"] = procfs.parse_net_dev((raw / f"netdev-{side}-{label}.txt").read_text())
     return snap
 
 
 def ss_samples(raw: Path) -> list[dict]:
     text = (raw / "ss-subflows.txt").read_text()
-    return [{"subflows": parsers.parse_ss_subflows("Netid" + part)} for part in text.split("Netid")[1:]]
+    return [{"subflows": ss.parse_ss_subflows("Netid" + part)} for part in text.split("Netid")[1:]]
 
 
 def recorded(mode: str, samples=None):
     raw = FIX / mode
     topo = plan(load_scenario(REPO / "scenarios" / "two-paths.yaml"))
-    pings = {p.name: parsers.parse_ping_after_warmup((raw / f"ping-{p.name}.txt").read_text()) for p in topo.paths}
+    pings = {p.name: parse_ping_after_warmup((raw / f"ping-{p.name}.txt").read_text()) for p in topo.paths}
     seen = Observations(before=snapshot(raw, "before"), after=snapshot(raw, "after"), pings=pings,
                         path_samples=[], ss_samples=ss_samples(raw) if samples is None else samples,
                         server_receives=True)
-    report = TrafficReport.from_iperf3(parsers.parse_iperf3((raw / "iperf3-client.json").read_text()))
+    report = TrafficReport.from_iperf3(iperf3.parse_iperf3((raw / "iperf3-client.json").read_text()))
     return build(RunIdentity("r001-mptcp-A", mode, 1, "A", 0.0), report, seen,
                  Setting(paths=topo.paths, byte_counters="iface", fixed_size_bytes=None, n_clients=1))
 
@@ -62,12 +62,12 @@ def test_the_record_of_a_recorded_run_is_rebuilt_exactly(mode):
     raw = FIX / mode
     expected = json.loads((raw / "expected.json").read_text())
     topo = plan(load_scenario(REPO / "scenarios" / "two-paths.yaml"))
-    pings = {p.name: parsers.parse_ping_after_warmup((raw / f"ping-{p.name}.txt").read_text()) for p in topo.paths}
+    pings = {p.name: parse_ping_after_warmup((raw / f"ping-{p.name}.txt").read_text()) for p in topo.paths}
     seen = Observations(before=snapshot(raw, "before"), after=snapshot(raw, "after"), pings=pings,
                         path_samples=[], ss_samples=ss_samples(raw), server_receives=True)   # upload
     started = calendar.timegm(time.strptime(expected["started_utc"], "%Y-%m-%dT%H:%M:%SZ"))
     who = RunIdentity(expected["id"], mode, expected["repeat"], expected["primary"], started)
-    report = TrafficReport.from_iperf3(parsers.parse_iperf3((raw / "iperf3-client.json").read_text()))
+    report = TrafficReport.from_iperf3(iperf3.parse_iperf3((raw / "iperf3-client.json").read_text()))
     scenario = load_scenario(REPO / "scenarios" / "two-paths.yaml")
     subflows = expected_subflows(scenario, topo, "A") if mode == "mptcp" else None
     record = build(who, report, seen, Setting(paths=topo.paths, byte_counters="iface", fixed_size_bytes=None,

@@ -8,12 +8,13 @@ import sys
 from pathlib import Path
 
 import pytest
+from scenarios.spec.loader import parse_experiment
 
 from runners.analysis.summary import comparison_lines, summary
-from runners.jobs import plan_jobs
 from runners.collect.record import series_from_samples
-from runners.results import ResultStore, atomic_write, new_run_dir, render_csv
-from scenarios.spec.loader import parse_experiment
+from runners.results.store import ResultStore, atomic_write, new_run_dir
+from runners.results.table import render_csv
+from runners.runset.jobs import plan_jobs
 
 REPO = Path(__file__).resolve().parents[2]
 RUN = {"id": "r001-mptcp-A", "mode": "mptcp", "repeat": 1, "primary": "A", "status": "ok",
@@ -185,7 +186,7 @@ def test_help_documents_backends_and_exit_codes():
 
 @pytest.mark.skipif(os.geteuid() != 0, reason="chown needs root; the test machines run as root")
 def test_results_belong_to_the_user_who_ran_sudo(tmp_path):
-    from runners.cli import hand_over
+    from runners.cli.run import hand_over
 
     d = new_run_dir(tmp_path, "two-paths")
     ResultStore(d).add_run({**RUN, "id": "r001"})   # a set with a run: `latest` points at it

@@ -10,9 +10,13 @@ from types import SimpleNamespace
 
 import pytest
 
-import runners.backends
-from runners import cli, leftovers
-from runners.backends import BackendChoice, native, vm, warmvm
+from runners import cli
+import runners.backends.choice
+from runners.backends.choice import BackendChoice
+from runners.backends.vm import boot as vm, host, warm as warmvm
+from runners.cli import run
+from runners.linux import leftovers
+from runners.pipeline import runner as native
 
 FIX = Path(__file__).resolve().parents[1] / "fixtures"
 SCENARIO = """name: resumed
@@ -65,7 +69,7 @@ def testbed(tmp_path, monkeypatch):
     kernel = tmp_path / "vmlinuz-6.1.0-56-amd64"
     kernel.write_text("")
     monkeypatch.setattr(native, "NativeRunner", FakeRunner)
-    monkeypatch.setattr(runners.backends, "choose_backend", lambda requested, scenarios: BackendChoice("vm")
+    monkeypatch.setattr(runners.backends.choice, "choose_backend", lambda requested, scenarios: BackendChoice("vm")
                         if requested == "vm" else BackendChoice("native", probe=SimpleNamespace(facts={})))
     monkeypatch.setattr(vm, "choose_kernel", lambda kernel_arg, requirement, base=None: kernel)
     monkeypatch.setattr(vm, "vng_binary", lambda: "vng")
@@ -77,7 +81,7 @@ def testbed(tmp_path, monkeypatch):
         return cli.main(list(argv))
     monkeypatch.setattr(vm, "run_in_vm", lambda plan, **kw: guest(plan.guest_argv[3:]))
     monkeypatch.setattr(warmvm, "submit", lambda warm, argv, out=None: guest(argv))
-    monkeypatch.setattr(cli, "_usable_warm_vm", lambda plan, run_dir: None)
+    monkeypatch.setattr(host, "_usable_warm_vm", lambda plan, run_dir: None)
     # what `clean` would find on this machine: only the temporary folders made here
     for name in ("leftover_processes", "leftover_netns", "leftover_links", "leftover_bridges"):
         monkeypatch.setattr(leftovers, name, lambda *a: [])
@@ -91,7 +95,7 @@ def testbed(tmp_path, monkeypatch):
 
 
 def use_warm_vm(monkeypatch):
-    monkeypatch.setattr(cli, "_usable_warm_vm", lambda plan, run_dir: SimpleNamespace(state=lambda: {}))
+    monkeypatch.setattr(host, "_usable_warm_vm", lambda plan, run_dir: SimpleNamespace(state=lambda: {}))
 
 
 def newest_set(tb) -> Path:
@@ -249,17 +253,17 @@ def test_a_resumed_set_that_is_killed_again_is_seen_as_killed(testbed, monkeypat
     def killed(runner, run_set, jobs, *rest):   # the resumed set as a SIGKILL finds it, mid-run
         seen.update(metadata(run_dir))
         raise SystemExit(137)
-    import runners.session
-    monkeypatch.setattr(runners.session, "run_to_the_end", killed)
+    import runners.runset.session
+    monkeypatch.setattr(runners.runset.session, "run_to_the_end", killed)
     with pytest.raises(SystemExit):
         cli.main(["--resume", str(run_dir), "--backend", "native", "--no-report"])
     assert seen["status"] is None
 
 
 def test_until_conclusive_and_its_bound_given_again_are_used_and_said():
-    from runners.invocation import resume_options
+    from runners.results.metadata import resume_options
 
-    args = cli.build_parser().parse_args(["--resume", "d", "--no-until-conclusive", "--max-repeat", "6"])
+    args = run.build_parser().parse_args(["--resume", "d", "--no-until-conclusive", "--max-repeat", "6"])
     given = {"resume", "until_conclusive", "max_repeat"}
     meta = {"run_options": {"repeat": 2, "variant": None, "until_conclusive": True, "max_repeat": 4}}
     notes, refusal = resume_options(args, given, meta)

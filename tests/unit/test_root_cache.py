@@ -4,7 +4,7 @@ import subprocess
 import sys
 from pathlib import Path
 
-from runners.backends import root_cache
+from runners.backends.vm import root_cache
 
 
 def fake_vng(tmp_path: Path, python: str) -> str:

@@ -2,11 +2,13 @@
 from pathlib import Path
 
 import pytest
-
-from runners import commands
 from scenarios.spec.loader import ScenarioError, load_scenario, parse_scenario
 from topologies.kinds import plan
 from topologies.plan import PlanError
+
+from runners.collect import counters
+from runners.pipeline import mptcp_config
+from runners.traffic import iperf3
 
 REPO = Path(__file__).resolve().parents[2]
 
@@ -80,17 +82,17 @@ def test_end_hosts_route_by_source_address_for_both_families():
 def test_dual_stack_mptcp_signals_the_other_family_and_uses_a_v6_socket():
     s = parse_scenario(TWO_FAMILIES)
     p = plan(s)
-    cmds = commands.mptcp_argvs(s, p, "v4")
+    cmds = mptcp_config.mptcp_argvs(s, p, "v4")
     assert ["ip", "mptcp", "endpoint", "add", "fd00:1:4::2", "dev", "h2-eth0", "signal"] in cmds.server
     assert ["ip", "mptcp", "limits", "set", "subflows", "1", "add_addr_accepted", "1"] in cmds.client
-    assert commands.needs_v6_socket(p, "v4", mptcp=True) and not commands.needs_v6_socket(p, "v4", mptcp=False)
-    assert not commands.needs_v6_socket(p, "v6", mptcp=True)
-    assert commands.v4_mapped("10.1.4.2") == "::ffff:10.1.4.2"
+    assert iperf3.needs_v6_socket(p, "v4", mptcp=True) and not iperf3.needs_v6_socket(p, "v4", mptcp=False)
+    assert not iperf3.needs_v6_socket(p, "v6", mptcp=True)
+    assert iperf3.v4_mapped("10.1.4.2") == "::ffff:10.1.4.2"
 
 
 def test_nft_counters_per_path_and_direction():
     p = plan(parse_scenario(TWO_FAMILIES))
-    argvs = commands.nft_counter_argvs(p, "h2")
+    argvs = counters.nft_counter_argvs(p, "h2")
     assert ["nft", "add", "rule", "inet", "mptb", "in", "ip6", "saddr", "fd00:1:1::1", "ip6", "daddr",
             "fd00:1:4::2", "counter", "comment", '"v6"'] in argvs
 
@@ -103,13 +105,13 @@ def test_e3_four_paths_each_on_its_own_links():
         wan = f"r1-eth{4 + i}"
         assert any(a[4] == f"{x.server_ip}/32" and a[-1] == wan for a in r1), (x, r1)
     s = load_scenario(REPO / "scenarios" / "e3-ipv4.yaml")
-    assert len([a for a in commands.mptcp_argvs(s, p, "A").server if "signal" in a]) == 3
+    assert len([a for a in mptcp_config.mptcp_argvs(s, p, "A").server if "signal" in a]) == 3
 
 
 def test_e3_mixed_is_an_ipv4_handshake_with_ipv6_subflows():
     s = load_scenario(REPO / "scenarios" / "e3-mixed.yaml")
     p = plan(s)
-    cmds = commands.mptcp_argvs(s, p, "app")
+    cmds = mptcp_config.mptcp_argvs(s, p, "app")
     signals = [a[4] for a in cmds.server if "signal" in a]
     assert len(signals) == 4 and all(":" in a for a in signals)
     app_ip = p.path("app").client_ip

@@ -1,4 +1,4 @@
-"""Qdisc counters over rtnetlink (runners.rtnetlink), parsed from recorded dumps.
+"""Qdisc counters over rtnetlink (runners.linux.rtnetlink), parsed from recorded dumps.
 
 The fixtures were recorded together in one namespace (2026-11-25, kernel 6.18): a
 tbf qdisc at 100 bit/s overrun by 400 UDP datagrams (drops; its backlog stays put,
@@ -11,8 +11,7 @@ import struct
 
 import pytest
 
-from runners import parsers
-from runners import rtnetlink as nl
+from runners.linux import rtnetlink, rtnetlink as nl
 
 FIX = __import__("pathlib").Path(__file__).resolve().parent.parent / "fixtures"
 COUNTERS = ("kind", "handle", "dev", "root", "parent", "bytes", "packets", "drops", "overlimits", "requeues",
@@ -37,7 +36,7 @@ def test_every_qdisc_has_the_counters_tc_gives():
 
 def test_the_loss_parser_reads_both_alike():
     tc = (FIX / "rtnetlink-tc-s-j.json").read_text()
-    assert parsers.parse_qdisc_stats_by_dev(json.dumps(recorded())) == parsers.parse_qdisc_stats_by_dev(tc)
+    assert rtnetlink.parse_qdisc_stats_by_dev(json.dumps(recorded())) == rtnetlink.parse_qdisc_stats_by_dev(tc)
 
 
 def test_the_dump_ends_with_done_and_names_every_device():

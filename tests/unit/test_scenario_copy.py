@@ -3,9 +3,10 @@ the copy): a controller app named relative to the scenario is found beside the o
 import shutil
 
 import pytest
-
-from runners.cli import as_if_from, check_plans, parse_command_line
 from scenarios.spec.loader import ScenarioError, load_experiment
+
+from runners.cli import parse_command_line
+from runners.runset.checks import as_if_from, check_plans
 
 SCENARIO = """\
 name: own-app

@@ -2,8 +2,8 @@
 addresses, bytes, RTT and cwnd, and with `ss -m` the send buffers lab 4 asks students to watch."""
 from pathlib import Path
 
-from runners import commands, parsers
-from runners.shell import grouped_subflows
+from runners.pipeline.shell import grouped_subflows
+from runners.linux import ss
 
 FIX = Path(__file__).resolve().parents[1] / "fixtures"
 
@@ -11,9 +11,9 @@ FIX = Path(__file__).resolve().parents[1] / "fixtures"
 def test_subflows_show_cwnd_and_the_send_buffers_of_subflow_and_connection():
     # recorded: iperf3 under mptcpize over loopback in a namespace, `ss -tinMOm`, kernel 6.18
     text = (FIX / "ss-subflows-skmem.txt").read_text()
-    sockets = parsers.parse_ss_mptcp_sockets(text)
-    subflows = parsers.parse_ss_subflows(text, windows=True)
-    assert "cwnd" not in parsers.parse_ss_subflows(text)[0]     # a run's records keep their fields
+    sockets = ss.parse_ss_mptcp_sockets(text)
+    subflows = ss.parse_ss_subflows(text, windows=True)
+    assert "cwnd" not in ss.parse_ss_subflows(text)[0]     # a run's records keep their fields
     assert len(sockets) == 4 and len(subflows) == 4
     assert {s["token"] for s in subflows} == set(sockets)      # each subflow's connection is listed
     data = max(subflows, key=lambda s: s.get("bytes_sent", 0))
@@ -30,4 +30,4 @@ def test_without_socket_memory_the_lines_stay_as_they_were():
 
 
 def test_only_the_shell_asks_ss_for_socket_memory():
-    assert "-m" in commands.ss_argv(memory=True) and "-m" not in commands.ss_argv()
+    assert "-m" in ss.ss_argv(memory=True) and "-m" not in ss.ss_argv()

@@ -4,16 +4,17 @@ import re
 from pathlib import Path
 
 import pytest
-
-from controller.decisions import (FLOOD, STEER_COOKIE, Packet, SwitchConfig, learning_decision, replies_to_steer_ahead,
-                                  steering_decision,
-                                  switch_configs)
-from runners import commands
-from runners import parsers
-from runners.cli import check_plans, main, select_variants
+from controller.decisions import (FLOOD, Packet, STEER_COOKIE, SwitchConfig, learning_decision,
+    replies_to_steer_ahead, steering_decision, switch_configs)
 from scenarios.spec.loader import ScenarioError, load_experiment, parse_experiment, parse_scenario
 from topologies.kinds import plan
 from topologies.plan import PlanError
+
+from runners.cli import main
+from runners.collect import counters, steering
+from runners.pipeline import mptcp_config, network
+from runners.runset.checks import check_plans, select_variants
+from runners.traffic import iperf3
 
 REPO = Path(__file__).resolve().parents[2]
 FIX = REPO / "tests" / "fixtures"
@@ -91,7 +92,7 @@ def test_switch_ports_dpids_and_userspace_offloads():
     assert s1.type == "ovs-user" and s1.dpid == "0000000000000001" and not s1.controller
     assert s1.ports == (("h1a", 1), ("h1b", 2), ("h1c", 3), ("h2a", 4), ("h2b", 5), ("h3a", 6), ("h3b", 7))
     assert ("s1", "s1-eth4") in p.offload_off and ("h2", "h2-eth0") in p.offload_off
-    assert commands.tx_offloads_off_argv("s1-eth4") == ["ethtool", "-K", "s1-eth4", "tx", "off", "tso", "off", "gso", "off"]
+    assert network.tx_offloads_off_argv("s1-eth4") == ["ethtool", "-K", "s1-eth4", "tx", "off", "tso", "off", "gso", "off"]
     assert p.links[3] == ("h2a", "h2", "h2-eth0", "s1", "s1-eth4")
 
 
@@ -109,14 +110,14 @@ def test_steering_config_knows_sides_and_uplink_ports():
 
 def test_signal_port_endpoint_adds_a_subflow_over_the_same_address_pair():
     sc = parse_scenario(E2)
-    cmds = commands.mptcp_argvs(sc, plan(sc), "main")
+    cmds = mptcp_config.mptcp_argvs(sc, plan(sc), "main")
     assert ["ip", "mptcp", "endpoint", "add", "10.0.1.1", "dev", "srv-eth0", "signal", "port", "5300"] in cmds.server
     assert ["ip", "mptcp", "limits", "set", "subflows", "1", "add_addr_accepted", "1"] in cmds.client
 
 
 def test_endpoints_none_is_one_subflow():
     sc = parse_scenario(E5 + "mptcp: {endpoints: none}\n")
-    cmds = commands.mptcp_argvs(sc, plan(sc), "A")
+    cmds = mptcp_config.mptcp_argvs(sc, plan(sc), "A")
     assert cmds.server == [["ip", "mptcp", "endpoint", "flush"],
                            ["ip", "mptcp", "limits", "set", "subflows", "0", "add_addr_accepted", "0"]]
     assert not any("add" in a for a in cmds.client[2:])
@@ -124,9 +125,9 @@ def test_endpoints_none_is_one_subflow():
 
 def test_server_counts_every_client_by_its_own_address():
     p = plan(parse_scenario(E5))
-    rules = [a for a in commands.nft_counter_argvs(p, "h1") if a[2] == "rule"]
+    rules = [a for a in counters.nft_counter_argvs(p, "h1") if a[2] == "rule"]
     assert ["nft", "add", "rule", "inet", "mptb", "in", "ip", "daddr", "10.0.3.1", "counter", "comment", '"C"'] in rules
-    h3 = [a for a in commands.nft_counter_argvs(p.for_client("h3"), "h3") if a[2] == "rule"]
+    h3 = [a for a in counters.nft_counter_argvs(p.for_client("h3"), "h3") if a[2] == "rule"]
     assert any("10.0.3.12" in a and "10.0.3.1" in a for a in h3)
 
 
@@ -239,11 +240,11 @@ def test_switch_configs_from_the_runner_json():
 # ---------------------------------------------------------------- parsers and aggregation
 
 def test_parse_ofctl_flows():
-    flows = parsers.parse_ofctl_flows((FIX / "ofctl-flows-steered.txt").read_text())
+    flows = steering.parse_ofctl_flows((FIX / "ofctl-flows-steered.txt").read_text())
     assert len(flows) == 4
     assert flows[1] == {"cookie": 0x5354, "n_packets": 1047, "n_bytes": 2179570, "priority": 20, "in_port": 3,
                         "src": "10.0.1.1", "dst": "10.0.1.11", "tp_src": 5300, "tp_dst": 42905, "outputs": [1]}
-    assert parsers.parse_ofctl_flows("OFPST_FLOW reply (OF1.3) (xid=0x2):\n") == []
+    assert steering.parse_ofctl_flows("OFPST_FLOW reply (OF1.3) (xid=0x2):\n") == []
 
 
 def test_aggregate_clients():
@@ -251,7 +252,7 @@ def test_aggregate_clients():
         return {"throughput_mbps": mbps, "sender_throughput_mbps": mbps, "bytes_received": int(mbps * 1e6),
                 "bytes_sent": int(mbps * 1e6), "seconds": 10.0, "retransmits": rtx, "sender_mean_rtt_ms": 2.0,
                 "intervals": [{"start": 0, "end": 1, "mbps": mbps, "retransmits": rtx}], "connected": []}
-    agg = parsers.aggregate_clients({"h2": rep(10.0, 1), "h3": rep(30.0, 2)})
+    agg = iperf3.aggregate_clients({"h2": rep(10.0, 1), "h3": rep(30.0, 2)})
     assert agg["throughput_mbps"] == 40.0 and agg["throughput_per_client_mbps"] == 20.0
     assert agg["retransmits"] == 3 and agg["intervals"][0]["mbps"] == 40.0
     assert agg["clients"]["h3"]["throughput_mbps"] == 30.0

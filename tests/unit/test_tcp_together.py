@@ -6,12 +6,14 @@ from types import SimpleNamespace
 
 import pytest
 
-from runners import parsers
+from runners.collect.pings import parse_ping_after_warmup
+from runners.traffic import iperf3
 from runners.collect.record import NAMESPACE_METRICS, Observations, RunIdentity, Setting, build
-from runners.jobs import plan_jobs, run_key, runs_in
-from runners.preview import job_table, Costs
-from runners.results import ResultStore
-from runners.session import estimate, job_seconds, open_run_set
+from runners.results.store import run_key
+from runners.runset.jobs import plan_jobs, runs_in
+from runners.runset.estimate import job_table, Costs
+from runners.results.store import ResultStore
+from runners.runset.session import estimate, job_seconds, open_run_set
 from runners.traffic import TrafficReport, TrafficRun
 from runners.traffic.iperf3 import Iperf3Tool
 from scenarios.spec.loader import ScenarioError, load_scenario, parse_experiment
@@ -125,11 +127,11 @@ def test_the_estimate_counts_a_record_per_path_and_the_slowest_path_once():
 def test_a_record_run_alongside_keeps_its_own_path_and_no_namespace_counters():
     raw = FIX / "tcp"
     topo = plan(load_scenario(REPO / "scenarios" / "two-paths.yaml"))
-    pings = {p.name: parsers.parse_ping_after_warmup((raw / f"ping-{p.name}.txt").read_text()) for p in topo.paths}
+    pings = {p.name: parse_ping_after_warmup((raw / f"ping-{p.name}.txt").read_text()) for p in topo.paths}
     seen = Observations(before=snapshot(raw, "before"), after=snapshot(raw, "after"), pings=pings,
                         path_samples=[{"t": 0.0, "A": 0, "B": 0}, {"t": 1.0, "A": 125000, "B": 250000}],
                         ss_samples=ss_samples(raw), server_receives=True)
-    report = TrafficReport.from_iperf3(parsers.parse_iperf3((raw / "iperf3-client.json").read_text()))
+    report = TrafficReport.from_iperf3(iperf3.parse_iperf3((raw / "iperf3-client.json").read_text()))
     alone = build(RunIdentity("r001-tcp-A", "tcp", 1, "A", 0.0), report, seen,
                   Setting(paths=topo.paths, byte_counters="iface", fixed_size_bytes=None, n_clients=1))
     together = build(RunIdentity("r001-tcp-A", "tcp", 1, "A", 0.0), report, seen,
@@ -186,8 +188,8 @@ def test_several_clients_keep_one_flow_each_over_the_primary_and_suffixed_files(
 
 
 def test_tables_and_progress_lines_show_a_count_not_counted_as_a_dash():
-    from runners.derived import counts_text
-    from runners.progress import describe_result
+    from runners.results.derived import counts_text
+    from runners.console.progress import describe_result
 
     m = {"throughput_mbps": 1.91, "subflows": 1, **dict.fromkeys(NAMESPACE_METRICS)}
     assert counts_text(m) == ("-/-", "-")

@@ -1,9 +1,9 @@
-"""The table of external programs (runners/tools.py) and setup.sh agree, and missing programs are named."""
+"""The table of external programs (runners/backends/programs.py) and setup.sh agree, and missing programs are named."""
 import re
 from pathlib import Path
 
-from runners import tools
-from runners.tools import Tool
+from runners.backends import programs as tools
+from runners.backends.programs import Tool
 
 REPO = Path(__file__).resolve().parents[2]
 
@@ -21,7 +21,7 @@ def test_setup_sh_installs_every_package_the_backends_need():
     installed = setup_sh_packages()
     assert "busybox-static" in installed          # the fresh-machine failure this table exists for
     missing = sorted(tools.all_packages() - installed)
-    assert not missing, f"setup.sh does not install {missing} (named in runners/tools.py)"
+    assert not missing, f"setup.sh does not install {missing} (named in runners/backends/programs.py)"
 
 
 def test_every_backend_need_is_covered():
@@ -40,7 +40,7 @@ def test_a_missing_program_is_named_with_its_package(monkeypatch):
 
 
 def test_vm_backend_reports_every_missing_piece_before_booting(monkeypatch):
-    from runners.backends import vm
+    from runners.backends.vm import boot as vm
 
     monkeypatch.setattr(tools, "TOOLS", (Tool("no-busybox-here", "busybox-static", "initramfs", "vm"),
                                          Tool("no-qemu-here", "qemu-system-x86", "the VM", "vm")))

@@ -1,9 +1,9 @@
 """traffic.tool names a registered tool: the model takes any identifier, laying out refuses unknown ones."""
 import pytest
-
-from runners.cli import check_plans
-from runners.traffic import TOOLS, TrafficTool
 from scenarios.spec.loader import ScenarioError, load_experiment
+
+from runners.runset.checks import check_plans
+from runners.traffic import TOOLS, TrafficTool
 
 SCENARIO = "name: t\ntopology: {kind: dual-homed, paths: [{name: A, bw: 1}]}\ntraffic: {tool: dummy, duration: 1}\n"
 

@@ -6,9 +6,9 @@ import time
 from pathlib import Path
 
 import pytest
-
-from runners.backends import kernel_images, vm
 from scenarios.spec.kernel import release_version, satisfies
+
+from runners.backends.vm import boot as vm, kernels as kernel_images
 
 
 def test_vng_argv_quotes_guest_command(tmp_path, monkeypatch):
@@ -76,7 +76,7 @@ def test_kernel_versions_sort_numerically():
 
 
 def test_kernel_requirements(monkeypatch, tmp_path):
-    from runners.backends import vm
+    from runners.backends.vm import boot as vm
     assert satisfies("6.12.95+deb12-amd64", ">=6.12") and not satisfies("6.1.0-56-amd64", ">=6.12")
     assert satisfies("6.1.0-56-amd64", "<6.12") and satisfies("6.1.0-56-amd64", "==6.1")
     assert release_version("6.12.95+deb12-amd64") == (6, 12, 95)

@@ -10,17 +10,17 @@ from pathlib import Path
 
 import pytest
 
-from runners.backends import warmvm
+from runners.backends.vm import warm as warmvm
 
 REPO = Path(__file__).resolve().parents[2]
 
 
 @pytest.fixture
 def guest(tmp_path):
-    """runners.backends.warm_guest serving a spool folder, as it does inside the VM (imports skipped)."""
+    """runners.backends.vm.warm_guest serving a spool folder, as it does inside the VM (imports skipped)."""
     vm = warmvm.WarmVm(tmp_path / "warm")
     vm.spool.mkdir(parents=True)
-    proc = subprocess.Popen([sys.executable, "-m", "runners.backends.warm_guest", "--spool", str(vm.spool), "--no-preload"],
+    proc = subprocess.Popen([sys.executable, "-m", "runners.backends.vm.warm_guest", "--spool", str(vm.spool), "--no-preload"],
                             cwd=REPO, stdout=subprocess.DEVNULL, start_new_session=True)
     deadline = time.time() + 30
     while not (vm.spool / "ready").exists():
@@ -113,8 +113,8 @@ def test_one_warm_vm_per_kernel_each_found_by_its_image(tmp_path, monkeypatch):
 
 def test_a_warm_jobs_vm_metadata_is_the_guest_that_ran_it():
     """A job's --vm-cpus/--vm-memory do not resize the running guest: metadata.json says what ran it."""
-    from runners.backends.vm import VmPlan
-    from runners.cli import as_booted_by_warm_vm
+    from runners.backends.vm.boot import VmPlan
+    from runners.backends.vm.host import as_booted_by_warm_vm
 
     job = VmPlan(kernel=Path("/boot/vmlinuz-test"), kvm=False, accel_reason="no /dev/kvm", memory="8G", cpus=4,
                  rwdirs=(), guest_argv=("true",), cpu_model="qemu64")

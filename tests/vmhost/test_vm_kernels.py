@@ -13,7 +13,7 @@ from pathlib import Path
 
 import pytest
 
-from runners.backends.kernel_images import image_release
+from runners.backends.vm.kernels import image_release
 
 pytestmark = pytest.mark.vm_host
 REPO = Path(__file__).resolve().parents[2]

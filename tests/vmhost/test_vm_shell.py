@@ -10,7 +10,7 @@ from pathlib import Path
 
 import pytest
 
-from runners.leftovers import find_leftovers
+from runners.linux.leftovers import find_leftovers
 
 pytestmark = pytest.mark.vm_host
 REPO = Path(__file__).resolve().parents[2]

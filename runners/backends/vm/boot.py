@@ -1,0 +1,401 @@
+"""VM backend: boot a micro-VM with virtme-ng and run the native backend inside it.
+
+virtme-ng shares the host's root file system read-only, so the guest runs
+this very checkout and venv; the result folder is shared writable
+(`--rwdir`), so each finished run lands on the host as soon as it is written.
+"""
+from __future__ import annotations
+
+import functools
+import os
+import re
+import shlex
+import shutil
+import signal
+import subprocess
+import sys
+import tempfile
+import threading
+import time
+from dataclasses import dataclass
+from pathlib import Path
+
+from scenarios.spec.kernel import is_kernel_path, satisfies
+
+from runners.backends.programs import missing_tools
+from runners.backends.vm import root_cache
+from runners.backends.vm.kernels import (KernelNotFound, image_release, installed_kernels, modules_for,
+    resolve_kernel, stage_image)
+from runners.errors import Terminated
+from runners.linux.leftovers import VM_SCRIPT_FILE, VM_SCRIPT_PREFIX
+from runners.linux.processes import start_reaped, stop_processes
+from runners.paths import REPO
+
+
+
+GUEST_SCRIPT = VM_SCRIPT_FILE
+GUEST_ENV = {
+    "TESTBED_IN_VM": "1",
+    # Mininet imports distutils; setuptools' replacement for it loads pkg_resources, which reads
+    # every installed package's metadata: 9 of the 12 s Mininet's import took in a TCG guest.
+    "SETUPTOOLS_USE_DISTUTILS": "stdlib",
+    "PYTHONDONTWRITEBYTECODE": "1",
+}
+# Emulated hardware the testbed never uses (SATA, CD-ROM, PS/2, watchdog, nested KVM...): udev in
+# the guest loads a module for each at boot, seconds under TCG. The network stack is not listed.
+GUEST_MODULE_BLACKLIST = ("kvm", "kvm_amd", "kvm_intel", "irqbypass", "ahci", "libahci", "libata", "sr_mod", "cdrom",
+                          "sg", "lpc_ich", "i2c_i801", "i2c_smbus", "psmouse", "serio_raw", "pcspkr", "evdev",
+                          "iTCO_wdt", "iTCO_vendor_support", "intel_pmc_bxt", "button", "ccp",
+                          # udev's CPU coldplug tried powernow_k8 for 2.6 s; crypto and watchdog drivers
+                          # for the emulated CPU and board: MPTCP's key hashing uses the kernel's library SHA-256
+                          "powernow_k8", "acpi_cpufreq", "pcc_cpufreq", "amd64_edac", "edac_mce_amd",
+                          "crct10dif_pclmul", "crc32_pclmul", "crc32c_intel", "ghash_clmulni_intel",
+                          "sha512_ssse3", "sha256_ssse3", "sha1_ssse3", "aesni_intel", "i6300esb", "qemu_fw_cfg",
+                          "joydev", "intel_rapl_msr", "intel_rapl_common", "bochs", "virtio_rng")
+# The CPU qemu emulates under TCG. virtme-ng asks for `-cpu max`, whose extra features cost dearly when
+# every instruction is emulated: iperf3 over the guest's loopback moved 960-1460 Mbit/s with `max`,
+# 3800-4600 with this x86-64-v2 CPU and 4100-5600 with bare qemu64 (2026-11-23, kernel 6.1, 2 CPUs).
+# x86-64-v2, not bare qemu64: numpy 2.4's wheels need it ("Illegal instruction" on qemu64).
+# TESTBED_VM_CPU overrides it.
+TCG_CPU_MODEL = "qemu64,+ssse3,+sse4.1,+sse4.2,+popcnt,+cx16,+lahf-lm"
+PACKAGES = ("runners", "scenarios", "topologies", "controller", "bench", "tests")
+
+
+class VmError(RuntimeError):
+    """The VM could not be started (no kernel, no virtme-ng, no qemu)."""
+
+
+def find_kernels() -> list[Path]:
+    return installed_kernels()
+
+
+def is_backport(kernel: Path) -> bool:
+    """Installed from a backports suite (Debian version '~bpo')? Such kernels are used only when asked for."""
+    try:
+        pkg = subprocess.run(["dpkg-query", "-S", str(kernel)], capture_output=True, text=True, timeout=10)
+        name = pkg.stdout.split(":", 1)[0].strip()
+        if pkg.returncode != 0 or not name:
+            return False
+        ver = subprocess.run(["dpkg-query", "-W", "-f=${Version}", name], capture_output=True, text=True,
+                             timeout=10).stdout
+    except (OSError, subprocess.TimeoutExpired):
+        return False
+    return "bpo" in ver
+
+
+def default_kernel(requirement: str | None = None) -> Path:
+    """The kernel the VM boots when --kernel is not given.
+
+    With `requires.kernel`: the newest kernel in /boot that meets it. Without:
+    the newest distribution (non-backports) kernel, so results stay
+    comparable when a backports kernel is installed beside it (6.12 also runs
+    about 3x slower than 6.1 under TCG).
+    """
+    kernels = find_kernels()
+    if not kernels:
+        raise VmError("no kernel in /boot to boot the VM with (install linux-image-amd64, or pass --kernel)")
+    fit = [k for k in kernels if satisfies(kernel_release(k), requirement)]
+    if not fit:
+        raise VmError(f"requires.kernel {requirement}: no kernel in /boot meets it (installed: "
+                      f"{', '.join(kernel_release(k) for k in kernels)}); setup.sh installs 6.12 from "
+                      "bookworm-backports on Debian 12, or pass --kernel")
+    if requirement:
+        return fit[-1]
+    stable = [k for k in fit if not is_backport(k)]
+    return (stable or fit)[-1]
+
+
+def kernel_release(kernel: Path) -> str:
+    return image_release(kernel)
+
+
+def kvm_usable() -> tuple[bool, str]:
+    """KVM only helps when it can boot a stock kernel: a PVM-only /dev/kvm cannot."""
+    if not os.access("/dev/kvm", os.R_OK | os.W_OK):
+        return False, "no usable /dev/kvm"
+    if Path("/sys/module/kvm_pvm").exists():
+        return False, "/dev/kvm is PVM-only (kvm_pvm), which cannot boot a stock kernel"
+    flags = Path("/proc/cpuinfo").read_text()
+    if not re.search(r"\b(vmx|svm)\b", flags):
+        return False, "the CPU exposes no vmx/svm"
+    if not (Path("/sys/module/kvm_intel").exists() or Path("/sys/module/kvm_amd").exists()):
+        return False, "neither kvm_intel nor kvm_amd is loaded"
+    return True, "KVM"
+
+
+def vng_path() -> str | None:
+    here = Path(sys.executable).parent / "vng"
+    return str(here) if here.exists() else shutil.which("vng")
+
+
+def vm_missing() -> list[str]:
+    """Everything the VM backend needs on the host that is not there, each with its package."""
+    problems = missing_tools("vm")
+    if not vng_path():
+        problems.append("virtme-ng (`vng`) is not installed in the venv (pip package virtme-ng; run ./setup.sh)")
+    return problems
+
+
+def vng_binary() -> str:
+    problems = vm_missing()
+    if problems:
+        raise VmError("the VM backend cannot start:\n" + "\n".join(f"  - {p}" for p in problems))
+    return vng_path()
+
+
+@dataclass(frozen=True)
+class VmPlan:
+    kernel: Path
+    kvm: bool
+    accel_reason: str
+    memory: str
+    cpus: int
+    rwdirs: tuple[str, ...]
+    guest_argv: tuple[str, ...]
+    modules: str | None = None       # --modules: the kernel's lib/modules/<release> folder
+    cpu_model: str | None = None     # the emulated CPU under TCG (tcg_cpu_model); None with KVM: the host's
+
+    def guest_script(self) -> str:
+        """The guest command as a shell script; every word quoted."""
+        env = " ".join(f"{k}={shlex.quote(v)}" for k, v in GUEST_ENV.items())
+        return f"cd {shlex.quote(str(REPO))} && export {env} && exec {shlex.join(self.guest_argv)}\n"
+
+    def vng_argv(self, vng: str, script_dir: Path) -> list[str]:
+        """virtme-ng's command line; the guest command is read from `script_dir`/guest.sh.
+
+        virtme-ng passes --exec on the kernel command line, which x86 cuts at
+        2048 bytes: a long command (a pytest run of every integration test)
+        was cut and the guest hung at boot. A script file keeps it short.
+        """
+        argv = [vng, "--run", str(self.boot_image(script_dir)), "--memory", self.memory, "--cpus", str(self.cpus),
+                "--append", "modprobe.blacklist=" + ",".join(GUEST_MODULE_BLACKLIST)]
+        if not self.kvm:
+            argv += ["--disable-kvm", f"--qemu-opts=-cpu {self.cpu_model}"]
+        if not rust_virtiofsd():
+            argv.append("--force-9p")
+        for d in self.rwdirs:
+            argv += ["--rwdir", d]
+        if self.modules is not None:
+            # the guest hides parts of the host's tree under tmpfs (/var/cache, /var/tmp, /var/log, /run):
+            # modules kept there must be shared explicitly to be loadable
+            argv += ["--rodir", str(Path(self.modules).resolve())]
+        argv += ["--rodir", str(script_dir), "--exec", f"sh {shlex.quote(str(script_dir / GUEST_SCRIPT))}"]
+        return argv
+
+    def boot_image(self, script_dir: Path) -> Path:
+        """The image virtme-ng boots: the kernel, or with --modules a link to it in a staged root
+        (in `script_dir`, which the guest sees) beside its modules, where virtme-ng looks for them."""
+        if self.modules is None:
+            return self.kernel
+        root = script_dir / "kernel-root"
+        shutil.rmtree(root, ignore_errors=True)
+        return stage_image(self.kernel, kernel_release(self.kernel), Path(self.modules), root)
+
+
+VIRTIOFSD_PATHS = ("/usr/libexec/virtiofsd", "/usr/lib/virtiofsd/virtiofsd", "/usr/lib/virtiofsd",
+                   "/usr/lib/qemu/virtiofsd")
+
+
+def virtiofsd_candidates() -> tuple[str | None, ...]:
+    """Where virtme-ng looks for virtiofsd."""
+    return (shutil.which("virtiofsd"), *VIRTIOFSD_PATHS)
+
+
+@functools.lru_cache(maxsize=1)
+def rust_virtiofsd() -> bool:
+    """Whether a virtiofsd that virtme-ng can start is installed (the Rust one: it takes --shared-dir).
+
+    Debian 12's qemu ships the old C virtiofsd at /usr/lib/qemu/virtiofsd. virtme-ng
+    accepts it, starts it with options it does not know, and waits 3.1 s for it per
+    shared folder before falling back to 9p: 9.3 s of every boot (root, results, script).
+    Without a usable one the testbed asks for 9p at once.
+    """
+    for path in virtiofsd_candidates():
+        if path and os.access(path, os.X_OK):
+            try:
+                out = subprocess.run([path, "--help"], capture_output=True, text=True, timeout=5)
+            except (OSError, subprocess.TimeoutExpired):
+                continue
+            if "--shared-dir" in out.stdout + out.stderr:
+                return True
+    return False
+
+
+def choose_kernel(kernel: Path | str | None, requirement: str | None, base: Path | None = None) -> Path:
+    """--kernel (an image's path, or a release prefix such as 6.12), or the default for the scenario's
+    requires.kernel; VmError (listing what is installed) when none fits. Called before the result
+    folder is made, so a refusal leaves nothing behind."""
+    if kernel and not is_kernel_path(str(kernel)) and re.match(r"^\d+(\.\d+)*", str(kernel)) \
+            and not Path(kernel).is_file():
+        try:
+            kernel = resolve_kernel(str(kernel), base)
+        except KernelNotFound as e:
+            raise VmError(str(e)) from None
+    k = Path(kernel) if kernel else default_kernel(requirement)
+    if not k.is_file():
+        raise VmError(f"--kernel {k}: no such kernel image")
+    if not satisfies(kernel_release(k), requirement):
+        raise VmError(f"--kernel {k}: release {kernel_release(k)} does not meet the scenario's "
+                      f"requires.kernel {requirement}")
+    return k
+
+
+def tcg_cpu_model() -> str:
+    """TESTBED_VM_CPU, else TCG_CPU_MODEL; VmError for a value that is not a qemu CPU model."""
+    model = os.environ.get("TESTBED_VM_CPU") or TCG_CPU_MODEL
+    # it reaches qemu's command line, which virtme-ng splits at spaces: a model name and its flags only
+    if not re.fullmatch(r"[A-Za-z0-9][A-Za-z0-9_.,=+-]*", model):
+        raise VmError(f"TESTBED_VM_CPU={model!r}: not a qemu CPU model (e.g. qemu64, max, Nehalem,+avx)")
+    return model
+
+
+def plan_vm(guest_argv: list[str], rwdirs: list[Path], kernel: Path | str | None = None,
+            memory: str = "2G", cpus: int | None = None, requirement: str | None = None,
+            modules: Path | None = None) -> VmPlan:
+    vng_binary()   # every missing program named at once, before a kernel is chosen
+    k = choose_kernel(kernel, requirement)
+    kvm, why = kvm_usable()
+    return VmPlan(kernel=k, kvm=kvm, accel_reason=why, memory=memory, cpus=cpus or min(os.cpu_count() or 1, 4),
+                  rwdirs=tuple(str(d) for d in rwdirs), guest_argv=tuple(guest_argv),
+                  modules=str(modules_dir(k, modules)) if modules is not None else None,
+                  cpu_model=None if kvm else tcg_cpu_model())
+
+
+def modules_dir(kernel: Path, modules: Path) -> Path:
+    """--modules DIR's folder for this kernel's release; VmError when DIR holds none."""
+    release = kernel_release(kernel)
+    found = modules_for(release, modules)
+    if found is None:
+        raise VmError(f"--modules {modules}: no modules for kernel {release} there (expected "
+                      f"{modules}/lib/modules/{release}, as `make modules_install INSTALL_MOD_PATH={modules}` "
+                      f"writes, or {modules}/{release})")
+    return found
+
+
+def run_in_vm(plan: VmPlan, log=print, timeout: float | None = None, silence: float | None = None,
+              quiet: bool = False) -> int:
+    """Boot, run, return the guest command's exit code. Ctrl-C, SIGTERM and `timeout` stop qemu too.
+
+    A guest that prints nothing for `silence` seconds is taken as wedged (qemu
+    stopped, a hung guest kernel): it is killed and VmError says so. The
+    guest's output reaches this process's stdout through a pipe (with `quiet`,
+    only its errors and warnings; every line still reaches run.log): given a
+    file, qemu would open it again with O_TRUNC at offset 0 and overwrite what
+    the host had written there.
+    """
+    vng = vng_binary()
+    compile_bytecode()
+    env = vng_env(vng)
+    script_dir = Path(tempfile.mkdtemp(prefix=VM_SCRIPT_PREFIX))
+    try:
+        (script_dir / GUEST_SCRIPT).write_text(plan.guest_script())
+        # this VM lives for one command, so its root may be cached (the warm VM's may not)
+        cached = root_cache.install_shim(script_dir / "bin", env, vng)
+        log(f"booting micro-VM: kernel {kernel_release(plan.kernel)}, "
+            f"{'KVM' if plan.kvm else 'TCG (' + plan.accel_reason + f'; CPU {plan.cpu_model})'}, {plan.cpus} CPUs, "
+            f"{plan.memory}{', root cached' if cached else ''}")
+        return _boot(plan.vng_argv(vng, script_dir), env, log, timeout, silence, quiet)
+    finally:
+        shutil.rmtree(script_dir, ignore_errors=True)
+
+
+def vng_env(vng: str) -> dict:
+    """virtme-ng's environment: its own folder first on PATH (it calls virtme-run from there)."""
+    env = dict(os.environ)
+    env["PATH"] = f"{Path(vng).parent}:{env.get('PATH', '/usr/bin:/bin')}"
+    env["TESTBED_IN_VM"] = "1"
+    return env
+
+
+def compile_bytecode() -> None:
+    """Byte-compile the checkout on the host: the guest sees it read-only and would compile every
+    module it imports again on each boot (seconds under TCG)."""
+    import compileall
+
+    for pkg in PACKAGES:
+        if (REPO / pkg).is_dir() and os.access(REPO / pkg, os.W_OK):
+            compileall.compile_dir(REPO / pkg, quiet=1)
+
+
+def _boot(argv: list[str], env: dict, log, timeout: float | None, silence: float | None,
+          quiet: bool = False) -> int:
+    proc = start_reaped(argv, env=env, stdin=subprocess.DEVNULL, stdout=subprocess.PIPE, stderr=subprocess.STDOUT)
+    pump = _OutputPump(proc.stdout, quiet)
+    pump.start()
+
+    def stop(signum, frame):
+        raise Terminated()   # exit 143, as a native run's SIGTERM (it was turned into a Ctrl-C: 130)
+    old_term = signal.signal(signal.SIGTERM, stop)
+    ended = None
+    try:
+        ended = _watch(proc, pump, timeout, silence)
+        return proc.returncode
+    finally:
+        signal.signal(signal.SIGTERM, old_term)
+        running = proc.poll() is None
+        if running:
+            # stopped first, reported after: with `| tee` killed by the same Ctrl-C, printing raises
+            # BrokenPipeError, and a report made first left the VM running
+            stop_processes([proc], grace=10, group=True)
+        pump.join(timeout=5)
+        _quietly(log, None if ended else "stopped the micro-VM" if running else None)
+        if ended:
+            raise VmError(ended)
+
+
+def _watch(proc, pump: "_OutputPump", timeout: float | None, silence: float | None) -> str | None:
+    """Wait for the VM to exit; why it had to be stopped (too long, or silent too long), or None."""
+    started = time.monotonic()
+    while proc.poll() is None:
+        now = time.monotonic()
+        if timeout is not None and now - started > timeout:
+            return f"the micro-VM did not finish within {timeout:.0f} s; it was stopped"
+        if silence is not None and now - pump.last_output > silence:
+            return (f"the micro-VM printed nothing for {silence:.0f} s (a wedged guest, or qemu stopped); "
+                    "it was stopped")
+        time.sleep(0.2)
+    return None
+
+
+LOUD = ("error", "warning", "Traceback", "qemu-system")   # what -q still shows of the guest's output
+
+
+def loud(line: str) -> bool:
+    return any(w in line for w in LOUD)
+
+
+class _OutputPump(threading.Thread):
+    """Forwards the guest's output as it comes (bytes in, text out) and notes when it last came. The
+    pipe is drained to the end even when this process's stdout is gone, so qemu never blocks on it."""
+
+    def __init__(self, src, quiet: bool = False):
+        super().__init__(daemon=True)
+        self.src, self.quiet = src, quiet
+        self.last_output = time.monotonic()
+
+    def run(self) -> None:
+        out_ok = True
+        from runners.console.runlog import RUN_LOG
+
+        for line in iter(self.src.readline, b""):
+            self.last_output = time.monotonic()
+            if self.quiet and not loud(line.decode(errors="replace")):
+                RUN_LOG.note_raw(line.decode(errors="replace"))
+                continue
+            if out_ok:
+                try:
+                    sys.stdout.write(line.decode(errors="replace"))
+                    sys.stdout.flush()
+                except (BrokenPipeError, OSError, ValueError):
+                    out_ok = False
+
+
+def _quietly(log, message: str | None) -> None:
+    """Report, unless the terminal is gone."""
+    if message:
+        try:
+            log(message)
+        except (BrokenPipeError, OSError):
+            pass
+
+

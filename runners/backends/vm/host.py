@@ -1,0 +1,304 @@
+"""The VM backend's host side: `run_set` boots one guest (or uses the warm VM) for the set, or one per
+kernel of a kernel sweep, into one result folder; then adds what only the host knows to metadata.json
+(the VM, the boot's time, the tools) and writes the summary and report."""
+from __future__ import annotations
+
+import dataclasses
+import json
+import os
+import platform
+import threading
+import time
+from pathlib import Path
+
+from scenarios.spec.kernel import is_kernel_path
+
+from runners.analysis.report import summary_and_report
+from runners.backends.vm.guest import guest_command
+from runners.backends.vm.kernel_sets import kernel_base, kernel_sweep, record_kernel, sweeps_kernels
+from runners.console.output import err, info
+from runners.errors import (EXIT_FAIL, EXIT_INPUT, EXIT_INTERRUPTED, EXIT_KERNEL_REFUSED, EXIT_OK, EXIT_STOPPED,
+    EXIT_TERMINATED)
+from runners.results.metadata import read_metadata_file, userland_metadata
+from runners.results.store import runs_on_disk
+from runners.runset.jobs import parse_shard
+
+
+def run_set(options, exp, run_dir: Path, probe=None) -> int:
+    """The set in a micro-VM (`probe`: the native probe's report when auto ran one; the guest probes its own)."""
+    from runners.results.metadata import command_record, read_metadata, update_metadata
+    from runners.results.store import ResultStore
+    from runners.console.runlog import RUN_LOG
+
+    ResultStore(run_dir).write_scenario(exp.text)
+    update_metadata(run_dir, **command_record(options, exp, read_metadata(run_dir)))   # before the guest: it keeps it
+    RUN_LOG.start(run_dir / "run.log")
+    info(f"results: {run_dir}")
+    if not options.no_report and not options.no_plots:
+        _prepare_the_report_meanwhile()
+    if sweeps_kernels(exp):
+        code = _run_vm_per_kernel(options, exp, run_dir)
+    else:
+        code = _run_one_vm(options, exp, run_dir, options.kernel[0] if options.kernel else None, exp.scenario.requires.kernel)
+    meta_path = run_dir / "metadata.json"
+    if code == EXIT_OK and not meta_path.exists():
+        err("the VM finished but wrote no results")
+        return EXIT_FAIL
+    if code not in (EXIT_OK, *EXIT_STOPPED) and not (run_dir / "results.json").exists():
+        err(f"the VM run failed (exit {code}) before any run finished")
+        if not meta_path.exists():
+            _mark_stopped(run_dir, "failed", failure=f"the VM run failed (exit {code}) before any run finished; "
+                                                     "its output is above this line on the console")
+    if (run_dir / "results.json").exists() and code != EXIT_INPUT:
+        code = summary_and_report(run_dir, options, code)
+    return code if code in (EXIT_OK, EXIT_FAIL, EXIT_INPUT, *EXIT_STOPPED) else EXIT_FAIL
+
+
+def _prepare_the_report_meanwhile() -> None:
+    """While the guest runs, this process only waits: load matplotlib and draw a first figure now (0.4-0.5 s
+    on the host) rather than after the guest is done, when the user waits for the report."""
+    def load() -> None:
+        try:
+            from runners.analysis import plots
+            plots.warm_up()
+        except Exception:   # the report itself will say what is wrong
+            pass
+
+    threading.Thread(target=load, name="report-warm-up", daemon=True).start()
+
+
+def _run_vm_per_kernel(options, exp, run_dir: Path) -> int:
+    """Boot each kernel of the sweep in turn (or use the warm VM that runs it) for its points, all into
+    one result set. A kernel that cannot run the scenario is recorded as refused; the others go on."""
+    from scenarios.spec.kernel import satisfies
+
+    from runners.backends.vm.kernels import image_release, kernel_groups, resolve_kernel
+    from runners.results.metadata import update_metadata
+    from runners.backends.vm.kernel_sets import guest_kernel_flags
+
+    if kernel_sweep(options):
+        update_metadata(run_dir, kernel_sweep=kernel_sweep(options))
+    from scenarios.spec.sweep import shard_points
+
+    requirement, codes = exp.scenario.requires.kernel, []
+    shard = parse_shard(options.shard) if options.shard else None
+    for label, points in kernel_groups(shard_points(exp.points, shard)).items():
+        image = resolve_kernel(label, kernel_base(exp))
+        release = image_release(image)
+        if not satisfies(release, requirement):
+            why = f"requires.kernel {requirement}: kernel {release} does not meet it"
+            record_kernel(run_dir, label, release=release, image=str(image), refused=why)
+            info(f"kernel {label}: not run: {why}")
+            continue
+        info(f"kernel {label} ({release}): {len(points)} point(s)")
+        code = _run_one_vm(options, exp, run_dir, image, None,
+                           ["--only-kernel", label, *guest_kernel_flags(kernel_sweep(options))], label)
+        if code in EXIT_STOPPED:
+            return code
+        if code != EXIT_KERNEL_REFUSED:
+            codes.append(code)
+    if codes and not any(codes) and options.until_conclusive:
+        code = _more_rounds_across_kernels(options, exp, run_dir)
+        if code in EXIT_STOPPED:
+            return code
+        codes.append(code)
+    if not codes:
+        err("no kernel of the sweep could run the scenario (see above)")
+        _mark_stopped(run_dir, "failed", failure="no kernel of the sweep could run the scenario")
+        return EXIT_FAIL
+    if any(codes):
+        _mark_stopped(run_dir, "failed", failure="a kernel's runs failed (see run.log)")
+        return EXIT_FAIL
+    return EXIT_OK
+
+
+def _more_rounds_across_kernels(options, exp, run_dir: Path) -> int:
+    """--until-conclusive for checks across kernels: while one is inconclusive, one more repetition of its
+    points, a boot (or warm VM job) per kernel, up to --max-repeat. Each guest has already added rounds
+    for its own kernel's checks."""
+    from runners.analysis.report import make_report
+    from runners.backends.vm.kernels import kernel_groups, resolve_kernel
+    from runners.backends.vm.kernel_sets import guest_kernel_flags
+
+    done = json.loads((run_dir / "results.json").read_text())["runs"]
+    rnd = max([int(r["repeat"]) for r in done] + [options.repeat or exp.scenario.runs.repeat])
+    while rnd < options.max_repeat:
+        pending = make_report(run_dir, plots=False).inconclusive_across_kernels()
+        if not pending:
+            return EXIT_OK
+        rnd += 1
+        info(f"until-conclusive: round {rnd} for {len(pending)} point(s) of checks across kernels")
+        for label, points in kernel_groups([p for p in exp.points if p.id in pending]).items():
+            code = _run_one_vm(options, exp, run_dir, resolve_kernel(label, kernel_base(exp)), None,
+                               ["--only-kernel", label, "--only-points", ",".join(p.id for p in points),
+                                "--repeat", str(rnd), *guest_kernel_flags(kernel_sweep(options))], label)
+            if code:
+                return code
+    return EXIT_OK
+
+
+def _run_one_vm(options, exp, run_dir: Path, kernel, requirement: str | None, more_flags: tuple = (),
+                label: str | None = None) -> int:
+    """One guest (booted, or the warm VM) runs the set's points (or one kernel's, `label`); the host then
+    adds what only it knows to metadata.json. The guest's exit code."""
+    from runners.backends.vm.boot import VmError, plan_vm, run_in_vm
+    from runners.errors import Terminated
+
+    guest = guest_command(options, exp, run_dir, more_flags)
+    # --modules belongs to the kernels given by path (a kernel from /boot has its own in /lib/modules)
+    modules = Path(options.modules) if options.modules and (label is None or is_kernel_path(label)) else None
+    try:
+        plan = plan_vm(guest, [run_dir], kernel=kernel, memory=options.vm_memory, cpus=options.vm_cpus,
+                       requirement=requirement, modules=modules)
+    except VmError as e:
+        err(str(e))
+        return EXIT_FAIL
+    if options.capture_spec is not None and not plan.kvm:
+        info("capture: under TCG every captured packet costs the emulated CPU; rates may come out lower")
+    t0 = time.time()
+    warm = _usable_warm_vm(plan, run_dir)
+    try:
+        if warm is not None:
+            code = _submit_warm(warm, guest, quiet=options.quiet)
+        else:
+            code = run_in_vm(plan, log=info, silence=vm_silence_limit(exp), quiet=options.quiet)
+    except VmError as e:
+        err(str(e))
+        _mark_stopped(run_dir, "failed", failure=str(e))
+        err(f"{runs_on_disk(run_dir)} finished run(s) kept in {run_dir} "
+             f"(continue with: run-scenario --resume {run_dir})")
+        return EXIT_FAIL
+    except (KeyboardInterrupt, Terminated) as e:
+        code, status = ((EXIT_TERMINATED, "terminated") if isinstance(e, Terminated)
+                        else (EXIT_INTERRUPTED, "interrupted"))
+        _mark_stopped(run_dir, status)
+        err(f"{status}; finished runs are kept in {run_dir} (continue with: run-scenario --resume {run_dir})")
+        return code
+    if (run_dir / "metadata.json").exists() and code != EXIT_KERNEL_REFUSED:
+        if warm is not None:
+            plan = as_booted_by_warm_vm(plan, warm.state() or {})
+        code = _host_metadata(run_dir, plan, warm is not None, time.time() - t0, label) or code
+    return code
+
+
+def as_booted_by_warm_vm(plan, state: dict):
+    """The plan of the guest that really ran a warm job: its `vm up` chose the CPUs, memory and CPU
+    model, not the job's own command line (a job's --vm-cpus does not resize a running guest)."""
+    return dataclasses.replace(plan, cpus=state.get("cpus", plan.cpus), memory=state.get("memory", plan.memory),
+                               cpu_model=state.get("cpu_model", plan.cpu_model))
+
+
+def _host_metadata(run_dir: Path, plan, warm: bool, host_seconds: float, label: str | None) -> int | None:
+    """What only the host knows, added to the guest's metadata.json: the VM, the boot's time, the tools.
+    EXIT_FAIL when the guest found the results disk full (it said why)."""
+    from runners.backends.vm.boot import kernel_release
+    from runners.results.store import ResultStore
+    from runners.runset.session import RESULTS_UNWRITABLE
+
+    store = ResultStore(run_dir)
+    store.metadata = read_metadata_file(run_dir)
+    phases = dict(store.metadata.get("phases", {}))
+    guest_seconds = store.metadata.get("process_seconds")
+    if warm:
+        phases["vm_boot_and_exit"] = 0.0
+        phases["warm_vm_job_overhead"] = round(host_seconds - (guest_seconds or 0.0), 3)
+    elif guest_seconds is not None:
+        # initramfs, qemu, the guest kernel and its init, and the power-off: all but the guest's process
+        phases["vm_boot_and_exit"] = round(host_seconds - guest_seconds, 3)
+    if store.metadata.get("status") == RESULTS_UNWRITABLE:
+        return EXIT_FAIL
+    vm = {"kernel_image": str(plan.kernel), "kernel": kernel_release(plan.kernel), "modules": plan.modules,
+          "accel": "kvm" if plan.kvm else "tcg", "accel_reason": plan.accel_reason, "cpus": plan.cpus,
+          "cpu_model": plan.cpu_model,
+          "memory": plan.memory, "warm": warm, "wall_seconds_with_boot": round(host_seconds, 2)}
+    store.finish_metadata(backend="vm", vm=vm, host_kernel=platform.release(), phases=phases, **userland_metadata())
+    if label is not None:
+        record_kernel(run_dir, label, vm=vm, phases=phases)
+    return None
+
+
+def vm_silence_limit(exp) -> float:
+    """Seconds a booted guest may print nothing before it is taken as wedged: the guest prints a line as
+    each run starts and ends, so the longest run's time, thrice, plus a slow boot and build.
+    TESTBED_VM_SILENCE_S sets it (the fault-injection tests use a short one)."""
+    from runners.runset.session import run_seconds
+
+    if os.environ.get("TESTBED_VM_SILENCE_S"):
+        return float(os.environ["TESTBED_VM_SILENCE_S"])
+    return 3 * max(run_seconds(p.scenario) for p in exp.points) + 300
+
+
+def _mark_stopped(run_dir: Path, status: str, **more) -> None:
+    """The guest was stopped before it could say how the set ended: the host says it."""
+    from runners.results.store import ResultStore
+    meta = run_dir / "metadata.json"
+    store = ResultStore(run_dir)
+    try:
+        store.metadata = read_metadata_file(run_dir) if meta.exists() else {}
+        store.finish_metadata(status=status, backend="vm", **more)
+    except (OSError, ValueError):
+        pass
+
+
+def _usable_warm_vm(plan, run_dir: Path):
+    """The warm VM, when one is up (or was, and is replaced) and can run this job; else None."""
+    from runners.backends.vm import warm as warmvm
+    from runners.backends.vm.boot import VmError
+
+    vm = warmvm.for_kernel(plan.kernel)
+    if vm is None:
+        up = [v.state()["kernel"] for v in warmvm.running()]
+        if up:
+            info(f"warm VM: runs kernel {', '.join(up)}, this run needs {plan.kernel.name}: booting a VM for it")
+        return None
+    st = vm.state()
+    if not vm.shares(run_dir):
+        print(f"warm VM: does not share {run_dir} (it shares {', '.join(st['rwdirs'])}; see `run-scenario vm up "
+              "--share`): booting a VM for this run", flush=True)
+        return None
+    problem = vm.problem()
+    if problem is not None:
+        kept = warmvm.keep_console(vm) if "gone" in problem or "wedged" in problem else None
+        info(f"warm VM: {problem}; replacing it" + (f" (its console is kept in {kept})" if kept else ""))
+        warmvm.stop(vm, log=lambda m: None)
+        try:
+            warmvm.up(vm, warmvm.plan_warm(Path(st["kernel_image"]), st["memory"], st["cpus"], vm,
+                                           [Path(d) for d in st["rwdirs"] if Path(d) != vm.spool],
+                                           Path(st["modules"]) if st.get("modules") else None))
+        except VmError as e:
+            info(f"warm VM: could not replace it ({e}): booting a VM for this run")
+            return None
+    return vm
+
+
+class _QuietGuest:
+    """-q with a warm VM: the job's errors and warnings on the console, every line in run.log."""
+
+    def __init__(self):
+        self.partial = ""
+
+    def write(self, text: str) -> None:
+        from runners.backends.vm.boot import loud
+        from runners.console.runlog import RUN_LOG
+
+        *lines, self.partial = (self.partial + text).split("\n")
+        for line in lines:
+            if loud(line):
+                print(line, flush=True)
+            else:
+                RUN_LOG.note(line)
+
+    def flush(self) -> None:
+        pass
+
+
+def _submit_warm(vm, guest_argv: list[str], quiet: bool = False) -> int:
+    from runners.backends.vm.warm import WarmVmGone, submit
+
+    info("warm VM: running the job without a boot")
+    try:
+        # drop `python -m runners.cli`: the guest calls its main()
+        return submit(vm, guest_argv[3:], out=_QuietGuest() if quiet else None)
+    except WarmVmGone as e:
+        err(str(e))
+        return EXIT_FAIL

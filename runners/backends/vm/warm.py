@@ -1,0 +1,334 @@
+"""The warm VM, host side: `run-scenario vm up|status|down`, and jobs run in it without a boot.
+
+`vm up` boots one guest per kernel asked for (virtme-ng, as the VM backend does) whose command is
+runners.backends.vm.warm_guest, and leaves it running. While it is up, `run-scenario
+--backend vm` (and auto, when it would use the VM) queues each job in the
+shared spool folder and follows its output: no boot, no imports, the same
+native backend inside. A guest that died or stopped answering is reported
+and killed, and the next job boots a replacement.
+"""
+from __future__ import annotations
+
+import json
+import os
+import signal
+import subprocess
+import sys
+import time
+from dataclasses import dataclass
+from pathlib import Path
+
+from runners.paths import RESULTS  # noqa: F401  (run-scenario vm up shares it with the guest)
+from runners.backends.vm import root_cache
+from runners.backends.vm.boot import VmError, VmPlan, kernel_release, plan_vm, vng_binary, vng_env
+
+def _warm_dir() -> Path:
+    """Where the warm VM keeps its state: per user (root's in /run, which a reboot empties)."""
+    if os.environ.get("TESTBED_WARM_DIR"):
+        return Path(os.environ["TESTBED_WARM_DIR"])
+    if os.geteuid() == 0:
+        return Path("/run/mptcp-testbed/warm-vm")
+    runtime = os.environ.get("XDG_RUNTIME_DIR") or f"/tmp/mptcp-testbed-{os.getuid()}"
+    return Path(runtime) / "mptcp-testbed-warm-vm"
+
+
+WARM_DIR = _warm_dir()
+STALE_SECONDS = 30.0      # a heartbeat older than this: the guest is wedged
+BOOT_TIMEOUT = 600.0
+
+
+class WarmVmGone(RuntimeError):
+    """The warm VM died or stopped answering while a job ran."""
+
+
+@dataclass
+class WarmVm:
+    home: Path
+
+    @property
+    def spool(self) -> Path:
+        return self.home / "spool"
+
+    @property
+    def state_file(self) -> Path:
+        return self.home / "state.json"
+
+    def state(self) -> dict | None:
+        try:
+            return json.loads(self.state_file.read_text())
+        except (OSError, json.JSONDecodeError):
+            return None
+
+    def problem(self) -> str | None:
+        """None when the guest is up, answering and runs the checkout's code; else what is wrong."""
+        trouble = self.health()
+        if trouble is None and (self.state() or {}).get("code") != code_fingerprint():
+            return "out of date: the testbed's code changed after it booted"
+        return trouble
+
+    def health(self) -> str | None:
+        """None when the guest is up and answering (what a running job depends on); else what is wrong."""
+        st = self.state()
+        if st is None:
+            return "not started"
+        if not _alive(st["pid"]):
+            return f"its process {st['pid']} is gone (qemu exited or was killed)"
+        if not (self.spool / "ready").exists():
+            return "still booting"
+        age = time.time() - (self.spool / "heartbeat").stat().st_mtime
+        if age > STALE_SECONDS:
+            return f"wedged: no heartbeat for {age:.0f} s"
+        return None
+
+    def shares(self, path: Path) -> bool:
+        st = self.state() or {}
+        return any(_under(path, Path(d)) for d in st.get("rwdirs", []))
+
+
+def code_fingerprint() -> str:
+    """The checkout's Python files (names, sizes, times): the guest runs the code it imported at boot."""
+    import hashlib
+
+    from runners.paths import REPO
+    from runners.backends.vm.boot import PACKAGES
+    h = hashlib.sha256()
+    for pkg in PACKAGES:
+        for f in sorted((REPO / pkg).rglob("*.py")):
+            st = f.stat()
+            h.update(f"{f}:{st.st_size}:{st.st_mtime_ns}\n".encode())
+    return h.hexdigest()[:16]
+
+
+def _alive(pid: int) -> bool:
+    try:
+        os.kill(pid, 0)
+        return True
+    except ProcessLookupError:
+        return False
+    except PermissionError:
+        return True
+
+
+def _under(path: Path, base: Path) -> bool:
+    try:
+        path.resolve().relative_to(base.resolve())
+        return True
+    except ValueError:
+        return False
+
+
+def default() -> WarmVm:
+    return WarmVm(WARM_DIR)
+
+
+def all_vms() -> list[WarmVm]:
+    """Every warm VM slot: the default one, and one per further kernel (`vm up --kernel 6.12` while
+    another kernel's VM is up), so that a kernel sweep finds a warm VM for each of its kernels."""
+    return [default()] + [WarmVm(p) for p in sorted(WARM_DIR.parent.glob(f"{WARM_DIR.name}-*")) if p.is_dir()]
+
+
+def running() -> list[WarmVm]:
+    return [vm for vm in all_vms() if vm.state() is not None]
+
+
+def for_kernel(kernel_image: Path) -> WarmVm | None:
+    """The warm VM that runs this kernel image, if one is up (or was, and died)."""
+    return next((vm for vm in running() if vm.state()["kernel_image"] == str(kernel_image)), None)
+
+
+def slot_for(kernel_image: Path) -> WarmVm:
+    """Where `vm up` keeps a guest of this kernel: the slot of a VM already running it, else the default
+    slot when free, else a slot named by the kernel's release."""
+    mine = for_kernel(kernel_image)
+    if mine is not None:
+        return mine
+    if default().state() is None:
+        return default()
+    return WarmVm(WARM_DIR.parent / f"{WARM_DIR.name}-{kernel_release(kernel_image)}")
+
+
+def up(vm: WarmVm, plan: VmPlan, log=print) -> dict:
+    """Boot the guest and wait until it has imported the testbed; return its state."""
+    if vm.problem() is None:
+        raise VmError(f"a warm VM is already up (pid {vm.state()['pid']}); `run-scenario vm down` first")
+    stop(vm, log=lambda m: None)
+    vm.spool.mkdir(parents=True, exist_ok=True)
+    vng = vng_binary()
+    from runners.backends.vm.boot import GUEST_SCRIPT, compile_bytecode
+    compile_bytecode()
+    script_dir = vm.home / "cmd"
+    script_dir.mkdir(exist_ok=True)
+    (script_dir / GUEST_SCRIPT).write_text(plan.guest_script())
+    env = vng_env(vng)
+    cached = root_cache.install_shim(script_dir / "bin", env, vng)   # its guest forgets the cache before each job
+    t0 = time.time()
+    with open(vm.home / "console.log", "wb") as console:
+        proc = subprocess.Popen(plan.vng_argv(vng, script_dir), env=env, stdin=subprocess.DEVNULL,
+                                stdout=console, stderr=subprocess.STDOUT, start_new_session=True)
+    state = {"pid": proc.pid, "kernel": kernel_release(plan.kernel), "kernel_image": str(plan.kernel),
+             "modules": plan.modules,
+             "accel": "kvm" if plan.kvm else "tcg", "cpu_model": plan.cpu_model, "cpus": plan.cpus,
+             "memory": plan.memory,
+             "rwdirs": list(plan.rwdirs), "started": t0, "code": code_fingerprint(), "root_cached": cached}
+    _write_json(vm.state_file, state)
+    log(f"booting the warm VM: kernel {state['kernel']}, {state['accel'].upper()}, {plan.cpus} CPUs, {plan.memory}"
+        + (", root cached (forgotten before each job)" if cached else ""))
+    while not (vm.spool / "ready").exists():
+        if proc.poll() is not None:
+            raise VmError(f"the warm VM exited during boot (exit {proc.returncode}); see {vm.home / 'console.log'}")
+        if time.time() - t0 > BOOT_TIMEOUT:
+            stop(vm, log=lambda m: None)
+            raise VmError(f"the warm VM was not ready within {BOOT_TIMEOUT:.0f} s; see {vm.home / 'console.log'}")
+        time.sleep(0.3)
+    state["ready_seconds"] = round(time.time() - t0, 2)
+    _write_json(vm.state_file, state)
+    log(f"warm VM up in {state['ready_seconds']:.1f} s (pid {proc.pid}); jobs now run in it without a boot")
+    return state
+
+
+def plan_warm(kernel: Path | None, memory: str, cpus: int | None, vm: WarmVm,
+              extra_rwdirs: list[Path], modules: Path | None = None) -> VmPlan:
+    guest = [sys.executable, "-m", "runners.backends.vm.warm_guest", "--spool", str(vm.spool)]
+    return plan_vm(guest, [vm.spool, *extra_rwdirs], kernel=kernel, memory=memory, cpus=cpus, modules=modules)
+
+
+def stop(vm: WarmVm, log=print, grace: float = 20.0) -> bool:
+    """Ask the guest to exit, then stop qemu for sure. True when there was one."""
+    st = vm.state()
+    if st is None:
+        return False
+    if _alive(st["pid"]) and vm.spool.exists():
+        (vm.spool / "stop").write_text("stop\n")
+        deadline = time.time() + grace
+        while _alive(st["pid"]) and time.time() < deadline:
+            _reap(st["pid"])
+            time.sleep(0.2)
+    for sig in (signal.SIGTERM, signal.SIGKILL):
+        if not _alive(st["pid"]):
+            break
+        try:
+            os.killpg(st["pid"], sig)
+        except ProcessLookupError:
+            break
+        time.sleep(1.0)
+        _reap(st["pid"])
+    _clear(vm)
+    log(f"warm VM (pid {st['pid']}) stopped")
+    return True
+
+
+def keep_console(vm: WarmVm) -> Path | None:
+    """A guest that died takes its story with it: stop() removes console.log. Keep a copy first (the
+    guest kernel's last words: a panic, the OOM killer) as failed-console.log, the latest failure only."""
+    console = vm.home / "console.log"
+    if not console.exists():
+        return None
+    kept = vm.home / "failed-console.log"
+    try:
+        kept.write_bytes(console.read_bytes()[-256 * 1024:])
+    except OSError:
+        return None
+    return kept
+
+
+def _reap(pid: int) -> None:
+    """vm up's own child (in tests and `vm down` from the same process) becomes a zombie otherwise."""
+    try:
+        os.waitpid(pid, os.WNOHANG)
+    except ChildProcessError:
+        pass
+
+
+def _clear(vm: WarmVm) -> None:
+    import shutil
+
+    for name in ("state.json", "console.log"):
+        (vm.home / name).unlink(missing_ok=True)
+    shutil.rmtree(vm.spool, ignore_errors=True)
+    shutil.rmtree(vm.home / "cmd", ignore_errors=True)
+
+
+def status_lines(vm: WarmVm) -> tuple[bool, list[str]]:
+    st = vm.state()
+    if st is None:
+        return False, ["warm VM: not running (start one with `run-scenario vm up`)"]
+    problem = vm.problem()
+    jobs = vm.spool / "jobs"
+    history = vm.spool / "history.jsonl"
+    done = len(history.read_text().splitlines()) if history.exists() else 0
+    queued = len([p for p in jobs.glob("*.json") if not p.with_suffix(".done").exists()]) if jobs.exists() else 0
+    lines = [f"warm VM: {'up' if problem is None else problem}",
+             f"  pid {st['pid']}, kernel {st['kernel']} ({st['accel'].upper()}), {st['cpus']} CPUs, {st['memory']}"
+             + (", root cached" if st.get("root_cached") else ""),
+             f"  up for {time.time() - st['started']:.0f} s; jobs finished {done}, queued or running {queued}",
+             f"  shares: {', '.join(st.get('rwdirs', []))}"]
+    return problem is None, lines
+
+
+def _write_json(path: Path, doc: dict) -> None:
+    tmp = path.with_name(f".{path.name}.tmp")
+    tmp.write_text(json.dumps(doc, indent=1) + "\n")
+    os.replace(tmp, path)
+
+
+def submit(vm: WarmVm, argv: list[str], out=None, poll: float = 0.05) -> int:
+    """Queue a run-scenario job in the guest, copy its output here as it comes, return its exit code.
+
+    Ctrl-C and SIGTERM are passed on to the job (it cleans up as any run does).
+    """
+    out = out or sys.stdout    # at call time: run.log's tee may be in place
+    jobs = vm.spool / "jobs"
+    jobs.mkdir(parents=True, exist_ok=True)
+    job_id = f"{time.time():.6f}-{os.getpid()}"
+    job = jobs / f"{job_id}.json"
+    ahead = len([p for p in jobs.glob("*.json") if not p.with_suffix(".done").exists()])
+    _write_json(job, {"argv": argv})
+    if ahead:
+        out.write(f"warm VM: queued behind {ahead} job(s)\n")
+        out.flush()
+    log_path, done_path = job.with_suffix(".log"), job.with_suffix(".done")
+    offset, cancelled = 0, None
+
+    def on_signal(signum, frame):
+        nonlocal cancelled
+        cancelled = "TERM" if signum == signal.SIGTERM else "INT"
+        job.with_suffix(".cancel").write_text(cancelled + "\n")
+    old = {s: signal.signal(s, on_signal) for s in (signal.SIGINT, signal.SIGTERM)}
+    try:
+        while True:
+            offset = _copy_new(log_path, offset, out)
+            if done_path.exists():
+                _copy_new(log_path, offset, out)
+                result = json.loads(done_path.read_text())
+                break
+            # not problem(): an edit to the checkout while a job runs must not stop the guest under it
+            problem = vm.health()
+            if problem is not None and problem != "still booting":
+                kept = keep_console(vm)
+                stop(vm, log=lambda m: None)
+                raise WarmVmGone(f"the warm VM failed during the job: {problem}; it was stopped "
+                                 "(the next run boots a fresh one, or `run-scenario vm up`)"
+                                 + (f"; its console is kept in {kept}" if kept else ""))
+            time.sleep(poll)
+    finally:
+        for s, h in old.items():
+            signal.signal(s, h)
+    for item in result.get("cleaned", []):
+        out.write(f"warm VM: after the job, removed a leftover: {item}\n")
+    out.flush()
+    for suffix in (".json", ".log", ".done", ".cancel"):
+        job.with_suffix(suffix).unlink(missing_ok=True)
+    return int(result["code"])
+
+
+def _copy_new(path: Path, offset: int, out) -> int:
+    try:
+        with open(path, "rb") as f:
+            f.seek(offset)
+            data = f.read()
+    except FileNotFoundError:
+        return offset
+    if data:
+        out.write(data.decode(errors="replace"))
+        out.flush()
+    return offset + len(data)

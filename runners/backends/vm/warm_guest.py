@@ -1,0 +1,169 @@
+"""The warm VM's guest side: run queued jobs one at a time, each in a fork of a pre-imported process.
+
+Started by `run-scenario vm up` as the guest's command. It imports the
+testbed once (seconds under TCG), then watches the spool folder that the host
+shares with it:
+
+  spool/jobs/<id>.json    a job: {"argv": [...]} for `run-scenario` (written by the host)
+  spool/jobs/<id>.log     the job's console output, as it comes
+  spool/jobs/<id>.cancel  the host asks to interrupt it (contents: INT or TERM)
+  spool/jobs/<id>.done    {"code": N, "cleaned": [...]}: the job ended
+  spool/heartbeat         rewritten every second: the host's sign that the guest is alive
+  spool/ready             written once the imports are done
+  spool/stop              the host asks the server to exit (the VM then powers off)
+  spool/history.jsonl     one line per finished job (exit code, seconds, leftovers removed)
+
+Jobs run in name order (the host names them by submission time). After each
+job, whatever a run can leave behind is looked for and removed, and the
+`.done` file says what was found, so every job starts from a clean guest.
+"""
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import signal
+import sys
+import threading
+import time
+from pathlib import Path
+
+HEARTBEAT_SECONDS = 1.0
+
+
+def _write(path: Path, text: str) -> None:
+    tmp = path.with_name(f".{path.name}.tmp")
+    tmp.write_text(text)
+    os.replace(tmp, path)
+
+
+def _preload() -> None:
+    """What every job imports: paid once here, inherited by every fork."""
+    import mininet.net  # noqa: F401
+    import runners.backends.native  # noqa: F401
+    import runners.cli.run  # noqa: F401
+    import runners.pipeline.runner  # noqa: F401
+    import runners.backends.probe  # noqa: F401
+    import scenarios.spec.loader  # noqa: F401
+    import topologies.net  # noqa: F401
+    from runners.backends.kernel_features import endpoint_answers
+    from runners.backends.probe import iperf3_facts, netem_works
+    netem_works()   # memoised: every job's probe inherits the answer
+    iperf3_facts()
+    if os.geteuid() == 0:
+        endpoint_answers()   # metadata's endpoint flags: a namespace and 5 processes, 0.3-0.5 s a job in TCG
+
+
+def _heartbeat(spool: Path, halt: threading.Event) -> None:
+    while not halt.is_set():
+        _write(spool / "heartbeat", f"{time.time():.3f}\n")
+        halt.wait(HEARTBEAT_SECONDS)
+
+
+def main_in_this_child(argv: list[str], stdout_fd: int, stderr_fd: int) -> None:
+    """In a fresh fork: run-scenario's main() with its output on these descriptors, then exit with its code.
+
+    Shared by the warm VM and the integration tests, which both fork a process that imported the
+    testbed once instead of starting `python -m runners.cli`. Never returns.
+    """
+    code = 1
+    try:
+        os.dup2(stdout_fd, 1)
+        os.dup2(stderr_fd, 2)
+        sys.stdout = open(1, "w", buffering=1, closefd=False)
+        sys.stderr = open(2, "w", buffering=1, closefd=False)
+        sys.stdin = open(os.devnull)
+        signal.signal(signal.SIGINT, signal.default_int_handler)
+        signal.signal(signal.SIGTERM, signal.SIG_DFL)
+        from runners.cli import main
+        code = main(argv)
+    except SystemExit as e:
+        code = e.code if isinstance(e.code, int) else 2
+    except BaseException:
+        import traceback
+        traceback.print_exc()
+    finally:
+        from runners.results.store import wait_for_writes
+        wait_for_writes()
+        sys.stdout.flush()
+        sys.stderr.flush()
+        os._exit(code)
+
+
+def _forget_cached_root() -> bool:
+    """In the guest (TESTBED_IN_VM): drop what it cached of the host's root (root_cache); True there."""
+    if not os.environ.get("TESTBED_IN_VM"):
+        return False
+    from runners.backends.vm.root_cache import forget_cached_root
+    forget_cached_root()
+    return True
+
+
+def run_job(job: Path) -> dict:
+    spec = json.loads(job.read_text())
+    t0 = time.monotonic()
+    in_vm = _forget_cached_root()    # the job reads the host's files as they are now, not as an earlier job saw them
+    pid = os.fork()
+    if pid == 0:
+        log = os.open(job.with_suffix(".log"), os.O_WRONLY | os.O_CREAT | os.O_APPEND, 0o644)
+        main_in_this_child(list(spec["argv"]), log, log)
+    cancel = job.with_suffix(".cancel")
+    sent = False
+    while True:
+        done, status = os.waitpid(pid, os.WNOHANG)
+        if done:
+            break
+        if cancel.exists() and not sent:
+            sig = signal.SIGTERM if cancel.read_text().strip() == "TERM" else signal.SIGINT
+            os.kill(pid, sig)
+            sent = True
+        time.sleep(0.1)
+    code = os.waitstatus_to_exitcode(status)
+    if code < 0:
+        code = 128 - code
+    from runners.linux.leftovers import remove_leftovers
+    # only inside the micro-VM is everything a job could leave ours; the unit tests serve jobs on the
+    # host, where a clean-up would stop other people's runs (it once killed a test suite's VM)
+    cleaned = remove_leftovers(ovs_was_running=False) if in_vm else []   # no OVS runs in the guest between jobs
+    return {"code": code, "cleaned": cleaned, "seconds": round(time.monotonic() - t0, 3)}
+
+
+def serve(spool: Path, preload: bool = True) -> int:
+    jobs = spool / "jobs"
+    jobs.mkdir(parents=True, exist_ok=True)
+    halt = threading.Event()
+    threading.Thread(target=_heartbeat, args=(spool, halt), daemon=True).start()
+    t0 = time.monotonic()
+    if preload:
+        _preload()
+    _write(spool / "ready", json.dumps({"preload_seconds": round(time.monotonic() - t0, 3),
+                                        "kernel": os.uname().release}) + "\n")
+    print(f"warm VM: ready ({os.uname().release}); waiting for jobs in {jobs}", flush=True)
+    try:
+        while not (spool / "stop").exists():
+            pending = sorted(p for p in jobs.glob("*.json") if not p.with_suffix(".done").exists())
+            if not pending:
+                time.sleep(0.1)   # a job waits half of this on average before it starts
+                continue
+            job = pending[0]
+            print(f"warm VM: job {job.stem}", flush=True)
+            result = run_job(job)
+            _write(job.with_suffix(".done"), json.dumps(result) + "\n")
+            with open(spool / "history.jsonl", "a") as history:   # `vm status` counts these
+                history.write(json.dumps({"job": job.stem, **result}) + "\n")
+            _forget_cached_root()   # the bulk of it (0.2 s in TCG) while idle; the next job's own is then ~0.01 s
+    finally:
+        halt.set()
+    return 0
+
+
+def main(argv: list[str] | None = None) -> int:
+    ap = argparse.ArgumentParser(prog="python -m runners.backends.vm.warm_guest", description=__doc__.splitlines()[0])
+    ap.add_argument("--spool", required=True)
+    ap.add_argument("--no-preload", action="store_true", help="skip the imports and probes (unit tests)")
+    a = ap.parse_args(argv)
+    return serve(Path(a.spool), preload=not a.no_preload)
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,196 @@
+"""Run argument lists inside a Mininet host's namespace, and keep track of them.
+
+Mininet's `node.cmd()` goes through a shared bash; we use `node.popen(list)`
+instead, so no scenario value ever passes through a shell, and every
+long-running process is registered for cleanup.
+"""
+from __future__ import annotations
+
+import contextlib
+import os
+import secrets
+import subprocess
+import tempfile
+import threading
+import time
+from concurrent.futures import ThreadPoolExecutor
+from dataclasses import dataclass
+from typing import Callable
+
+from runners.linux import ipbatch
+from runners.linux.commandlog import COMMANDS, Timed
+from runners.linux.processes import stop_processes
+
+Argv = list[str]   # one command's argument list: never a shell string
+
+
+class CommandError(RuntimeError):
+    """A command the runner depends on failed: the run is aborted with its output."""
+
+
+@dataclass
+class Result:
+    argv: list[str]
+    rc: int
+    out: str
+    err: str
+
+
+def run(node, argv: list[str], timeout: float = 60, check: bool = True) -> Result:
+    """One command in the node's namespace, recorded in commands.log."""
+    with Timed(node.name, argv) as t:
+        try:
+            res = _run(node, argv, timeout, check=False)
+        except CommandError:
+            t.rc = "timeout"
+            raise
+        t.rc = res.rc
+    if check and res.rc != 0:
+        raise CommandError(f"{node.name}: `{' '.join(argv)}` failed (exit {res.rc}): "
+                           f"{(res.err or res.out).strip()[:500]}")
+    return res
+
+
+def _run(node, argv: list[str], timeout: float = 60, check: bool = True) -> Result:
+    p = node.popen(argv, stdin=subprocess.DEVNULL, stdout=subprocess.PIPE, stderr=subprocess.PIPE)
+    try:
+        out, err = p.communicate(timeout=timeout)
+    except subprocess.TimeoutExpired:
+        p.kill()
+        out, err = p.communicate()
+        raise CommandError(f"{node.name}: `{' '.join(argv)}` timed out after {timeout:g}s") from None
+    res = Result(argv, p.returncode, out.decode(errors="replace"), err.decode(errors="replace"))
+    if check and res.rc != 0:
+        raise CommandError(f"{node.name}: `{' '.join(argv)}` failed (exit {res.rc}): "
+                           f"{(res.err or res.out).strip()[:500]}")
+    return res
+
+
+# Runs several argument lists in one process: each process start costs ~0.1-0.2 s in a TCG guest,
+# and a run reads counters with a dozen commands per host. Arguments arrive as positional
+# parameters ("N word1..wordN N word1..."), and eval only ever sees "${1}" "${2}" ...: references,
+# never the words themselves, so no argument passes through the shell's parser.
+#
+# `sysctl -q -w KEY=VALUE`, the form the testbed writes with, is a shell function here that writes
+# /proc/sys with the printf builtin (one write at offset 0): a namespace's setup has a dozen of them,
+# and each sysctl process cost another start. Reads stay with the real sysctl: the shell's `read`
+# takes a byte at a time, and integer sysctls answer a read at a non-zero offset with end-of-file.
+BATCH_SCRIPT = r"""proc_sys_path() {
+  p=/proc/sys; r=$1
+  while :; do case $r in *.*) p="$p/${r%%.*}"; r=${r#*.} ;; *) p="$p/$r"; return ;; esac; done
+}
+sysctl() {
+  if [ $# -eq 3 ] && [ "$1" = -q ] && [ "$2" = -w ] && [ "${3#*=}" != "$3" ]; then
+    proc_sys_path "${3%%=*}"; printf '%s\n' "${3#*=}" > "$p"
+  else
+    command sysctl "$@"
+  fi
+}
+m=$1; shift; k=0
+while [ $# -gt 0 ]; do
+  n=$1; shift; c=; i=1
+  while [ "$i" -le "$n" ]; do c="$c \"\${$i}\""; i=$((i+1)); done
+  printf '%s %s\n' "$m" "$k" >&2
+  eval "$c" </dev/null; rc=$?
+  printf '\n%s %s rc=%s\n' "$m" "$k" "$rc"
+  shift "$n"; k=$((k+1))
+done"""
+
+
+def batch_argv(argvs: list[list[str]], marker: str) -> list[str]:
+    words = ["sh", "-c", BATCH_SCRIPT, "sh", marker]
+    for argv in argvs:
+        words += [str(len(argv)), *argv]
+    return words
+
+
+def split_batch(argvs: list[list[str]], marker: str, out: str, err: str) -> list[Result]:
+    """The batch's stdout and stderr -> one Result per argument list (a missing one failed to run: rc -1)."""
+    results = []
+    rest = out
+    err_parts = err.split(f"{marker} ")
+    errs = {}
+    for part in err_parts[1:]:
+        num, _, text = part.partition("\n")
+        errs[num.strip()] = text
+    for k, argv in enumerate(argvs):
+        tag = f"\n{marker} {k} rc="
+        head, found, tail = rest.partition(tag)
+        if not found:
+            results.append(Result(argv, -1, head, errs.get(str(k), "") or "did not run"))
+            rest = ""
+            continue
+        rc_text, _, rest = tail.partition("\n")
+        results.append(Result(argv, int(rc_text), head, errs.get(str(k), "")))
+    return results
+
+
+def run_batch(node, argvs: list[list[str]], timeout: float = 60, check: bool = True) -> list[Result]:
+    """Run several commands in a host's namespace with one process start (and one more per run of
+    `ip` or `tc` changes, which read their commands from a file: ipbatch); results in order."""
+    if not argvs:
+        return []
+    marker = "@@testbed-" + secrets.token_hex(8)
+    for argv in argvs:
+        COMMANDS.announce(node.name, argv)
+    t0 = time.monotonic()
+    parts = ipbatch.units(argvs)
+    with tempfile.TemporaryDirectory(prefix="testbed-batch-") if any(u.lines for u in parts) else \
+            contextlib.nullcontext() as folder:
+        argv_of = []
+        for k, unit in enumerate(parts):
+            path = None
+            if unit.lines:
+                path = os.path.join(folder, f"{k}.{unit.tool}")
+                with open(path, "w") as f:
+                    f.write("\n".join(unit.lines) + "\n")
+            argv_of.append(unit.argv(path))
+        if len(argv_of) == 1 and argv_of[0][0] != "sysctl":
+            done_all = [_run(node, argv_of[0], timeout=timeout, check=False)]   # no shell: one start less
+        else:
+            res = _run(node, batch_argv(argv_of, marker), timeout=timeout, check=False)
+            done_all = split_batch(argv_of, marker, res.out, res.err)
+    results = []
+    for unit, done in zip(parts, done_all):
+        results += [Result(argv, *each) for argv, each in zip(unit.argvs, ipbatch.spread(unit, done.rc, done.out,
+                                                                                          done.err))]
+    share = (time.monotonic() - t0) / len(argvs)
+    for r in results:
+        COMMANDS.record(node.name, r.argv, r.rc, share)
+    if check:
+        for r in results:
+            if r.rc != 0:
+                raise CommandError(f"{node.name}: `{' '.join(r.argv)}` failed (exit {r.rc}): "
+                                   f"{(r.err or r.out).strip()[:500]}")
+    return results
+
+
+class ProcessRegistry:
+    """Every background process the run started, so that every exit path can stop it."""
+
+    def __init__(self) -> None:
+        self._procs: list[subprocess.Popen] = []
+        self._lock = threading.Lock()
+
+    def start(self, node, argv: list[str], stdout=subprocess.PIPE, stderr=subprocess.PIPE) -> subprocess.Popen:
+        COMMANDS.announce(node.name, argv)
+        p = node.popen(argv, stdin=subprocess.DEVNULL, stdout=stdout, stderr=stderr)
+        COMMANDS.record(node.name, argv, "background", 0.0)
+        with self._lock:
+            self._procs.append(p)
+        return p
+
+    def stop_all(self, grace: float = 2.0) -> None:
+        with self._lock:
+            procs, self._procs = self._procs, []
+        stop_processes(procs, grace)
+
+
+def at_once(fn: Callable, items) -> list:
+    """fn on every item in threads of its own (one per namespace: each waits on its own process);
+    results in order, and the first exception raised here."""
+    items = list(items)
+    if not items:
+        return []
+    with ThreadPoolExecutor(max_workers=len(items)) as pool:
+        return list(pool.map(fn, items))

@@ -1,0 +1,74 @@
+"""Starting and stopping this machine's processes: one way to run a command with a timeout, one way to
+stop a process (or its whole group) that may ignore the first signal."""
+from __future__ import annotations
+
+import os
+import signal
+import subprocess
+
+
+def run_command(argv: list[str], timeout: float = 20, input: str | None = None) -> subprocess.CompletedProcess:
+    """Run to the end with captured text output and no stdin (or `input` as stdin); raises
+    subprocess.TimeoutExpired. Recorded in commands.log as run on the host (the root namespace)."""
+    from runners.linux.commandlog import Timed
+
+    with Timed("host", argv) as t:
+        stdin = {"input": input} if input is not None else {"stdin": subprocess.DEVNULL}
+        r = subprocess.run(argv, capture_output=True, text=True, timeout=timeout, **stdin)
+        t.rc = r.returncode
+    return r
+
+
+def run_quietly(argv: list[str], timeout: float = 20) -> subprocess.CompletedProcess | None:
+    """run_command, or None when the program is missing, fails to start or times out."""
+    try:
+        return run_command(argv, timeout)
+    except (OSError, subprocess.SubprocessError):
+        return None
+
+
+# A reaper shell leads the child's process group. Linux sends it SIGTERM when run-scenario dies, even by
+# SIGKILL (PR_SET_PDEATHSIG), and it then kills the whole group: vng, virtme-run and qemu. Without it a
+# SIGKILLed run left its micro-VM running the set and writing results for 30 s and more.
+# stdin is kept on fd 3 for the child: a background job of a non-interactive shell gets /dev/null as stdin
+# before its own redirections apply, and `run-scenario shell` hands this terminal to the VM.
+REAPER = ('trap \'kill -KILL -$$\' TERM; exec 3<&0; "$@" <&3 3<&- & child=$!; exec 3<&-; wait "$child"; '
+          'code=$?; exit "$code"')
+PR_SET_PDEATHSIG = 1
+
+
+def _die_with_parent() -> None:   # runs in the child between fork and exec
+    import ctypes
+    ctypes.CDLL(None, use_errno=True).prctl(PR_SET_PDEATHSIG, signal.SIGTERM)
+
+
+def start_reaped(argv: list[str], **popen_kw) -> subprocess.Popen:
+    """Start argv in a process group of its own that is killed whole when this process dies, however."""
+    return subprocess.Popen(["sh", "-c", REAPER, "reaper", *argv], start_new_session=True,
+                            preexec_fn=_die_with_parent, **popen_kw)
+
+
+def _signal(proc: subprocess.Popen, sig: int, group: bool) -> None:
+    try:
+        if group:
+            os.killpg(proc.pid, sig)
+        else:
+            proc.send_signal(sig)
+    except ProcessLookupError:
+        pass
+
+
+def stop_processes(procs: list[subprocess.Popen], grace: float = 2.0, group: bool = False) -> None:
+    """SIGTERM to all, then SIGKILL to whoever has not exited after `grace` s; reaps them all.
+
+    group: signal each one's process group (started with start_new_session), so its children go too.
+    """
+    for p in procs:
+        if p.poll() is None:
+            _signal(p, signal.SIGTERM, group)
+    for p in procs:
+        try:
+            p.wait(timeout=grace)
+        except subprocess.TimeoutExpired:
+            _signal(p, signal.SIGKILL, group)
+            p.wait(timeout=10)

@@ -1,0 +1,259 @@
+"""Open vSwitch daemons and the os-ken controller: started before Mininet, stopped on every exit path.
+
+The controller must accept connections before the switches are created, or
+OVS backs off and a switch stalls for ~45 s; we wait for its port, then check
+from OVS that every switch under the controller is connected.
+"""
+from __future__ import annotations
+
+import json
+import os
+import socket
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+from runners.errors import ControlPlaneError
+from runners.linux.processes import run_command, stop_processes
+from runners.paths import REPO
+
+OVS_CTL = "/usr/share/openvswitch/scripts/ovs-ctl"
+
+
+def _run(argv: list[str], timeout: float = 30) -> subprocess.CompletedProcess:
+    return run_command(argv, timeout)
+
+
+def ovs_running() -> bool:
+    try:
+        return _run(["ovs-vsctl", "--timeout=5", "show"], timeout=10).returncode == 0
+    except (FileNotFoundError, subprocess.TimeoutExpired):
+        return False
+
+
+def ovs_ctl() -> str:
+    """Debian and Ubuntu keep ovs-ctl outside PATH."""
+    return OVS_CTL if os.path.exists(OVS_CTL) else "ovs-ctl"
+
+
+def vswitchd_pid() -> int | None:
+    """The ovs-vswitchd process, if one runs (ovs-vsctl alone cannot tell: it talks to ovsdb-server)."""
+    for pid in filter(str.isdigit, os.listdir("/proc")):
+        try:
+            if Path(f"/proc/{pid}/comm").read_text().strip() == "ovs-vswitchd":
+                return int(pid)
+        except OSError:
+            continue
+    return None
+
+
+def vswitchd_alive() -> bool:
+    return vswitchd_pid() is not None
+
+
+class OvsDaemons:
+    """Starts ovsdb-server and ovs-vswitchd when they are not running, and stops only what it started.
+
+    ovs-vswitchd dying mid-set is a run failure; for the teardown it is started again, because
+    without it Mininet's `ovs-vsctl del-br` waits forever and the kernel keeps the bridges."""
+
+    def __init__(self, log=print):
+        self.log = log
+        self.started = False
+        self.used = False
+        self.vswitchd_pid: int | None = None
+
+    def ensure(self, userspace: bool = False) -> None:
+        if userspace:
+            ensure_tun()
+        self.used = True
+        if ovs_running():
+            return
+        ctl = ovs_ctl()
+        self.log("starting Open vSwitch (ovs-ctl start)")
+        t0 = time.monotonic()
+        try:
+            r = _run([ctl, "start", "--system-id=random"], timeout=120)
+        except FileNotFoundError:
+            raise ControlPlaneError("Open vSwitch is not installed (no ovs-ctl); run ./setup.sh") from None
+        self.started = True
+        if not ovs_running():
+            raise ControlPlaneError(f"Open vSwitch did not start: {(r.stderr or r.stdout).strip()[-500:]}")
+        self.log(f"Open vSwitch up in {time.monotonic() - t0:.1f}s")
+
+    def _alive(self) -> bool:
+        """Cheap enough to ask every 0.5 s per client: the daemon's pid is found once, then only its
+        /proc entry is looked at (a full /proc scan per check cost E5's four clients a third of their
+        MPTCP throughput under TCG)."""
+        if self.vswitchd_pid is not None and Path(f"/proc/{self.vswitchd_pid}/comm").exists():
+            return True
+        self.vswitchd_pid = vswitchd_pid()
+        return self.vswitchd_pid is not None
+
+    def check_alive(self, when: str) -> None:
+        if self.used and not self._alive():
+            raise ControlPlaneError(f"Open vSwitch's ovs-vswitchd is no longer running {when}: the switches "
+                                    "stopped forwarding, so the set stopped here")
+
+    def revive_for_teardown(self) -> None:
+        if not self.used or vswitchd_alive():
+            return
+        self.log("cleaning up: ovs-vswitchd died; starting it again to take the switches down")
+        try:
+            _run([ovs_ctl(), "start", "--system-id=random"], timeout=120)
+        except (FileNotFoundError, subprocess.TimeoutExpired) as e:
+            self.log(f"warning: could not start ovs-vswitchd again: {e}")
+
+    def stop(self) -> None:
+        if self.started:
+            ctl = ovs_ctl()
+            try:
+                _run([ctl, "stop"], timeout=60)
+            except (FileNotFoundError, subprocess.TimeoutExpired):
+                pass
+            self.started = False
+
+
+def ensure_tun() -> None:
+    """The userspace datapath opens /dev/net/tun for its internal port; a micro-VM's /dev may lack it."""
+    tun = Path("/dev/net/tun")
+    if tun.exists():
+        return
+    _run(["modprobe", "-q", "tun"])
+    if not tun.exists():
+        tun.parent.mkdir(parents=True, exist_ok=True)
+        r = _run(["mknod", str(tun), "c", "10", "200"])
+        if r.returncode != 0:
+            raise ControlPlaneError(f"ovs-user needs /dev/net/tun, which is missing and cannot be made: "
+                                    f"{r.stderr.strip()}")
+
+
+def check_bridges(switches: list[str]) -> None:
+    """Mininet does not notice when ovs-vswitchd fails to instantiate a bridge; OpenFlow does."""
+    for sw in switches:
+        r = _run(["ovs-ofctl", "-O", "OpenFlow13", "show", sw], timeout=20)
+        if r.returncode != 0:
+            log = Path("/var/log/openvswitch/ovs-vswitchd.log")
+            tail = ""
+            if log.exists():
+                errs = [ln for ln in log.read_text(errors="replace").splitlines() if "|ERR|" in ln or "|WARN|" in ln]
+                tail = " | ".join(errs[-3:])
+            raise ControlPlaneError(f"Open vSwitch did not create switch {sw}: {(r.stderr or r.stdout).strip()[:200]}"
+                                    + (f" (ovs-vswitchd: {tail})" if tail else ""))
+
+
+def port_open(port: int, host: str = "127.0.0.1") -> bool:
+    try:
+        with socket.create_connection((host, port), timeout=0.5):
+            return True
+    except OSError:
+        return False
+
+
+def launch_argv(app: str, port: int, config: Path) -> list[str]:
+    return [sys.executable, "-m", "controller.launch", "--port", str(port), "--config", str(config), app]
+
+
+class Controller:
+    """One os-ken app process: its config and report live in the results, its log too."""
+
+    def __init__(self, app: str, port: int, config: dict, out_dir: Path, log=print):
+        self.app, self.port, self.log = app, port, log
+        self.dir = Path(out_dir)
+        self.dir.mkdir(parents=True, exist_ok=True)
+        self.config_path = self.dir / "config.json"
+        self.report_path = self.dir / "report.jsonl"
+        self.log_path = self.dir / "controller.log"
+        self.config = {**config, "report": str(self.report_path)}
+        self.proc: subprocess.Popen | None = None
+        self._report_pos = 0
+
+    # os-ken's imports take 20-40 s in a TCG guest with cold caches: 30 s failed a first run of E5 and
+    # a user's app in lab 5 (2026-11-23). A controller that fails exits, which is seen at once.
+    START_TIMEOUT_S = 120
+
+    def start(self, timeout: float = START_TIMEOUT_S) -> None:
+        if port_open(self.port):
+            raise ControlPlaneError(f"controller port {self.port} is already in use on 127.0.0.1; "
+                                    "stop whatever listens there or set topology.controller.port")
+        self.config_path.write_text(json.dumps(self.config, indent=2) + "\n")
+        self.report_path.touch()
+        env = {**os.environ, "PYTHONPATH": str(REPO) + os.pathsep + os.environ.get("PYTHONPATH", "")}
+        logf = open(self.log_path, "ab")
+        self.log(f"starting controller {self.app} on 127.0.0.1:{self.port}")
+        self.proc = subprocess.Popen(launch_argv(self.app, self.port, self.config_path), cwd=REPO, env=env,
+                                     stdin=subprocess.DEVNULL, stdout=logf, stderr=subprocess.STDOUT,
+                                     start_new_session=True)
+        logf.close()
+        deadline = time.monotonic() + timeout
+        while time.monotonic() < deadline:
+            if self.proc.poll() is not None:
+                raise ControlPlaneError(f"the controller exited at start (code {self.proc.returncode}): "
+                                        f"{self.log_tail()}")
+            if port_open(self.port):
+                return
+            time.sleep(0.2)
+        raise ControlPlaneError(f"the controller did not open port {self.port} within {timeout:g}s: {self.log_tail()}")
+
+    def check_alive(self, when: str) -> None:
+        if self.proc is not None and self.proc.poll() is not None:
+            raise ControlPlaneError(f"the controller ({self.app}) exited with code {self.proc.returncode} {when}; "
+                                    f"switches under it forward nothing new. Log: {self.log_path}. "
+                                    f"Last lines: {self.log_tail()}")
+
+    def wait_connected(self, switches: list[str], timeout: float = 60) -> None:
+        """Every switch under the controller shows is_connected=true in OVS, else a clear error."""
+        deadline = time.monotonic() + timeout
+        pending = list(switches)
+        while pending and time.monotonic() < deadline:
+            self.check_alive("while the switches were connecting")
+            pending = [s for s in pending if not switch_connected(s)]
+            if pending:
+                time.sleep(0.3)
+        if pending:
+            raise ControlPlaneError(f"switch(es) {', '.join(pending)} did not connect to the controller on port "
+                                    f"{self.port} within {timeout:g}s. Log: {self.log_path}")
+
+    def new_report_lines(self) -> list[dict]:
+        """Report events written since the last call (the app appends JSON lines)."""
+        try:
+            with open(self.report_path) as f:
+                f.seek(self._report_pos)
+                text = f.read()
+                self._report_pos = f.tell()
+        except FileNotFoundError:
+            return []
+        out = []
+        for line in text.splitlines():
+            try:
+                out.append(json.loads(line))
+            except ValueError:
+                pass
+        return out
+
+    def log_tail(self, n: int = 6) -> str:
+        try:
+            lines = self.log_path.read_text(errors="replace").strip().splitlines()
+        except FileNotFoundError:
+            return "(no log)"
+        return " | ".join(lines[-n:]) or "(empty log)"
+
+    def stop(self) -> None:
+        if self.proc is not None:
+            stop_processes([self.proc], grace=5, group=True)
+        self.proc = None
+
+
+def switch_connected(switch: str) -> bool:
+    r = _run(["ovs-vsctl", "--timeout=5", "get", "bridge", switch, "controller"], timeout=10)
+    uuids = [u for u in r.stdout.strip().strip("[]").split(",") if u.strip()]
+    if r.returncode != 0 or not uuids:
+        return False
+    for u in uuids:
+        c = _run(["ovs-vsctl", "--timeout=5", "get", "controller", u.strip(), "is_connected"], timeout=10)
+        if c.stdout.strip() != "true":
+            return False
+    return True
+
+

@@ -1,0 +1,153 @@
+"""The network of one topology plan: Open vSwitch and the controller when the plan has switches, the
+Mininet hosts and links, and each namespace's setup (addresses, routes, offloads, nft counters) as one
+batched command per namespace. `stop` takes it all down again."""
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Callable
+
+from controller.launch import user_app_path
+from topologies.net import build_network, planned_link_ends
+from topologies.plan import TopologyPlan
+
+from runners.collect import counters
+from runners.errors import RunFailure
+from runners.linux.nsexec import Argv, at_once, run_batch
+from runners.linux.rtnetlink import QdiscReader
+from runners.pipeline.controlplane import Controller, OvsDaemons, check_bridges
+
+
+class Network:
+    def __init__(self, controller_dir: Path, base_dir: Path, log: Callable[[str], None]):
+        self.controller_dir, self.base_dir, self.log = controller_dir, base_dir, log
+        self.ovs = OvsDaemons(log)
+        self.controller: Controller | None = None
+        self.mininet = None
+        self.client = self.server = None
+        self.clients: list = []
+        self._qdisc_readers: dict[str, QdiscReader] = {}
+
+    @property
+    def up(self) -> bool:
+        return self.mininet is not None
+
+    def get(self, name: str):
+        return self.mininet.get(name)
+
+    def qdisc_reader(self, name: str) -> QdiscReader:
+        """The node's qdisc counters over rtnetlink; its socket lives until the network stops (it holds
+        the namespace, and so the node's links, while open)."""
+        if name not in self._qdisc_readers:
+            self._qdisc_readers[name] = QdiscReader(self.get(name).pid)
+        return self._qdisc_readers[name]
+
+    def build(self, plan: TopologyPlan) -> None:
+        if any(w.type != "bridge" for w in plan.switches):
+            self.ovs.ensure(userspace=any(w.type == "ovs-user" for w in plan.switches))
+        controlled = [w.name for w in plan.switches if w.controller]
+        if controlled:
+            # before Mininet: OVS backs off for a long time when the controller is not there yet
+            self.controller = Controller(self._controller_app(plan), plan.controller["port"], plan.controller,
+                                         self.controller_dir, log=self.log)
+            self.controller.start()
+        self.mininet = build_network(plan, plan.controller["port"] if plan.controller else None)
+        check_bridges([w.name for w in plan.switches if w.type != "bridge"])
+        self.client = self.mininet.get(plan.client)
+        self.clients = [self.mininet.get(c) for c in plan.all_clients]
+        self.server = self.mininet.get(plan.server)
+        at_once(lambda item: run_batch(self.mininet.get(item[0]), item[1]), setup_per_node(plan).items())
+        if self.controller is not None:
+            self.controller.wait_connected(controlled)
+
+    def check_control_plane(self, when: str) -> None:
+        """The controller and ovs-vswitchd still run (ControlPlaneError if not)."""
+        if self.controller is not None:
+            self.controller.check_alive(when)
+        self.ovs.check_alive(when)
+
+    def stop(self) -> None:
+        if self.mininet is not None:
+            self.ovs.revive_for_teardown()
+            self.log("cleaning up: stopping Mininet")
+            for reader in self._qdisc_readers.values():
+                reader.close()
+            self._qdisc_readers.clear()
+            try:
+                self._delete_links()
+            except Exception as e:  # Mininet's stop deletes what is left, one by one
+                self.log(f"warning: deleting the links at once failed: {e}")
+            try:
+                self.mininet.stop()
+            except Exception as e:  # still try the rest
+                self.log(f"warning: Mininet stop failed: {e}")
+            self.mininet = None
+        if self.controller is not None:
+            self.controller.stop()
+            self.controller = None
+        self.ovs.stop()
+
+    def _delete_links(self) -> None:
+        """Every host's and router's links deleted by one `ip` process per namespace, all namespaces at
+        once: Mininet's stop asks each node's shell per interface end, one after another (0.8 s for the
+        default scenario's two links in a TCG guest). An end whose delete failed is left to Mininet."""
+        ends = planned_link_ends(self.mininet)
+
+        def delete(item):
+            name, intfs = item
+            results = run_batch(self.mininet.get(name), [["ip", "link", "del", i.name] for i in intfs], check=False)
+            for intf, res in zip(intfs, results):
+                intf.deleted_already = res.rc == 0
+                peer = intf.link.intf2 if intf.link.intf1 is intf else intf.link.intf1
+                if res.rc == 0 and hasattr(peer, "deleted_already"):
+                    peer.deleted_already = True   # the other end of the pair went with it
+
+        at_once(delete, ends.items())
+
+    def _controller_app(self, plan: TopologyPlan) -> str:
+        app = plan.controller["app"]
+        path = user_app_path(app, self.base_dir)
+        if path is None:
+            return app
+        if not path.is_file():
+            raise RunFailure(f"topology.controller.app: no such file {path}")
+        return str(path.resolve())
+
+
+def setup_per_node(plan: TopologyPlan) -> dict[str, list[list[str]]]:
+    """Every namespace's setup commands, in order: the plan's, offloads, then nft counters."""
+    per_node: dict[str, list] = {}
+    for node, argvs in plan.setup.items():
+        per_node.setdefault(node, []).extend(argvs)
+    shaped = plan.shaped_interfaces()
+    # the `ip` ones first, next to the plan's: a run of `ip` changes is one process (ipbatch)
+    for iface in shaped:
+        per_node.setdefault(iface.node, []).append(one_segment_per_packet_argv(iface.name))
+    for iface in shaped:
+        per_node[iface.node].append(segmentation_offloads_off_argv(iface.name))
+    for node, ifname in plan.offload_off:
+        # the userspace datapath does not complete checksums or segment: TCP breaks without this
+        per_node.setdefault(node, []).append(tx_offloads_off_argv(ifname))
+    if plan.byte_counters == "nft":
+        for node in plan.hosts:
+            view = plan.for_client(node) if node in plan.all_clients else plan
+            per_node.setdefault(node, []).extend(counters.nft_counter_argvs(view, node))
+    return per_node
+
+
+def segmentation_offloads_off_argv(ifname: str) -> Argv:
+    """Segmentation offloads off, so netem's loss and limit act on real packets, not 64 KB bursts."""
+    return ["ethtool", "-K", ifname, "tso", "off", "gso", "off", "gro", "off"]
+
+
+def one_segment_per_packet_argv(ifname: str) -> Argv:
+    """TCP hands the qdisc one segment per packet. `gso off` is not enough: Linux TCP always builds
+    software-GSO packets (sk_setup_caps), by default of 2 or more segments (tcp_min_tso_segs), and
+    netem drops and queues whole packets while counting sent segments. A 5 % loss then cost
+    bursts of segments and read as 3.4-3.8 % on netem's counter (UDP, one datagram per packet, read
+    5.10 % over 5,000 datagrams, as its receiver counted)."""
+    return ["ip", "link", "set", "dev", ifname, "gso_max_segs", "1"]
+
+
+def tx_offloads_off_argv(ifname: str) -> Argv:
+    """For ports of an OVS userspace datapath: it neither fills in TX checksums nor segments TSO/GSO."""
+    return ["ethtool", "-K", ifname, "tx", "off", "tso", "off", "gso", "off"]
