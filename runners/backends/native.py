@@ -49,7 +49,8 @@ def run_set(options, exp, run_dir: Path, probe_report) -> int:
     prepared_mono = time.monotonic()
     kept, jobs = run_set.pending_jobs()
     to_go = runs_in(jobs)
-    info(f"results: {run_dir}")
+    if not options.vm_guest:   # the host named the folder before it started the guest
+        info(f"results: {run_dir}")
     if run_set.resumed:
         info(f"resuming: {kept} finished run(s) kept, {to_go} to go")
     progress = make_progress(kept + to_go, kept, quiet=options.quiet)

@@ -272,3 +272,15 @@ def test_until_conclusive_and_its_bound_given_again_are_used_and_said():
                      "--no-until-conclusive as given (the set was started with --until-conclusive)",
                      "--max-repeat 6 as given (the set was started with --max-repeat 4)"]
     assert cli.parse_command_line(["--resume", "d", "--until-conclusive"])[1].until_conclusive is True
+
+
+@pytest.mark.parametrize("how", ["booted", "warm"])
+def test_a_vm_run_names_its_results_folder_once(testbed, monkeypatch, capsys, how):
+    """The host names the folder before the guest starts; the guest, which writes into it, does not again
+    (issue 33: the VM run printed its `results:` line twice)."""
+    if how == "warm":
+        use_warm_vm(monkeypatch)
+    assert cli.main([str(testbed.file), "--backend", "vm", "--repeat", "1", "--variant", "slow", "--no-plots",
+                     "--out", str(testbed.out)]) == 0
+    out = capsys.readouterr().out
+    assert [ln for ln in out.splitlines() if ln.startswith("results: ")] == [f"results: {newest_set(testbed)}"]
