@@ -231,3 +231,24 @@ def test_the_editable_install_takes_the_pep_660_path(tmp_path):
     helped = subprocess.run([str(python.parent / "run-scenario"), "--help"], cwd=work, capture_output=True, text=True,
                             timeout=60)
     assert helped.returncode == 0 and "exit codes:" in helped.stdout, helped.stderr
+
+
+def test_requirements_pin_what_debian_13s_os_ken_stack_requires_but_debian_does_not_ship():
+    """Trixie's oslo.utils and oslo.serialization (pulled in by python3-os-ken 3.0.1) declare
+    `tzdata>=2022.4`, a Python distribution that no Debian 13 package provides: without it in the venv,
+    setup.sh's pip install printed `ERROR:` lines about the conflict (issue 32). requirements.txt pins it,
+    at a version that meets every such requirement (harmless on Debian 12, whose oslo needs none)."""
+    from packaging.requirements import Requirement
+
+    recorded = json.loads((REPO / "tests" / "fixtures" / "debian13-os-ken-requires.json").read_text())
+    pins = {}
+    for line in (REPO / "requirements.txt").read_text().splitlines():
+        if "==" in line and not line.startswith("#"):
+            name, version = line.split("==")
+            pins[name.lower().replace("_", "-")] = version
+    for package, requires in recorded["requires"].items():
+        for text in requires:
+            req = Requirement(text)
+            pinned = pins.get(req.name.lower())
+            assert pinned is not None, f"{package} requires {text}: requirements.txt does not pin {req.name}"
+            assert req.specifier.contains(pinned), f"{package} requires {text}: requirements.txt pins {pinned}"
