@@ -210,3 +210,26 @@ def _proxied(item, proxy: VmProxy):
         if outcome == "skipped":
             pytest.skip(f"[in micro-VM] {msg}")
     return runtest
+
+
+# The mount table's named network namespaces (and /run/netns itself) when the session started: a test
+# that leaves one behind (a probe's `ip netns add` once left /run/netns bind-mounted, issue 32) fails the
+# session, named, at its end.
+MOUNTINFO = Path("/proc/self/mountinfo")
+_netns_at_start: list[str] = []
+
+
+def pytest_sessionstart(session):
+    from runners.linux.netns import netns_mounts
+
+    _netns_at_start[:] = netns_mounts(MOUNTINFO)
+
+
+def pytest_sessionfinish(session, exitstatus):
+    from runners.linux.netns import netns_mounts
+
+    gained = [m for m in netns_mounts(MOUNTINFO) if m not in _netns_at_start]
+    if gained:
+        print(f"\nthe tests left network-namespace mounts behind: {', '.join(gained)} (not there when the "
+              "session started; /proc/self/mountinfo)", file=sys.stderr)
+        session.exitstatus = pytest.ExitCode.TESTS_FAILED

@@ -13,6 +13,7 @@ import os
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
+from runners.linux.netns import throwaway_netns
 from runners.linux.processes import run_command
 
 MPTCP_SYSCTLS = Path("/proc/sys/net/mptcp")
@@ -62,8 +63,7 @@ def endpoint_answers() -> dict[str, tuple[bool, str]]:
     """{flag probe: (accepted, why not)}, from one throwaway namespace. The native probe refuses a
     scenario whose endpoints the kernel refuses from the same answers that metadata records."""
     ns = f"mptb-features-{os.getpid()}"
-    try:
-        made = run_command(["ip", "netns", "add", ns], 20)
+    with throwaway_netns(ns) as made:
         if made.returncode == 0:
             made = run_command(["ip", "netns", "exec", ns, "ip", "-batch", "-"], 20,
                                input=setup_batch(len(ENDPOINT_FLAG_PROBES)))
@@ -79,8 +79,6 @@ def endpoint_answers() -> dict[str, tuple[bool, str]]:
         with ThreadPoolExecutor(max_workers=len(probes)) as pool:
             answers = pool.map(answer, [(i, flags) for i, (_, flags) in enumerate(probes)])
             return {name: result for (name, _), result in zip(probes, answers)}
-    finally:
-        run_command(["ip", "netns", "del", ns], 20)
 
 
 def endpoint_flags() -> dict[str, bool]:

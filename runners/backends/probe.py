@@ -20,6 +20,7 @@ from scenarios.spec.model import Scenario
 
 from runners.backends import kernel_features
 from runners.backends.programs import missing_python_modules, missing_tools
+from runners.linux.netns import throwaway_netns
 from runners.linux.processes import run_command
 
 PROC = Path("/proc/sys")
@@ -59,8 +60,7 @@ def iperf3_facts(binary: str = "iperf3") -> dict:
 def netem_works() -> tuple[bool, str]:
     """Install a netem qdisc on a veth in a throwaway namespace, then remove it all."""
     ns = f"mptb-probe-{os.getpid()}"
-    try:
-        r = _run(["ip", "netns", "add", ns])
+    with throwaway_netns(ns, lambda argv, timeout: _run(argv, timeout)) as r:
         if r.returncode != 0:
             return False, f"cannot create a network namespace: {r.stderr.strip()}"
         for argv in (["ip", "-n", ns, "link", "add", "p0", "type", "veth", "peer", "name", "p1"],
@@ -73,8 +73,6 @@ def netem_works() -> tuple[bool, str]:
         if r.returncode != 0:
             return False, (r.stderr.strip() or "tc failed")
         return True, ""
-    finally:
-        _run(["ip", "netns", "del", ns])
 
 
 def available_congestion() -> list[str]:

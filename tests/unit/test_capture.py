@@ -12,6 +12,7 @@ import pytest
 
 from runners.collect.capture import CaptureSpec, _tcpdump_counts, capture_nodes, parse_roles
 from runners.collect.pcap_subflows import SubflowTable, data_connection, read_packets, render_csv
+from runners.linux.netns import netns_mounts
 
 REPO = Path(__file__).resolve().parents[2]
 FIX = REPO / "tests" / "fixtures" / "capture"
@@ -178,5 +179,26 @@ def test_bad_capture_options_are_usage_errors(tmp_path, args, message):
 
 
 def test_capture_before_the_scenario_does_not_swallow_it(tmp_path):
+    # as root, the dry run's probe makes throwaway namespaces (`ip netns add`): the first one on a machine
+    # bind-mounts /run/netns on itself, which `ip netns del` leaves behind (issue 32); the probe undoes it
+    before = netns_mounts()
     r = cli("--capture", "scenarios/two-paths.yaml", "--dry-run")
     assert r.returncode == 0 and "two-paths" in r.stdout
+    assert netns_mounts() == before
+
+
+def test_the_session_fails_when_its_tests_leave_a_network_namespace_mount(tmp_path, monkeypatch):
+    from tests import conftest
+
+    line = "42 27 254:0 {0} {0} rw,relatime shared:1 - ext4 /dev/vda rw\n"
+    mountinfo = tmp_path / "mountinfo"
+    mountinfo.write_text(line.format("/"))
+    monkeypatch.setattr(conftest, "MOUNTINFO", mountinfo)
+    monkeypatch.setattr(conftest, "_netns_at_start", [])
+    session = type("Session", (), {"exitstatus": 0})()
+    conftest.pytest_sessionstart(session)
+    conftest.pytest_sessionfinish(session, 0)
+    assert session.exitstatus == 0
+    mountinfo.write_text(line.format("/") + line.format("/run/netns"))
+    conftest.pytest_sessionfinish(session, 0)
+    assert session.exitstatus == 1
