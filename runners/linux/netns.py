@@ -8,6 +8,7 @@ umount fails with EBUSY, and the mount stays for its owner).
 """
 from __future__ import annotations
 
+import threading
 from contextlib import contextmanager
 from pathlib import Path
 
@@ -15,6 +16,11 @@ from runners.linux.processes import run_command
 
 NETNS_DIR = Path("/run/netns")
 MOUNTINFO = Path("/proc/self/mountinfo")
+
+# The probes make their namespaces side by side (threads): the first one in records whether /run/netns
+# was a mount point, and the last one out undoes the mount
+_lock = threading.Lock()
+_in_use = {"count": 0, "mounted_before": True}
 
 
 def mount_points(mountinfo: Path = MOUNTINFO) -> list[str]:
@@ -35,13 +41,19 @@ def netns_mounts(mountinfo: Path = MOUNTINFO) -> list[str]:
 def throwaway_netns(name: str, run=run_command):
     """`ip netns add name` (its CompletedProcess is yielded), then `ip netns del name`, and /run/netns's
     mount undone when this call made it and the folder is empty again."""
-    mounted_before = str(NETNS_DIR) in mount_points()
+    with _lock:
+        if _in_use["count"] == 0:
+            _in_use["mounted_before"] = str(NETNS_DIR) in mount_points()
+        _in_use["count"] += 1
     try:
         yield run(["ip", "netns", "add", name], 20)
     finally:
         run(["ip", "netns", "del", name], 20)
-        if not mounted_before and str(NETNS_DIR) in mount_points() and not _holds_anything(NETNS_DIR):
-            run(["umount", str(NETNS_DIR)], 20)
+        with _lock:
+            _in_use["count"] -= 1
+            last_out = _in_use["count"] == 0 and not _in_use["mounted_before"]
+            if last_out and str(NETNS_DIR) in mount_points() and not _holds_anything(NETNS_DIR):
+                run(["umount", str(NETNS_DIR)], 20)
 
 
 def _holds_anything(folder: Path) -> bool:
