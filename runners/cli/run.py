@@ -15,7 +15,8 @@ import time
 from pathlib import Path
 
 from runners.backends import BACKENDS
-from runners.backends.vm.kernel_sets import kernel_base, kernel_sweep, record_kernel, sweeps_kernels, vm_kernels_problem
+from runners.backends.vm.kernel_sets import (kernel_base, kernel_sweep, kernels_here, missing_kernels_report, record_kernel,
+    sweeps_kernels, vm_kernels_problem)
 from runners.backends.vm.kernels import native_refusal
 from runners.cli import subcommand_listing
 from runners.cli.common import costs_for, estimate_backend
@@ -138,9 +139,11 @@ def build_parser() -> argparse.ArgumentParser:
                    help="stop after the network is built, after it is shaped, or after each run, so you can look "
                    "around from another terminal (an nsenter line per host is printed); Enter continues, or "
                    "SIGUSR1 when not on a terminal. Native backend only")
-    p.add_argument("--check", action="store_true", help="only validate the scenario file(s) and exit")
+    p.add_argument("--check", action="store_true", help="only validate the scenario file(s) and exit (a swept "
+                   "kernel this machine lacks is a warning saying how to add it; one given with --kernel: exit 2)")
     p.add_argument("--dry-run", action="store_true", help="print the job table (points, modes, primaries, "
-                   "repetitions) and the estimated wall time on the chosen backend, then exit; starts nothing")
+                   "repetitions, the kernel each boots or `missing here`) and the estimated wall time on the chosen "
+                   "backend, then exit; starts nothing")
     p.add_argument("--schema", action="store_true", help="print the scenario JSON Schema and exit")
     p.add_argument("--run-dir", help=argparse.SUPPRESS)  # internal: exact result folder (VM guest side)
     p.add_argument("--vm-guest", action="store_true", help=argparse.SUPPRESS)   # internal: see results/metadata.py
@@ -259,8 +262,16 @@ def _check_files(args) -> int:
         try:
             exp = select_variants(load_experiment(f, kernel_sweep(args)), args.variant)
             check_plans(exp)
+            asked, report = missing_kernels_report(kernels_here(exp, args.kernel), args.kernel)
+            if asked:
+                print(f"{f}: --kernel {', '.join(asked)}: not on this machine", file=sys.stderr)
+                print("\n".join(report), file=sys.stderr)
+                bad += 1
+                continue
             note = needs_consent(exp, args, quiet=True)
             print(f"{f}: ok ({size_of(exp, args.repeat)})" + (f"; to run it: {note}" if note else ""), flush=True)
+            if report:   # the file is valid: another machine may have the kernel
+                print("\n".join(f"warning: {line}" for line in report), file=sys.stderr, flush=True)
         except ScenarioError as e:
             print(e.render(), file=sys.stderr)
             bad += 1
@@ -277,11 +288,18 @@ def _dry_run(args, exp) -> int:
     backend, _ = estimate_backend(args.backend, exp)
     print(f"{args.scenario[0]}: {exp.scenario.name} (dry run: nothing is started"
           + (f"; shard {args.shard}: {len(exp.points)} point(s))" if args.shard else ")"))
+    here = kernels_here(exp, args.kernel)
     print(render_table(exp, args.repeat, costs_for(exp, backend, Path(args.out).resolve()), backend,
-                       capture=bool(args.capture)))
+                       capture=bool(args.capture), kernels_here=here))
     note = needs_consent(exp, args, quiet=True)
     if note:
         print(f"to run it: {note}")
+    asked, report = missing_kernels_report(here, args.kernel)
+    if report:
+        print("\n".join(report))
+    if asked:
+        print(f"{args.scenario[0]}: --kernel {', '.join(asked)}: not on this machine", file=sys.stderr)
+        return EXIT_INPUT
     return EXIT_OK
 
 

@@ -181,10 +181,16 @@ def path_rtt(topology, path: str) -> float:
     return 2 * max((x.delay for x in getattr(topology, "links", [])), default=0.0) / 1000.0
 
 
-def render_table(exp, repeat: int | None, costs: Costs, backend: str, capture: bool = False) -> str:
+def render_table(exp, repeat: int | None, costs: Costs, backend: str, capture: bool = False,
+                 kernels_here: dict[str, str | None] | None = None) -> str:
+    """The job table; `kernels_here`: {a swept kernel: the release of its image here, None when this
+    machine lacks it}, shown per point of a kernel sweep ('missing here')."""
     rows, networks, total = job_table(exp, repeat, costs, capture)
     head = ("point", "label", "modes", "primaries", "repeat", "runs", "time")
     body = [(r.point, r.label, r.modes, r.primaries, str(r.repeats), str(r.runs), duration(r.seconds)) for r in rows]
+    if kernels_here and any(p.kernel for p in exp.points):
+        head += ("kernel here",)
+        body = [(*line, kernels_here.get(p.kernel) or "missing here") for line, p in zip(body, exp.points)]
     widths = [max(len(x) for x in col) for col in zip(head, *body)]
     lines = ["  ".join(c.ljust(w) for c, w in zip(line, widths)).rstrip() for line in (head, *body)]
     runs = sum(r.runs for r in rows)

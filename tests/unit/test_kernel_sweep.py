@@ -356,3 +356,75 @@ def test_until_conclusive_adds_rounds_for_checks_across_kernels(tmp_path, monkey
     assert calls == [("6.1", 2, None), ("6.12", 2, None), ("6.1", 3, ["p001"]), ("6.12", 3, ["p002"])]
     [v] = make_report(run_dir, plots=False).verdicts
     assert v.outcome == PASS and (v.n_left, v.n_right) == (3, 3)
+
+
+def trixie_machine(tmp_path: Path, monkeypatch) -> Path:
+    """This machine as Debian 13 sees it: one 6.12 kernel in /boot (a fake one), no 6.1."""
+    from runners.backends.vm import kernels
+
+    boot = tmp_path / "boot"
+    boot.mkdir()
+    fake_bzimage(boot / "vmlinuz-6.12.117+deb13-amd64", "6.12.117+deb13-amd64")
+    (tmp_path / "os-release").write_text('PRETTY_NAME="Debian GNU/Linux 13 (trixie)"\nID=debian\n'
+                                         'VERSION_CODENAME=trixie\n')
+    monkeypatch.setattr(kernels, "BOOT", boot)
+    monkeypatch.setattr(kernels, "OS_RELEASE", tmp_path / "os-release")
+    return boot
+
+
+def test_the_advice_names_the_distributions_package_where_it_has_one_else_a_kernel_image():
+    from runners.backends.vm.kernels import how_to_add
+
+    bookworm, trixie = ("debian", "bookworm"), ("debian", "trixie")
+    assert how_to_add("6.1", bookworm).startswith("Debian 12's own kernel: apt-get install linux-image-amd64;")
+    assert how_to_add("6.12", bookworm).startswith("bookworm-backports' linux-image-6.12.*-amd64 (./setup.sh")
+    assert how_to_add("6.12.95", bookworm).startswith("bookworm-backports'")      # a longer prefix of 6.12
+    assert how_to_add("6.12", trixie).startswith("Debian 13's own kernel: apt-get install linux-image-amd64;")
+    assert how_to_add("6.1", trixie).startswith("Debian 13 packages none; Debian 12's linux-image-6.1.0-*-amd64")
+    assert "--kernel PATH" in how_to_add("6.6", trixie) and "debian trixie has no package" in how_to_add("6.6", trixie)
+    assert "--kernel PATH" in how_to_add("6.1", ("", ""))
+    assert how_to_add("./bzImage", trixie).startswith("no image at that path")
+
+
+def test_check_warns_of_a_swept_kernel_this_machine_lacks_and_passes_the_file(tmp_path, monkeypatch, capsys):
+    from runners.cli import main
+
+    boot = trixie_machine(tmp_path, monkeypatch)
+    assert main(["--check", str(REPO / "scenarios" / "kernels.yaml")]) == 0
+    out, err = capsys.readouterr()
+    assert "kernels.yaml: ok" in out
+    assert f"warning: kernel 6.1: not on this machine (kernels in {boot}: 6.12.117+deb13-amd64)" in err
+    assert "to add kernel 6.1: Debian 13 packages none; Debian 12's linux-image-6.1.0-*-amd64" in err
+    assert "--kernel DIR/boot/vmlinuz-<release> --modules DIR" in err
+    assert "6.12:" not in err     # 6.12 is here
+
+
+def test_check_refuses_a_kernel_asked_for_with_kernel_that_this_machine_lacks(tmp_path, monkeypatch, capsys):
+    from runners.cli import main
+
+    trixie_machine(tmp_path, monkeypatch)
+    assert main(["--check", str(REPO / "scenarios" / "two-paths.yaml"), "--kernel", "6.1"]) == 2
+    out, err = capsys.readouterr()
+    assert "two-paths.yaml: --kernel 6.1: not on this machine" in err and "ok" not in out
+    assert "to add kernel 6.1:" in err
+    assert main(["--check", str(REPO / "scenarios" / "two-paths.yaml"), "--kernel", "6.12"]) == 0
+
+
+def test_dry_run_marks_each_missing_kernels_points_and_says_how_to_add_it(tmp_path, monkeypatch, capsys):
+    from runners.cli import main
+
+    trixie_machine(tmp_path, monkeypatch)
+    argv = [str(REPO / "scenarios" / "kernels.yaml"), "--dry-run", "--backend", "vm", "--variant", "two-paths",
+            "--out", str(tmp_path / "o")]
+    assert main(argv) == 0
+    out = capsys.readouterr().out
+    rows = {line.split()[0]: line for line in out.splitlines() if line.startswith("p00")}
+    assert "kernel here" in out.splitlines()[1]
+    assert "kernel=6.1 " in rows["p001"] and rows["p001"].endswith("missing here")
+    assert "kernel=6.12" in rows["p002"] and rows["p002"].endswith("6.12.117+deb13-amd64")
+    assert "kernel 6.1: not on this machine" in out and "to add kernel 6.1: Debian 13 packages none" in out
+    # the same sweep asked for with --kernel: a kernel the user named is not here, exit 2
+    assert main([str(REPO / "scenarios" / "two-paths.yaml"), "--dry-run", "--backend", "vm", "--kernel", "6.1",
+                 "--kernel", "6.12", "--out", str(tmp_path / "o")]) == 2
+    assert "--kernel 6.1: not on this machine" in capsys.readouterr().err
+    assert not (tmp_path / "o").exists()

@@ -52,7 +52,8 @@ def vm_kernels_problem(exp, modules: str | None) -> str | None:
     requires.kernel (the others are refused at run time, and the summary says so)."""
     from scenarios.spec.kernel import satisfies
 
-    from runners.backends.vm.kernels import KernelNotFound, image_release, kernel_groups, modules_for, resolve_kernel
+    from runners.backends.vm.kernels import (KernelNotFound, how_to_add, image_release, kernel_groups, modules_for,
+        resolve_kernel)
 
     requirement = exp.scenario.requires.kernel
     problems, fit = [], []
@@ -60,7 +61,7 @@ def vm_kernels_problem(exp, modules: str | None) -> str | None:
         try:
             image = resolve_kernel(label, kernel_base(exp))
         except KernelNotFound as e:
-            problems.append(str(e))
+            problems.append(f"{e}; to add it: {how_to_add(label)}")
             continue
         release = image_release(image)
         if modules and "/" in label and modules_for(release, Path(modules)) is None:
@@ -72,6 +73,39 @@ def vm_kernels_problem(exp, modules: str | None) -> str | None:
     if not fit:
         return f"requires.kernel {requirement}: none of the scenario's kernels meets it"
     return None
+
+
+def kernels_named(exp, given: list[str] | None) -> list[str]:
+    """Every kernel the run would boot by name: the sweep's (a --kernel sweep's included), or one --kernel."""
+    from runners.backends.vm.kernels import kernel_groups
+
+    labels = [label for label in kernel_groups(exp.points) if label is not None]
+    return labels or list(given or [])
+
+
+def kernels_here(exp, given: list[str] | None, boot: Path | None = None) -> dict[str, str | None]:
+    """{each kernel the scenario or --kernel names: the release of its image here, or None (missing)}."""
+    from runners.backends.vm.kernels import KernelNotFound, image_release, resolve_kernel
+
+    here: dict[str, str | None] = {}
+    for label in kernels_named(exp, given):
+        try:
+            here[label] = image_release(resolve_kernel(label, kernel_base(exp), boot))
+        except KernelNotFound:
+            here[label] = None
+    return here
+
+
+def missing_kernels_report(here: dict[str, str | None], given: list[str] | None,
+                           boot: Path | None = None) -> tuple[list[str], list[str]]:
+    """(the missing kernels that --kernel asked for, lines saying which kernels are here and how to add
+    each missing one); ([], []) when none is missing."""
+    from runners.backends.vm.kernels import missing_report
+
+    missing = [label for label, release in here.items() if release is None]
+    if not missing:
+        return [], []
+    return [k for k in missing if k in (given or [])], missing_report(missing, boot)
 
 
 def kernel_sweep(args) -> list[str] | None:

@@ -18,6 +18,22 @@ from pathlib import Path
 from scenarios.spec.kernel import is_kernel_path, release_matches
 
 BOOT = Path("/boot")
+OS_RELEASE = Path("/etc/os-release")
+
+# The kernel series each distribution release packages, and how to add one (setup.sh installs both of
+# Debian 12's; Debian 13's linux-image-amd64 depends on 6.12, and it packages no 6.1: checked in trixie's
+# package index on 2026-11-25). A kernel it lacks is still bootable as an image: --kernel PATH.
+DISTRIBUTION_KERNELS = {
+    ("debian", "bookworm"): {
+        "6.1": "Debian 12's own kernel: apt-get install linux-image-amd64",
+        "6.12": "bookworm-backports' linux-image-6.12.*-amd64 (./setup.sh adds bookworm-backports and installs it)",
+    },
+    ("debian", "trixie"): {
+        "6.12": "Debian 13's own kernel: apt-get install linux-image-amd64",
+        "6.1": "Debian 13 packages none; Debian 12's linux-image-6.1.0-*-amd64 .deb, unpacked with dpkg-deb -x DIR, "
+               "boots with --kernel DIR/boot/vmlinuz-<release> --modules DIR",
+    },
+}
 
 
 class KernelNotFound(ValueError):
@@ -44,7 +60,8 @@ def image_release(image: Path) -> str:
     return header_release(image) or image.name.removeprefix("vmlinuz-")
 
 
-def installed_kernels(boot: Path = BOOT) -> list[Path]:
+def installed_kernels(boot: Path | None = None) -> list[Path]:
+    boot = BOOT if boot is None else boot
     return sorted((p for p in boot.glob("vmlinuz-*") if p.is_file()), key=_version_key)
 
 
@@ -53,7 +70,7 @@ def _version_key(path: Path) -> list:
             for x in re.split(r"[.+-]", path.name.removeprefix("vmlinuz-"))]
 
 
-def resolve_kernel(label: str, base: Path | None = None, boot: Path = BOOT) -> Path:
+def resolve_kernel(label: str, base: Path | None = None, boot: Path | None = None) -> Path:
     """The image a kernel label names: a path (relative to `base`, the scenario's folder), or the newest
     kernel in /boot whose release starts with the prefix. KernelNotFound says what is installed."""
     if is_kernel_path(label):
@@ -61,12 +78,47 @@ def resolve_kernel(label: str, base: Path | None = None, boot: Path = BOOT) -> P
         if not path.is_file():
             raise KernelNotFound(f"kernel {label}: no such kernel image ({path})")
         return path.resolve()
+    boot = BOOT if boot is None else boot
     found = [k for k in installed_kernels(boot) if release_matches(label, k.name.removeprefix("vmlinuz-"))]
     if not found:
         have = ", ".join(k.name.removeprefix("vmlinuz-") for k in installed_kernels(boot)) or "none"
         raise KernelNotFound(f"kernel {label}: no kernel in {boot} has that release (installed: {have}); "
                              "give a release prefix such as 6.1, or the path of a kernel image")
     return found[-1]
+
+
+def os_release(path: Path | None = None) -> tuple[str, str]:
+    """(ID, VERSION_CODENAME) of this machine's distribution ('debian', 'trixie'), '' where unknown."""
+    try:
+        text = (OS_RELEASE if path is None else path).read_text()
+    except OSError:
+        return "", ""
+    fields = dict(line.split("=", 1) for line in text.splitlines() if "=" in line)
+    return tuple(fields.get(k, "").strip().strip('"') for k in ("ID", "VERSION_CODENAME"))
+
+
+def how_to_add(label: str, distribution: tuple[str, str] | None = None) -> str:
+    """How to get kernel `label` onto this machine: the distribution's package where it has one, else
+    an image of one's own (or another release's package, unpacked) given with --kernel PATH."""
+    if is_kernel_path(label):
+        return "no image at that path; build or unpack one there, or give another with --kernel PATH"
+    distribution = os_release() if distribution is None else distribution
+    for series, advice in DISTRIBUTION_KERNELS.get(distribution, {}).items():
+        if release_matches(series, label) or release_matches(label, series):
+            return advice if "--kernel" in advice else f"{advice}; or --kernel PATH, the path of an image"
+    name = " ".join(x for x in distribution if x) or "this distribution"
+    return (f"{name} has no package of it known here; give an image with --kernel PATH (a kernel you built, or "
+            "another release's package unpacked; --modules DIR when its modules are not beside it)")
+
+
+def missing_report(missing: list[str], boot: Path | None = None,
+                   distribution: tuple[str, str] | None = None) -> list[str]:
+    """Lines for kernels a scenario names but this machine lacks: which kernels are here, and how to add
+    each missing one."""
+    boot = BOOT if boot is None else boot
+    here = ", ".join(k.name.removeprefix("vmlinuz-") for k in installed_kernels(boot)) or "none"
+    return ([f"kernel {', '.join(missing)}: not on this machine (kernels in {boot}: {here})"]
+            + [f"  to add kernel {label}: {how_to_add(label, distribution)}" for label in missing])
 
 
 def modules_for(release: str, modules: Path | None) -> Path | None:
