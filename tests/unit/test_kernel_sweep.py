@@ -428,3 +428,13 @@ def test_dry_run_marks_each_missing_kernels_points_and_says_how_to_add_it(tmp_pa
                  "--kernel", "6.12", "--out", str(tmp_path / "o")]) == 2
     assert "--kernel 6.1: not on this machine" in capsys.readouterr().err
     assert not (tmp_path / "o").exists()
+
+
+def test_a_run_refused_for_a_missing_kernel_says_how_to_add_it(tmp_path, monkeypatch):
+    from scenarios.spec.loader import load_experiment
+
+    from runners.backends.vm.kernel_sets import vm_kernels_problem
+
+    trixie_machine(tmp_path, monkeypatch)
+    problem = vm_kernels_problem(load_experiment(REPO / "scenarios" / "kernels.yaml"), None)
+    assert "kernel 6.1: no kernel in" in problem and "to add it: Debian 13 packages none" in problem
