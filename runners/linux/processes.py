@@ -5,6 +5,8 @@ from __future__ import annotations
 import os
 import signal
 import subprocess
+import time
+from pathlib import Path
 
 
 def run_command(argv: list[str], timeout: float = 20, input: str | None = None) -> subprocess.CompletedProcess:
@@ -72,3 +74,47 @@ def stop_processes(procs: list[subprocess.Popen], grace: float = 2.0, group: boo
         except subprocess.TimeoutExpired:
             _signal(p, signal.SIGKILL, group)
             p.wait(timeout=10)
+        if group:
+            wait_group_gone(p.pid, grace)
+
+
+def wait_group_gone(pgid: int, grace: float, timeout: float = 10.0) -> bool:
+    """Until no process of the group is left: the leader's exit does not mean its children are gone.
+    A micro-VM's leader is a shell whose qemu takes seconds to free 2G on a loaded machine; a run that
+    returned before then left qemu behind for a moment, and removed the guest's folder while virtme-ng
+    still wrote there (CI of 2026-11-25, with the machine's two cores busy). Those past `grace` get a
+    SIGKILL; True when the group is empty."""
+    deadline, killed = time.monotonic() + timeout, False
+    started = time.monotonic()
+    while True:
+        if not live_group_members(pgid):
+            return True
+        now = time.monotonic()
+        if not killed and now - started > grace:
+            try:
+                os.killpg(pgid, signal.SIGKILL)
+            except ProcessLookupError:
+                return True
+            killed = True
+        if now > deadline:
+            return False
+        time.sleep(0.05)
+
+
+def live_group_members(pgid: int, proc: str = "/proc") -> list[int]:
+    """The processes of group `pgid` that are not zombies (a zombie waits only for its parent, or init,
+    to reap it). Asks kill(0) first, so an empty group costs no /proc scan."""
+    try:
+        os.killpg(pgid, 0)
+    except (ProcessLookupError, PermissionError):
+        return []
+    members = []
+    for pid in filter(str.isdigit, os.listdir(proc)):
+        try:
+            stat = Path(proc, pid, "stat").read_text()
+        except OSError:
+            continue
+        fields = stat[stat.rindex(")") + 2:].split()     # after the command, which may hold spaces
+        if int(fields[2]) == pgid and fields[0] != "Z":
+            members.append(int(pid))
+    return members

@@ -71,3 +71,23 @@ def test_a_reaped_command_keeps_its_exit_code():
     from runners.linux.processes import start_reaped
     p = start_reaped(["sh", "-c", "exit 7"])
     assert p.wait(timeout=10) == 7
+
+
+def test_a_group_is_stopped_only_once_none_of_it_is_left(tmp_path):
+    """The leader goes at once, a child that ignores SIGTERM does not: stop_processes returns only when
+    the whole group is gone (a micro-VM's qemu outlived its shell, and the run returned with qemu still
+    there and its folder half removed, CI of 2026-11-25)."""
+    from runners.linux.processes import live_group_members
+
+    pidfile = tmp_path / "child"
+    leader = subprocess.Popen(["sh", "-c", f"(trap '' TERM; exec sleep 30) & echo $! > {pidfile}; wait"],
+                              start_new_session=True)
+    for _ in range(100):
+        if pidfile.exists() and pidfile.read_text().strip():
+            break
+        time.sleep(0.05)
+    child = int(pidfile.read_text())
+    time.sleep(0.2)
+    assert child in live_group_members(leader.pid)
+    stop_processes([leader], grace=0.5, group=True)
+    assert not _alive(child) and live_group_members(leader.pid) == []

@@ -89,7 +89,9 @@ def test_two_kernels_one_result_set_with_a_cross_kernel_verdict(tmp_path):
     ran = {(x["params"]["kernel"], x["kernel"]) for x in doc["runs"]}
     assert {k for k, _ in ran} == {"6.12", str(image)} and len(doc["runs"]) == 4
     assert (str(image), release) in ran and any(rel.startswith("6.12.") for k, rel in ran if k == "6.12")
-    assert all(x["status"] == "ok" and x["metrics"]["subflows"] == 2 for x in doc["runs"])
+    assert all(x["status"] == "ok" and x["metrics"]["subflows"] == 2 for x in doc["runs"]), [
+        (x["id"], x["kernel"], x["status"], x.get("failure"), x["metrics"].get("subflows"),
+         x["metrics"].get("subflow_shortfall")) for x in doc["runs"]]
     kernels = doc["metadata"]["kernels"]
     assert kernels[str(image)]["release"] == release and kernels[str(image)]["vm"]["modules"]
     # each kernel's own probe, from its own guest
