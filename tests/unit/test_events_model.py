@@ -162,3 +162,18 @@ def test_mptcp_sysctls():
 def test_bad_mptcp_sysctls(sysctls, expected):
     msg = problem(BASE.replace("events:\n", f"mptcp:\n  sysctls: {sysctls}\n"))
     assert expected in msg, msg
+
+
+def test_the_docs_failover_example_loads_and_its_error_is_the_one_shown():
+    """docs/scenario-format.md's failover scenario is valid, and with a-down moved after a-up it gives the
+    error the page shows."""
+    import re
+    from pathlib import Path
+    doc = (Path(__file__).resolve().parents[2] / "docs" / "scenario-format.md").read_text()
+    block = re.search(r"```yaml\n(name: failover\n.*?)```", doc, re.S).group(1)
+    s = parse_scenario(block, "failover.yaml")
+    assert [(e.name, e.at) for e in s.events] == [("a-down", 5000), ("a-up", 12000)]
+    assert s.mptcp.sysctls.values() == {"stale_loss_cnt": "2"}
+    shown = re.search(r"\$ run-scenario --check failover.yaml\n(.*)\n", doc).group(1)
+    moved = block.replace("name: a-down, at: 5s", "name: a-down, at: 13s")
+    assert problem(moved).replace("ev.yaml", "failover.yaml") == shown
