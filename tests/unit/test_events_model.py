@@ -3,7 +3,7 @@ line, sweeps and variants by the event's name."""
 import pytest
 
 from scenarios.spec.loader import ScenarioError, parse_experiment, parse_scenario
-from scenarios.spec.model.events import not_applied, timeline
+from scenarios.spec.model.events import not_applied, state_at, timeline
 
 BASE = """\
 name: t
@@ -56,6 +56,17 @@ def test_the_issues_example_gives_its_timeline():
     # cycles start every 4 s, the restore 25 % into each; the cycle at 18.5 s would end after `until`
     assert flap == [2500, 3500, 6500, 7500, 10500, 11500, 14500, 15500]
     assert s.events[2].shape.changes() == {"bw": 2.0, "delay": 80.0, "loss": 1.0}
+
+
+def test_the_state_of_each_target_at_a_time():
+    s = parse_scenario(events("{name: a-down, at: 5s, path: A, do: down}", "{name: a-up, at: 9s, path: A, do: up}",
+                              "{name: b-flap, at: 2s, every: 4s, until: 18s, path: B, do: [blackhole, restore]}"))
+    assert state_at(s.events, [], 1000) == {}
+    at_5 = state_at(s.events, [], 5000)
+    assert at_5[("path", "A")]["down"] and not at_5[("path", "B")]["blackholed"]   # B: blackholed 2-4 s
+    at_6 = state_at(s.events, [], 6000)
+    assert at_6[("path", "A")]["down"] and at_6[("path", "B")]["blackholed"]
+    assert not state_at(s.events, [], 9000)[("path", "A")]["down"]
 
 
 def test_link_events_in_a_routed_topology():

@@ -61,8 +61,8 @@ def test_an_event_that_stops_nothing_recovers_within_a_sample():
 
 
 def test_a_stall_that_began_before_the_event_counts_from_it():
-    r = recovery(samples(lambda t: 0 if 4.5 < t <= 6 else 10, lambda t: 0), ["A"], event_s=5.0, capacity_mbps=10)
-    assert r.stall_s == pytest.approx(1.0)
+    r = recovery(samples(lambda t: 0 if 4.5 < t <= 6 else 10, lambda t: 0), ["A"], event_s=5.05, capacity_mbps=10)
+    assert r.stall_s == pytest.approx(0.95)   # not 1.0 (from the sample before) nor 1.5 (from the stall's start)
 
 
 def test_no_samples_after_the_event():

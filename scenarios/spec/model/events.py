@@ -167,6 +167,22 @@ def timeline_problem(events: list[Event], backups: list[str]) -> Optional[str]:
     return None
 
 
+def state_at(events: list[Event], backups: list[str], at_ms: float) -> dict[tuple[str, str], dict[str, bool]]:
+    """Each target's state once every change up to and including `at_ms` is made (down, blackholed,
+    removed, backup), for a valid timeline: what the recovery metrics need to know which paths are live
+    after an event. Targets no event names are not listed."""
+    state: dict[tuple[str, str], dict[str, bool]] = {}
+    for _, occ in timeline(events):
+        if occ.at_ms > at_ms:
+            break
+        now = state.setdefault(occ.target, {"down": False, "blackholed": False, "removed": False,
+                                            "backup": occ.target[0] == "path" and occ.target[1] in backups})
+        if occ.action is not None:
+            key, _, after = _STATE[occ.action]
+            now[key] = after
+    return state
+
+
 def not_applied(events: list[Event], transfer_s: float) -> list[Occurrence]:
     """The occurrences planned at or after the end of a fixed-size transfer (traffic.bytes): never applied,
     and the run's record says so."""
