@@ -131,7 +131,8 @@ topology:
     - {name: b, between: [s1, h1]}
   paths: [{name: P}]
 """
-    with pytest.raises(ScenarioError, match=r"topology.links\[0\].bw \(line 7\): delay, loss, queue and trace"):
+    with pytest.raises(ScenarioError, match=r"topology.links\[0\].bw \(line 7\): delay, loss and queue are shaped "
+                                            r"by netem at a rate, and so is a trace"):
         parse_experiment(text, "s.yaml")
 
 

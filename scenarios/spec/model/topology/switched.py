@@ -41,7 +41,8 @@ class SwitchedLink(Strict):
     @model_validator(mode="after")
     def _shaping_needs_rate(self) -> "SwitchedLink":
         if self.bw is None and (self.delay or self.loss or "queue" in self.model_fields_set or self.trace):
-            raise ValueError("bw: delay, loss, queue and trace are shaped by netem at a rate; give `bw` too")
+            raise ValueError("bw: delay, loss and queue are shaped by netem at a rate, and so is a trace; "
+                             "give `bw` too")
         return self
 
     @property
