@@ -16,7 +16,7 @@ setup(
     description="Mininet-based testbed for Multipath TCP experiments",
     python_requires=">=3.10",
     packages=find_packages(exclude=["tests", "tests.*", "bench", "bench.*"]),
-    package_data={"scenarios": ["*.yaml", "schema.json"]},
+    package_data={"scenarios": ["*.yaml", "schema.json"], "scenarios.traces": ["*.trace"]},
     install_requires=[
         "PyYAML>=6.0,<7",
         "pydantic>=2.6,<3",

@@ -41,7 +41,7 @@ class Job:
         return f"{self.point.id}-{base}" if self.multi_point else base
 
 
-SHAPING_FIELDS = {"bw", "delay", "loss", "queue"}
+SHAPING_FIELDS = {"bw", "delay", "loss", "queue", "trace"}
 
 
 def _strip_shaping(v):

@@ -132,6 +132,31 @@ def needs_consent(exp, args, quiet: bool = False) -> str | None:
     return None if args.yes else too_long(exp, args.repeat)
 
 
+NOT_BUILT_YET = ("applying them during a run is not built yet (issue 30, part 2: the event scheduler, trace "
+                 "replay and per-namespace MPTCP sysctls)")
+
+
+def not_runnable_yet(exp, hint: bool = True) -> str | None:
+    """What a scenario may say and have checked but cannot run yet: events, rate traces and mptcp.sysctls
+    (issue 30). Refused with exit 2 rather than run with the paths fixed, which would measure something
+    else than the file says."""
+    from scenarios.spec.traces import trace_files
+
+    found: dict[str, None] = {}
+    for pt in exp.points:
+        s = pt.scenario
+        if s.events:
+            found[f"events ({', '.join(e.name for e in s.events)})"] = None
+        for (_, coll, i, _, _), _ in trace_files(s):
+            found[f"topology.{coll}[{i}].trace"] = None
+        if s.mptcp.sysctls.values():
+            found[f"mptcp.sysctls ({', '.join(s.mptcp.sysctls.values())})"] = None
+    if not found:
+        return None
+    return (f"this scenario has {'; '.join(found)}: {NOT_BUILT_YET}"
+            + ("; `run-scenario --check` validates it" if hint else ""))
+
+
 def check_plans(exp) -> None:
     """Lay out every point (pure): a route conflict is bad input, found before anything starts."""
     from scenarios.spec.loader import ScenarioError

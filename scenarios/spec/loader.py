@@ -5,19 +5,19 @@ Each error names the file, the field (as a dotted path such as
 """
 from __future__ import annotations
 
-import os
 import re
-import stat
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
 import yaml
 from pydantic import ValidationError
 
+from .files import FileProblem, read_regular
 from .model import IDENT, KERNEL_IDENT, SCENARIO_NAME, TOPOLOGY_KINDS, Scenario, ValueRange
 from .kernel import KERNEL_KEY
 from .sweep import Point, SweepError, point_documents, set_dotted
+from .traces import Trace, TraceError, load_trace, trace_files
 
 
 class ScenarioError(Exception):
@@ -204,6 +204,7 @@ class Experiment:
     points: list
     text: str
     file: str
+    traces: dict = field(default_factory=dict)   # a trace file as the scenario names it -> its Trace
 
 
 MAX_FILE_BYTES = 1 << 20     # a scenario is a page of YAML; a 50 MB one took 40 s to refuse
@@ -386,7 +387,26 @@ def parse_experiment(text: str, file: str | Path = "<string>", kernels: list[str
         raise ScenarioError(file, list(range_problems) + [
             f"sweep point {labels[0]}{f' (and {len(labels) - 1} more)' if len(labels) > 1 else ''}: {problem}"
             for problem, labels in failing.items()])
-    return Experiment(scenario=scenario, points=points, text=text, file=str(file))
+    return Experiment(scenario=scenario, points=points, text=text, file=str(file),
+                      traces=_read_traces([scenario] + [p.scenario for p in points], Path(file).parent, file, lines))
+
+
+def _read_traces(scenarios: list[Scenario], base: Path, file, lines: dict) -> dict[str, Trace]:
+    """Every trace file the scenario and its points name, relative to the scenario file's folder, read
+    and checked before anything starts: a problem names the field, its line and the trace's own line."""
+    traces: dict[str, Trace] = {}
+    problems: dict[str, None] = {}
+    for loc, name in dict.fromkeys(item for s in scenarios for item in trace_files(s)):
+        if name in traces:
+            continue
+        try:
+            traces[name] = load_trace(base / name)
+        except TraceError as e:
+            line = _line_for(loc, lines)
+            problems[f"{_dotted(loc)}{f' (line {line})' if line else ''}: {e.where(name)}"] = None
+    if problems:
+        raise ScenarioError(file, list(problems))
+    return traces
 
 
 def load_scenario(path: str | Path) -> Scenario:
@@ -408,21 +428,9 @@ def load_experiment(path: str | Path, kernels: list[str] | None = None) -> Exper
 
 
 def _read_capped(p: Path) -> str:
-    """A regular file of at most MAX_FILE_BYTES. Opened without blocking, so a FIFO cannot hang us;
-    a device (a link to /dev/zero) or socket is refused before a byte is read."""
-    fd = os.open(p, os.O_RDONLY | os.O_NONBLOCK)
+    """A regular file of at most MAX_FILE_BYTES (files.read_regular: a FIFO cannot hang us, a device is
+    refused before a byte is read)."""
     try:
-        st = os.fstat(fd)
-        if stat.S_ISDIR(st.st_mode):
-            raise IsADirectoryError(p)
-        if not stat.S_ISREG(st.st_mode):
-            raise ScenarioError(p, ["is not a regular file (a pipe, device or socket); give a scenario file"])
-        if st.st_size > MAX_FILE_BYTES:
-            raise ScenarioError(p, [f"is {st.st_size} bytes; a scenario file may be at most {MAX_FILE_BYTES}"])
-        with os.fdopen(os.dup(fd), "rb") as f:
-            data = f.read(MAX_FILE_BYTES + 1)
-    finally:
-        os.close(fd)
-    if len(data) > MAX_FILE_BYTES:
-        raise ScenarioError(p, [f"grew past {MAX_FILE_BYTES} bytes while being read"])
-    return data.decode("utf-8")
+        return read_regular(p, MAX_FILE_BYTES, "a scenario file").decode("utf-8")
+    except FileProblem as e:
+        raise ScenarioError(p, [str(e)]) from None

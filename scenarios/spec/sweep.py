@@ -4,8 +4,9 @@ The key `kernel` is not a field: it names the kernel a point runs on (a
 release prefix such as 6.12, or a kernel image's path), and the VM backend
 boots each kernel once for its points. Other override keys are dotted paths into the scenario document. `paths.<name>.<field>`
 and `links.<name>.<field>` are short for the field of the path (or link) with
-that name (`paths.A.delay`, `links.P1.bw`), so a sweep does not depend on list
-positions. Every point is validated like a whole
+that name (`paths.A.delay`, `links.P1.bw`), and `events.<name>.<field>` of the event with that
+name (`events.a-down.at`, `events.b-slow.shape.bw`), so a sweep does not depend on list
+positions; a variant's `set: {events.<name>: {...}}` replaces that event or adds it. Every point is validated like a whole
 scenario, so a bad sweep value gets the same clear error as a bad field.
 """
 from __future__ import annotations
@@ -49,6 +50,8 @@ def set_dotted(doc: dict, key: str, value: Any) -> tuple:
     """Set `key` (e.g. 'paths.A.delay', 'mptcp.primary', 'traffic.duration') in a raw scenario dict.
     Returns where it went, as a validation error names it: ('topology', 'paths', 0, 'delay')."""
     parts = key.split(".")
+    if parts[0] == "events" and len(parts) >= 2:
+        return _set_event(doc, key, parts[1], parts[2:], value)
     for coll in ("paths", "links"):
         if parts[0] == coll or parts[:2] == ["topology", coll]:
             rest = parts[1:] if parts[0] == coll else parts[2:]
@@ -70,6 +73,38 @@ def set_dotted(doc: dict, key: str, value: Any) -> tuple:
         node = nxt
     node[parts[-1]] = value
     return tuple(parts)
+
+
+def _set_event(doc: dict, key: str, name: str, fields: list[str], value: Any) -> tuple:
+    """`events.<name>.<field>[.<field>]` sets a field of the event of that name (`events.b-slow.shape.bw`);
+    `events.<name>` (a variant's `set`) replaces that event, or adds it when there is none of that name."""
+    events = doc.get("events")
+    if events is None:
+        events = doc["events"] = []
+    if not isinstance(events, list):
+        raise SweepError(f"{key!r}: `events` is not a list")
+    i = next((i for i, e in enumerate(events) if isinstance(e, dict) and e.get("name") == name), None)
+    if not fields:
+        if not isinstance(value, dict):
+            raise SweepError(f"{key!r}: an event is a mapping, e.g. {{at: 5s, path: A, do: down}}")
+        event = {"name": name, **value}
+        if i is None:
+            events.append(event)
+            return ("events", len(events) - 1)
+        events[i] = event
+        return ("events", i)
+    if i is None:
+        raise SweepError(f"{key!r}: no event named {name!r}")
+    node = events[i]
+    for part in fields[:-1]:
+        nxt = node.get(part)
+        if nxt is None:
+            nxt = node[part] = {}
+        if not isinstance(nxt, dict):
+            raise SweepError(f"{key!r}: {part!r} is not a mapping")
+        node = nxt
+    node[fields[-1]] = value
+    return ("events", i, *fields)
 
 
 def expand_values(v: Any) -> list:

@@ -5,14 +5,16 @@ runner executes those commands as root. Unknown keys are errors so that a
 typo never silently falls back to a default.
 
 types: names, units and the shaped link; topology/: one module per kind (mirrored by topologies/);
-settings: MPTCP, sockets, kernel requirements; traffic; runs: runs, sweep, variants and claims;
+settings: MPTCP (and its sysctls), sockets, kernel requirements; traffic; runs: runs, sweep, variants and claims;
+events: changes of paths and links during a run, and their timeline;
 scenario: the whole, and its JSON Schema.
 """
 from __future__ import annotations
 
+from .events import Event, EventShape
 from .runs import Expectation, Grid, Runs, SetKey, SweepKey, ValueRange, Variant
 from .scenario import FORMAT_VERSION, Scenario, json_schema
-from .settings import BufferTriple, Limits, Mptcp, Requires, Sockets
+from .settings import BufferTriple, Limits, Mptcp, MptcpSysctls, Requires, Sockets
 from .topology import TOPOLOGY_CLASSES, TOPOLOGY_KINDS, Topology
 from .topology.dual_homed import DualHomed, PathSpec
 from .topology.routed import HostSpec, LinkSpec, Routed, RoutedPath
@@ -25,10 +27,11 @@ from .types import (DELAY_HELP, IDENT, KERNEL_IDENT, LOSS_HELP, MIN_RATE_MBIT, Q
 
 __all__ = [
     "APP_FILE", "Argv", "BufferTriple", "CommandTool", "ControllerSpec", "DELAY_HELP", "DualHomed", "Duration",
-    "Expectation", "FORMAT_VERSION", "Family", "Grid", "HostSpec", "IDENT", "IPERF_PORTS", "Ident", "KERNEL_IDENT",
-    "LOSS_HELP", "Limits", "LinkDelay", "LinkRate", "LinkSpec", "LossPercent", "MIN_RATE_MBIT", "Mptcp", "NodeName",
-    "PathSpec", "QUEUE_HELP", "QueuePackets", "Rate", "Requires", "Routed", "RoutedPath", "Runs", "SCENARIO_NAME",
-    "Scenario", "SetKey", "Shaped", "Size", "Sockets", "SteerSpec", "Strict", "SwitchSpec", "SwitchType",
-    "Switched", "SwitchedLink", "SwitchedPath", "SweepKey", "TOPOLOGY_CLASSES", "TOPOLOGY_KINDS", "Topology",
-    "Traffic", "ValueRange", "Variant", "Word", "json_schema",
+    "Event", "EventShape", "Expectation", "Family", "FORMAT_VERSION", "Grid", "HostSpec", "IDENT", "Ident",
+    "IPERF_PORTS", "json_schema", "KERNEL_IDENT", "Limits", "LinkDelay", "LinkRate", "LinkSpec", "LOSS_HELP",
+    "LossPercent", "MIN_RATE_MBIT", "Mptcp", "MptcpSysctls", "NodeName", "PathSpec", "QUEUE_HELP",
+    "QueuePackets", "Rate", "Requires", "Routed", "RoutedPath", "Runs", "Scenario", "SCENARIO_NAME", "SetKey",
+    "Shaped", "Size", "Sockets", "SteerSpec", "Strict", "SweepKey", "Switched", "SwitchedLink", "SwitchedPath",
+    "SwitchSpec", "SwitchType", "Topology", "TOPOLOGY_CLASSES", "TOPOLOGY_KINDS", "Traffic", "ValueRange",
+    "Variant", "Word",
 ]

@@ -8,6 +8,7 @@ from pydantic import Field, model_validator
 from .. import placeholders
 from ..expect import parse_check
 from ..kernel import KERNEL_KEY, is_kernel_path, kernel_label_problem, release_matches
+from .events import Event, target_problem, timeline_problem
 from .runs import Expectation, Grid, Runs, ValueRange, Variant
 from .settings import Mptcp, Requires, Sockets
 from .topology import Topology
@@ -35,6 +36,8 @@ class Scenario(Strict):
     variants: list[Variant] = Field(default_factory=list,
                                     description="named override sets; each is combined with the whole grid")
     expect: list[Expectation] = Field(default_factory=list, description="claims checked statistically per point")
+    events: list[Event] = Field(default_factory=list, description="changes of paths or links during each run "
+                                "(checked, not applied yet: issue 30)")
 
     @model_validator(mode="after")
     def _cross_refs(self) -> "Scenario":
@@ -106,6 +109,23 @@ class Scenario(Strict):
                 if shared:
                     raise ValueError(f"runs.tcp_together: paths {a} and {b} share link(s) {', '.join(shared)}, so "
                                      "their baselines would compete; run them one after another")
+
+    @model_validator(mode="after")
+    def _events(self) -> "Scenario":
+        """Unique names, known targets, within the run, and a timeline each target can follow."""
+        seen: dict[str, int] = {}
+        for i, e in enumerate(self.events):
+            if e.name in seen:
+                raise ValueError(f"events[{i}].name: event name {e.name!r} is used twice "
+                                 f"(first: events[{seen[e.name]}])")
+            seen[e.name] = i
+            problem = target_problem(i, e, self.topology, self.traffic.duration)
+            if problem:
+                raise ValueError(problem)
+        problem = timeline_problem(self.events, self.mptcp.backup)
+        if problem:
+            raise ValueError(problem)
+        return self
 
     @model_validator(mode="after")
     def _kernels(self) -> "Scenario":

@@ -2,9 +2,10 @@
 from __future__ import annotations
 
 import os
-from typing import Annotated
+from typing import Annotated, Optional
 
-from pydantic import AfterValidator, BaseModel, BeforeValidator, ConfigDict, Field, StrictInt, WithJsonSchema
+from pydantic import (AfterValidator, BaseModel, BeforeValidator, ConfigDict, Field, StrictInt, WithJsonSchema,
+                      model_validator)
 
 from .. import units
 
@@ -83,6 +84,41 @@ LOSS_HELP = "random loss in %, per direction"
 QUEUE_HELP = "bottleneck buffer in packets, beyond the packets in flight on the delay line"
 
 
+# A trace file, relative to the scenario file's folder (or absolute): Mahimahi's format (spec/traces.py)
+TRACE_FILE = r"^[A-Za-z0-9_./-]{1,200}$"
+TraceFile = Annotated[str, Field(pattern=TRACE_FILE, description="a Mahimahi trace, relative to the scenario file")]
+
+
+def _trace_step(v: float) -> float:
+    if not 10 <= v <= 10_000:
+        raise ValueError(f"must be between 10ms and 10s (got {v:g}ms)")
+    return v
+
+
+class TraceSpec(Strict):
+    """A rate that follows a recorded trace instead of a fixed bw: one file per direction (or one alone)."""
+
+    to_server: Optional[TraceFile] = Field(default=None, description="the rate towards the server")
+    to_client: Optional[TraceFile] = Field(default=None, description="the rate towards the client")
+    once: bool = Field(default=False, description="play the trace once; default: loop it")
+    step: Annotated[Duration, AfterValidator(_trace_step)] = Field(
+        default=100.0, description="granularity of the rate steps (between 10ms and 10s)")
+
+    @model_validator(mode="after")
+    def _a_direction(self) -> "TraceSpec":
+        if self.to_server is None and self.to_client is None:
+            raise ValueError("to_server: give a trace file for to_server, to_client, or both")
+        return self
+
+    def files(self) -> list[tuple[str, str]]:
+        """(direction, file) for each direction given."""
+        return [(d, f) for d, f in (("to_server", self.to_server), ("to_client", self.to_client)) if f is not None]
+
+
+TRACE_HELP = ("follow a rate trace (Mahimahi's format) from the start of each run's traffic; `bw` is the rate "
+              "the link is built with and the one the estimates use")
+
+
 class Shaped(Strict):
     """bw, delay, loss and queue of one bottleneck, shaped by netem in both directions."""
 
@@ -90,3 +126,4 @@ class Shaped(Strict):
     delay: LinkDelay = Field(default=0.0, description=DELAY_HELP)
     loss: LossPercent = Field(default=0.0, description=LOSS_HELP)
     queue: QueuePackets = Field(default=100, description=QUEUE_HELP)
+    trace: Optional[TraceSpec] = Field(default=None, description=TRACE_HELP)

@@ -7,7 +7,7 @@ from typing import Annotated, Any, Literal, Optional, Union
 from pydantic import Field, StrictInt, model_validator
 
 from ...graph import first_cycle_edge, first_overlap
-from ..types import DELAY_HELP, LOSS_HELP, QUEUE_HELP, Ident, LinkDelay, LinkRate, LossPercent, QueuePackets, \
+from ..types import DELAY_HELP, LOSS_HELP, QUEUE_HELP, TRACE_HELP, Ident, TraceSpec, LinkDelay, LinkRate, LossPercent, QueuePackets, \
     Shaped, Strict
 from .shared import NodeName, PathsAndLinks, unique_names
 
@@ -36,18 +36,20 @@ class SwitchedLink(Strict):
     delay: LinkDelay = Field(default=0.0, description=DELAY_HELP)
     loss: LossPercent = Field(default=0.0, description=LOSS_HELP)
     queue: QueuePackets = Field(default=100, description=QUEUE_HELP)
+    trace: Optional[TraceSpec] = Field(default=None, description=TRACE_HELP)
 
     @model_validator(mode="after")
     def _shaping_needs_rate(self) -> "SwitchedLink":
-        if self.bw is None and (self.delay or self.loss or "queue" in self.model_fields_set):
-            raise ValueError("bw: delay, loss and queue are shaped by netem at a rate; give `bw` too")
+        if self.bw is None and (self.delay or self.loss or "queue" in self.model_fields_set or self.trace):
+            raise ValueError("bw: delay, loss and queue are shaped by netem at a rate, and so is a trace; "
+                             "give `bw` too")
         return self
 
     @property
     def shaped(self) -> Optional[Shaped]:
         if self.bw is None:
             return None
-        return Shaped(bw=self.bw, delay=f"{self.delay}ms", loss=self.loss, queue=self.queue)
+        return Shaped(bw=self.bw, delay=f"{self.delay}ms", loss=self.loss, queue=self.queue, trace=self.trace)
 
 
 class SwitchedPath(Strict):
