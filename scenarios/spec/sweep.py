@@ -63,15 +63,7 @@ def set_dotted(doc: dict, key: str, value: Any) -> tuple:
                     item[fld] = value
                     return ("topology", coll, i, fld)
             raise SweepError(f"{key!r}: no {coll[:-1]} named {name!r}")
-    node = doc
-    for part in parts[:-1]:
-        nxt = node.get(part)
-        if nxt is None:
-            nxt = node[part] = {}
-        if not isinstance(nxt, dict):
-            raise SweepError(f"{key!r}: {part!r} is not a mapping")
-        node = nxt
-    node[parts[-1]] = value
+    _set_nested(doc, parts, value, key)
     return tuple(parts)
 
 
@@ -95,16 +87,20 @@ def _set_event(doc: dict, key: str, name: str, fields: list[str], value: Any) ->
         return ("events", i)
     if i is None:
         raise SweepError(f"{key!r}: no event named {name!r}")
-    node = events[i]
-    for part in fields[:-1]:
+    _set_nested(events[i], fields, value, key)
+    return ("events", i, *fields)
+
+
+def _set_nested(node: dict, parts: list[str], value: Any, key: str) -> None:
+    """node[p0][p1]...[pN] = value, making the mappings on the way."""
+    for part in parts[:-1]:
         nxt = node.get(part)
         if nxt is None:
             nxt = node[part] = {}
         if not isinstance(nxt, dict):
             raise SweepError(f"{key!r}: {part!r} is not a mapping")
         node = nxt
-    node[fields[-1]] = value
-    return ("events", i, *fields)
+    node[parts[-1]] = value
 
 
 def expand_values(v: Any) -> list:
