@@ -84,8 +84,7 @@ def wait_group_gone(pgid: int, grace: float, timeout: float = 10.0) -> bool:
     returned before then left qemu behind for a moment, and removed the guest's folder while virtme-ng
     still wrote there (CI of 2026-11-25, with the machine's two cores busy). Those past `grace` get a
     SIGKILL; True when the group is empty."""
-    deadline, killed = time.monotonic() + timeout, False
-    started = time.monotonic()
+    started, killed = time.monotonic(), False
     while True:
         if not live_group_members(pgid):
             return True
@@ -96,7 +95,7 @@ def wait_group_gone(pgid: int, grace: float, timeout: float = 10.0) -> bool:
             except ProcessLookupError:
                 return True
             killed = True
-        if now > deadline:
+        if now - started > timeout:
             return False
         time.sleep(0.05)
 
