@@ -188,6 +188,15 @@ class TopologyPlan:
         }
 
 
+def join_how(scenario, first: PathPlan, path: PathPlan) -> str:
+    """How a path other than the primary gets its subflow: `signal` when its server address differs from
+    the primary's (in `subflow` mode only when its client address does not), else `subflow`."""
+    new_client = path.client_ip != first.client_ip
+    new_server = path.server_ip != first.server_ip
+    return "signal" if new_server and (scenario.mptcp.endpoints == "signal" or not new_client) else "subflow"
+
+
+
 IP_FAMILY_FLAG = {"ipv4": "-4", "ipv6": "-6"}
 
 

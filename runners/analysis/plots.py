@@ -40,7 +40,8 @@ from runners.results.derived import case_of, group_runs  # noqa: E402
 
 LABELS = {"throughput_mbps": "throughput (Mbit/s)", "ofo_mptcp": "MPTCP out-of-order segments",
           "ofo_tcp": "TCP out-of-order segments", "seconds": "completion time (s)",
-          "retrans_segs": "retransmitted segments", "subflows": "subflows", "efficiency": "efficiency"}
+          "retrans_segs": "retransmitted segments", "subflows": "subflows", "efficiency": "efficiency",
+          "recovery_s": "recovery after a path change (s)", "stall_s": "longest stall after a path change (s)"}
 # the last part of a swept key -> what it is, in the unit numeric() turns it into
 PARAM_WORDS = {"delay": "one-way delay (ms)", "bw": "rate (Mbit/s)", "loss": "loss (%)",
                "queue": "queue (packets)", "bytes": "transfer size (MiB)", "duration": "duration (s)",
@@ -180,10 +181,23 @@ def timeseries_figure(run: dict):
     ax.set_ylabel("throughput (Mbit/s)")
     ax.set_ylim(bottom=0)
     ax.set_xlim(left=0)
+    _event_markers(ax, run)
     ax.set_title(f"run {run['id']}, {run.get('point_label', 'base')}")
     ax.legend(fontsize=7)
     ax.grid(alpha=0.3)
     return fig
+
+
+def _event_markers(ax, run: dict) -> None:
+    """Each applied change of the run as a labelled vertical line at the time it was applied."""
+    changes = [c for c in (run.get("events") or {}).get("changes", []) if c.get("applied_s") is not None]
+    top = ax.get_ylim()[1]
+    for k, c in enumerate(changes):
+        ax.axvline(c["applied_s"], color="tab:red", lw=0.9, ls="--")
+        rec = c.get("recovery_s")
+        note = f", recovered {rec:.2f} s" if rec is not None else ""
+        ax.text(c["applied_s"], top * (0.97 - 0.08 * (k % 4)), f" {c['event']}: {c['detail']}{note}",
+                fontsize=6.5, color="tab:red", va="top")
 
 
 def _interval_starts(series: list[dict]) -> list[float]:
@@ -251,6 +265,12 @@ def write_plots(out: Path, doc: dict, stats: list[dict], svg: bool = False) -> l
         written += boxplots(out, doc, metric, formats)
     first = next((r for r in doc["runs"] if r["mode"] == "mptcp" and r["status"] == "ok"), doc["runs"][0])
     written += timeseries(out, first, formats)
+    if any(r.get("events") for r in doc["runs"]):
+        # with path changes, the baseline's series shows what MPTCP is for; recovery and stall per point
+        tcp = next((r for r in doc["runs"] if r["mode"] == "tcp" and r.get("events")), None)
+        written += timeseries(out, tcp, formats) if tcp is not None and tcp is not first else []
+        for metric in ("recovery_s", "stall_s"):
+            written += boxplots(out, doc, metric, formats)
     # a kernel is a category, not a number on an axis (6.10 is not 6.1): its points are boxes of their own
     keys = sorted({k for r in doc["runs"] for k in r.get("params", {}) if k not in ("variant", "kernel")})
     for key in keys:

@@ -27,7 +27,7 @@ def load_one_point(p, a):
     except ScenarioError as e:
         print(e.render(), file=sys.stderr)
         return None
-    not_yet = not_runnable_yet(exp)
+    not_yet = not_runnable_yet(exp, events=True)
     if not_yet:
         print(f"{a.scenario}: {not_yet}", file=sys.stderr)
         return None

@@ -95,6 +95,9 @@ def build(who: RunIdentity, report: TrafficReport, seen: Observations, setting: 
         "iperf_connected": report.connected,
         "iperf_version": report.version,
         **shared,
+        **({"cut_short": "the tool never finished (an event cut its connections) and was stopped after the "
+                          "planned duration: goodput is the receiver's counters over that duration"}
+           if report.cut_short else {}),
         **subflow_notes(who, setting, metrics, subflow_list, counters),
     }
 

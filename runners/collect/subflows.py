@@ -7,7 +7,7 @@ import ipaddress
 from dataclasses import dataclass
 
 from scenarios.spec.model import Scenario
-from topologies.plan import PathPlan, TopologyPlan
+from topologies.plan import PathPlan, TopologyPlan, join_how
 
 
 def mptcp_limits(scenario: Scenario, n_paths: int) -> tuple[int, int]:
@@ -59,14 +59,6 @@ def same_ip(a: str, b: str) -> bool:
         return ipaddress.ip_address(a) == ipaddress.ip_address(b)
     except ValueError:
         return a == b
-
-
-def join_how(scenario: Scenario, first: PathPlan, path: PathPlan) -> str:
-    """How a path other than the primary gets its subflow: `signal` when its server address differs from
-    the primary's (in `subflow` mode only when its client address does not), else `subflow`."""
-    new_client = path.client_ip != first.client_ip
-    new_server = path.server_ip != first.server_ip
-    return "signal" if new_server and (scenario.mptcp.endpoints == "signal" or not new_client) else "subflow"
 
 
 def planned_joins(scenario: Scenario, plan: TopologyPlan, primary: str) -> list[Join]:

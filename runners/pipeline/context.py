@@ -43,6 +43,7 @@ class RunContext:
     pinger: Any = None
     shaper: Any = None
     mptcp: Any = None
+    events: Any = None      # the run's EventScheduler while its traffic runs (runners.pipeline.events)
 
     # the network's parts, as the collectors and tools name them
     client = property(lambda self: self.network.client)

@@ -2,12 +2,13 @@
 buffers) and the path manager's endpoints and limits, each applied only when it changed."""
 from __future__ import annotations
 
+import os
 from dataclasses import dataclass, field
 
 from scenarios.spec.model import Scenario
-from topologies.plan import TopologyPlan
+from topologies.plan import TopologyPlan, join_how
 
-from runners.collect.subflows import endpoint_limits, join_how
+from runners.collect.subflows import endpoint_limits
 from runners.errors import RunFailure
 from runners.linux.nsexec import Argv, at_once, run, run_batch
 
@@ -28,6 +29,10 @@ class MptcpConfig:
         self.endpoint_state.clear()
 
     def apply_sysctls(self, sc: Scenario) -> None:
+        missing = missing_sysctls(sc)
+        if missing:
+            raise RunFailure(f"mptcp.sysctls: kernel {os.uname().release} has no "
+                             f"{', '.join('net.mptcp.' + k for k in missing)}; leave them out for this kernel")
         at_once(lambda node: self._node_sysctls(node, sc), (*self.host.clients, self.host.server))
 
     def _node_sysctls(self, node, sc: Scenario) -> None:
@@ -96,7 +101,11 @@ BUFFER_SYSCTLS = ("net.ipv4.tcp_wmem", "net.ipv4.tcp_rmem")
 
 # a setting a point may leave out, put back to the kernel's default when an earlier point on the same
 # network changed it
-KERNEL_DEFAULTS = {"net.mptcp.add_addr_timeout": "120"}
+# (Documentation/networking/mptcp-sysctl.rst, the same in 6.1 and 6.12 where a key exists)
+KERNEL_DEFAULTS = {"net.mptcp.add_addr_timeout": "120", "net.mptcp.stale_loss_cnt": "4",
+                   "net.mptcp.close_timeout": "60", "net.mptcp.blackhole_timeout": "3600",
+                   "net.mptcp.checksum_enabled": "0", "net.mptcp.allow_join_initial_addr_port": "1",
+                   "net.mptcp.syn_retrans_before_tcp_fallback": "2"}
 
 
 def sysctls(scenario: Scenario, scheduler_available: bool,
@@ -128,8 +137,14 @@ def sysctls(scenario: Scenario, scheduler_available: bool,
     timeout = scenario.mptcp.add_addr_timeout
     if timeout is not None:
         out.append(("net.mptcp.add_addr_timeout", str(int(timeout // 1000))))
+    out += [(f"net.mptcp.{k}", v) for k, v in scenario.mptcp.sysctls.values().items()]
     out += [(k, v) for k, v in KERNEL_DEFAULTS.items() if k in set_before and k not in dict(out)]
     return out
+
+
+def missing_sysctls(scenario: Scenario, proc_sys: str = "/proc/sys") -> list[str]:
+    """The scenario's mptcp.sysctls that this kernel lacks (blackhole_timeout before 6.12, say)."""
+    return [k for k in scenario.mptcp.sysctls.values() if not os.path.exists(f"{proc_sys}/net/mptcp/{k}")]
 
 
 def sysctl_argv(key: str, value: str) -> Argv:
@@ -182,6 +197,24 @@ def mptcp_argvs(scenario: Scenario, plan: TopologyPlan, primary: str) -> HostCom
             client.append(["ip", "mptcp", "endpoint", "add", p.client_ip, "dev", p.client_if, "subflow"] + bk)
             if bk:
                 server.append(["ip", "mptcp", "endpoint", "add", p.server_ip, "dev", p.server_if] + bk)
+    client += flag_changes_need(scenario, plan, client)
     subflows, accepted = endpoint_limits(scenario, len(plan.paths), signals)
     limits = ["ip", "mptcp", "limits", "set", "subflows", str(subflows), "add_addr_accepted", str(accepted)]
     return HostCommands(client[:1] + [limits] + client[1:], server[:1] + [limits] + server[1:], after)
+
+
+def flag_changes_need(scenario: Scenario, plan: TopologyPlan, client: list[Argv]) -> list[Argv]:
+    """A flag-less client endpoint for each path an event marks backup or nobackup and that has none:
+    `ip mptcp endpoint change ADDR backup` needs an endpoint for ADDR. Without flags, the path manager
+    neither announces it nor opens subflows from it."""
+    have = {argv[4] for argv in client if argv[3:4] == ["add"]}
+    out = []
+    for e in scenario.events:
+        actions = e.do if isinstance(e.do, list) else [e.do]
+        if e.path is None or not {"backup", "nobackup"} & set(actions):
+            continue
+        p = plan.path(e.path)
+        if p.client_ip not in have:
+            have.add(p.client_ip)
+            out.append(["ip", "mptcp", "endpoint", "add", p.client_ip, "dev", p.client_if])
+    return out

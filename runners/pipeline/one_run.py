@@ -9,10 +9,11 @@ import json
 import os
 import time
 
-from runners.collect import record, subflows
+from runners.collect import event_record, mptcp_monitor, record, subflows
 from runners.collect.capture import Capture, capture_nodes, incomplete as capture_incomplete, subflows_csv
 from runners.pipeline.context import RunContext
 from runners.pipeline.drain import rest_between_runs
+from runners.pipeline.events import RunEvents
 from runners.pipeline.job import Job
 from runners.results.derived import subflow_warning
 from runners.traffic import TOOLS, TrafficReport, TrafficRun
@@ -82,7 +83,12 @@ def one_run(ctx: RunContext, job: Job) -> list[dict]:
     before = ctx.counters.snapshot(job.run_id, "before", endpoints_text)
     clock.mark("snapshot_before")
     dumps = _start_capture(ctx, job.run_id)
-    traffic = tool.run(req)
+    events = RunEvents(ctx, job.primary, mptcp) if sc.events else None
+    try:
+        traffic = tool.run(req)
+    finally:
+        if events is not None:
+            events.end(time.monotonic() - (events.scheduler.t0 or time.monotonic()))
     ctx.traffic_ended = clock.mark("traffic")
     captured = _finish_capture(ctx, job.run_id, dumps)
     for run_id in together.values() or [job.run_id]:
@@ -93,6 +99,8 @@ def one_run(ctx: RunContext, job: Job) -> list[dict]:
                                ss_samples=traffic.ss_samples, server_receives=upload)
     results = [_record(ctx, job.alone(p), started, traffic.by_path[p], seen, alongside=job.together)
                for p in job.together] or [_record(ctx, job, started, traffic.report, seen)]
+    if events is not None:
+        _events_into(ctx, events, results, seen, job)
     clock.mark("assemble")
     for result in results:
         if captured is not None:
@@ -107,6 +115,28 @@ def one_run(ctx: RunContext, job: Job) -> list[dict]:
                                 "traffic": round(seconds, 3), "overhead": round(clock.elapsed - seconds, 3),
                                 "steps": clock.steps()})
     return results
+
+
+def _events_into(ctx: RunContext, events: RunEvents, results: list[dict], seen: record.Observations,
+                 job: Job) -> None:
+    """Each record's `events` section and event metrics; the monitors' raw lines beside the run."""
+    addresses = {}
+    for p in ctx.plan.paths:   # an IPv4 path seen from an IPv6 socket shows v4-mapped addresses
+        addresses.update({a: p.name for ip in (p.client_ip, p.server_ip) for a in (ip, f"::ffff:{ip}")})
+    if events.monitor_lines is not None:
+        ctx.store.save_raw(job.run_id, "mptcp-monitor.txt", mptcp_monitor.raw_text(events.monitor_lines))
+    for result in results:
+        mptcp = result["mode"] == "mptcp"
+        paths = [p.name for p in ctx.plan.paths] if mptcp else [result["primary"]]
+        section, metrics = event_record.build(ctx.scenario, events.applied, seen.path_samples, paths, mptcp,
+                                              events.monitor_lines, addresses, seen.before, seen.after)
+        result["events"] = section
+        result["metrics"].update({k: v for k, v in metrics.items() if k != "no_recovery"})
+        if "no_recovery" in metrics:
+            result["no_recovery"] = metrics["no_recovery"]
+        if metrics["events_late"]:
+            ctx.log(f"warning: run {result['id']}: {metrics['events_late']} event(s) applied more than "
+                    f"{event_record.DRIFT_BOUND_MS:g} ms late (largest drift {metrics['event_drift_max_ms']:g} ms)")
 
 
 def _start_capture(ctx: RunContext, run_id: str) -> Capture | None:

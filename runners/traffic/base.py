@@ -48,6 +48,7 @@ class TrafficReport:
     intervals: list[dict] = field(default_factory=list)    # {"start", "end", "mbps", "retransmits", "omitted"}
     intervals_side: str = "receiver's"                      # which end counted the intervals
     counters_only: bool = False
+    cut_short: bool = False    # the tool never finished (an event cut its connections): stopped, no own report
     clients: dict | None = None                             # several clients: each one's own numbers
     throughput_per_client_mbps: float | None = None
 
@@ -71,12 +72,13 @@ class PathSampler(threading.Thread):
     def __init__(self, read: Callable[[], dict[str, int]], interval: float):
         super().__init__(daemon=True)
         self.read, self.interval = read, interval
+        self.t0 = time.monotonic()   # the run's clock: the samples' and the events' time base
         self.samples: list[dict] = []
         self._halt = threading.Event()
         self.error: str | None = None
 
     def run(self) -> None:
-        t0 = time.monotonic()
+        t0 = self.t0
         while not self._halt.is_set():
             try:
                 before = time.monotonic()
@@ -123,9 +125,12 @@ class TrafficTool:
         raise NotImplementedError
 
     def sampler(self, req: TrafficRun) -> PathSampler:
+        """Per-path samples from now on, the run's clock; a run's events start on it too."""
         s = PathSampler(lambda: self.host.counters.path_rx(req.receiver, req.upload),
-                        self.host.scenario.traffic.interval)
+                        sample_interval(self.host.scenario))
         s.start()
+        if getattr(self.host, "events", None) is not None:
+            self.host.events.begin(s.t0)
         return s
 
     def timeout(self) -> float:
@@ -169,6 +174,16 @@ class TrafficTool:
             raw = run(self.host.client, ss.ss_argv(), check=False).out
             samples.append({"raw": raw, "subflows": ss.parse_ss_subflows(raw)})
         return samples
+
+
+# Around path changes the per-path series must show what happened within a tenth of a second
+# (issue 30): a scenario with events is sampled at least this often, whatever traffic.interval says.
+EVENT_SAMPLE_INTERVAL_S = 0.1
+
+
+def sample_interval(scenario: Scenario) -> float:
+    t = scenario.traffic.interval
+    return min(t, EVENT_SAMPLE_INTERVAL_S) if scenario.events else t
 
 
 # ... and the sender writes this much more than `bytes` (at least), because iperf3 ends the test

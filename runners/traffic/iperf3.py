@@ -30,6 +30,10 @@ class Flow:
     where: str       # for messages: "h1", or "path A"
 
 
+# how long past its duration an iperf3 client of a run with events may take before it is stopped
+EVENTS_GRACE_S = 10.0
+
+
 class Iperf3Tool(TrafficTool):
     name = "iperf3"
 
@@ -72,6 +76,8 @@ class Iperf3Tool(TrafficTool):
                 outs = self._wait_clients(clients, flows, req.run_id)
             finally:
                 samples = sampler.stop(h.log)
+            if outs is None:
+                return self._cut_short(req, samples, ss_samples)
             self._collect_servers(outs)
         finally:
             h.procs.stop_all()
@@ -107,10 +113,30 @@ class Iperf3Tool(TrafficTool):
         self.barrier.release(list(clients.values()))
         return clients
 
-    def _wait_clients(self, clients: dict, flows: list[Flow], run_id: str) -> dict[str, list[bytes]]:
-        deadline = time.monotonic() + self.timeout()
-        return {f.tag: [*self.wait_client(clients[f.tag], deadline, run_id, f"iperf3 client on {f.where}"), b"", b""]
-                for f in flows}
+    def _wait_clients(self, clients: dict, flows: list[Flow], run_id: str) -> dict[str, list[bytes]] | None:
+        """Each client's output; None when a run with events outlived its duration by EVENTS_GRACE_S (a
+        path change cut iperf3's control connection, as it does a TCP baseline on a path taken down)."""
+        t = self.host.scenario.traffic
+        cut = bool(self.host.scenario.events) and t.duration is not None
+        deadline = time.monotonic() + (t.duration + t.omit + EVENTS_GRACE_S if cut else self.timeout())
+        try:
+            return {f.tag: [*self.wait_client(clients[f.tag], deadline, run_id, f"iperf3 client on {f.where}"),
+                            b"", b""] for f in flows}
+        except RunFailure:
+            if not cut:
+                raise
+            return None
+
+    def _cut_short(self, req: TrafficRun, samples: list[dict], ss_samples: list[dict]) -> TrafficResult:
+        """A client that never finished: its goodput is the receiver's counters over the planned duration,
+        and the record says why."""
+        t = self.host.scenario.traffic
+        self.host.log(f"run {req.run_id}: the iperf3 client had not finished {EVENTS_GRACE_S:g} s after the "
+                      "traffic's end (an event cut its connections): goodput from the receiver's counters")
+        report = TrafficReport(seconds=float(t.duration), counters_only=True, cut_short=True)
+        by_path = {p: TrafficReport(seconds=float(t.duration), counters_only=True, cut_short=True)
+                   for p in req.together}
+        return TrafficResult(report, samples, ss_samples, by_path)
 
     def _collect_servers(self, outs: dict[str, list[bytes]]) -> None:
         for name, server in self.servers.items():

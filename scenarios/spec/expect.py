@@ -50,10 +50,16 @@ METRICS = {
     # fixed-size transfers (traffic.bytes): bytes the receiver got / bytes asked for; 1.0 unless
     # iperf3 ended before the receiver had them all (esnet/iperf#382; see runners.traffic.iperf3.Iperf3Tool._completion)
     "delivered_fraction": "fraction",
+    # a scenario with events (runners.collect.event_record): the worst stall and recovery over the run's
+    # changes (null when a change left no live path or goodput never recovered), and the largest lag of
+    # an applied change behind its planned time
+    "recovery_s": "s",
+    "stall_s": "s",
+    "event_drift_max_ms": "ms",
 }
 # Metrics for which a lower value is better (for baseline regressions).
 LOWER_IS_BETTER = {"seconds", "iperf_retransmits", "retrans_segs", "ofo_tcp", "ofo_mptcp", "ofo_mptcp_tail",
-                   "sender_mean_rtt_ms", "missing_subflows"}
+                   "sender_mean_rtt_ms", "missing_subflows", "recovery_s", "stall_s", "event_drift_max_ms"}
 
 _SIDE = (r"(?P<{p}mode>mptcp|tcp)(?:@(?P<{p}kernel>" + KERNEL_IN_CHECK + r"))?"
          r"(?:@(?P<{p}primary>[A-Za-z][A-Za-z0-9_-]*))?\.(?P<{p}metric>[a-z_]+)")

@@ -1,7 +1,7 @@
 """Recovery metrics around a path change (issue 30), on per-path samples made to a known shape."""
 import pytest
 
-from runners.analysis.recovery import recovery
+from runners.results.recovery import recovery
 
 MBIT_PER_100MS = 12_500   # bytes in 100 ms at 1 Mbit/s
 
@@ -75,3 +75,18 @@ def test_a_counter_that_goes_back_is_no_growth():
     s[5]["A"] = 0
     r = recovery(s, ["A"], event_s=0.5, capacity_mbps=10)
     assert min(r.bytes_before.values()) >= 0 and r.bytes_after["A"] >= 0
+
+
+def test_packets_in_flight_after_a_failure_are_no_recovery():
+    """A keeps delivering for 0.5 s after it failed (its queue drains), then nothing until B takes over
+    at 7 s: the goodput right after the event reaches the mark but does not hold for a second."""
+    r = recovery(samples(lambda t: 10 if t <= 5.5 + 1e-9 else 0, lambda t: 10 if t > 7 + 1e-9 else 0), ["A", "B"],
+                 event_s=5.0, capacity_mbps=10)
+    assert r.recovery_s == pytest.approx(2.4)   # B is back after 7 s: the 0.5 s window reaches 8 Mbit/s at 7.4 s
+    assert r.stall_s == pytest.approx(1.5)
+
+
+def test_a_few_retransmitted_segments_do_not_end_a_stall():
+    r = recovery(samples(a_fails, lambda t: 0.4 if abs(t - 5.5) < 0.05 else b_takes_over(t)), ["A", "B"],
+                 event_s=5.0, capacity_mbps=10)
+    assert r.stall_s == pytest.approx(1.0)   # 0.4 Mbit/s for 100 ms is under 10 % of 10 Mbit/s

@@ -1,0 +1,125 @@
+"""What a run's events did, for its record: each change as planned and applied, with the stall, the
+recovery and the bytes per path around it (runners.results.recovery), the MPTCP events that followed it,
+the path manager's counters over the run, and the run's event metrics. Pure: the runner passes
+everything in.
+
+The capacity a recovery is measured against, after a change: the sum of the configured rates (shaped
+by earlier `shape` changes) of the run's paths that are still live (not down, not blackholed, and for
+MPTCP not with their endpoint removed); of those, the non-backup paths only when there is one, since
+MPTCP's default scheduler sends on a backup path only when no other is available. A TCP run has one
+path: its primary."""
+from __future__ import annotations
+
+from typing import Optional
+
+from scenarios.spec.model import Scenario
+from scenarios.spec.model.events import state_at, timeline
+
+from runners.collect.mptcp_monitor import after_event
+from runners.linux import procfs
+from runners.results.recovery import DEFAULT_FRACTION, recovery
+
+# the path manager's counters around path changes (nstat names); their deltas over the run are kept
+MIB_COUNTERS = ["MPTcpExtSubflowStale", "MPTcpExtSubflowRecover", "MPTcpExtMPPrioTx", "MPTcpExtMPPrioRx",
+                "MPTcpExtMPJoinSynRx", "MPTcpExtMPJoinAckRx", "MPTcpExtRmAddr", "MPTcpExtRmSubflow",
+                "MPTcpExtAddAddr", "MPTcpExtEchoAdd"]
+# What an applied change may lag its planned time before the run is flagged: the TCG micro-VM's bound
+# (a process start there is 50-100 ms); designed for 20 ms on a native kernel (docs/scenario-format.md).
+DRIFT_BOUND_MS = 100.0
+
+
+def current_rates(scenario: Scenario, at_ms: float) -> dict[str, float]:
+    """Each path's rate (its slowest link's, for a routed path) once the shape changes up to `at_ms` are
+    made; None where a switched topology cannot say which links a path crosses."""
+    topo = scenario.topology
+    bw: dict[tuple[str, str], float] = {}
+    for _, occ in timeline(scenario.events):
+        if occ.at_ms <= at_ms and occ.shape is not None and "bw" in occ.shape.changes():
+            bw[occ.target] = occ.shape.bw
+    out = {}
+    for name in topo.path_names:
+        links = topo.links_of(name)
+        if links is None:
+            out[name] = None
+        elif topo.kind == "dual-homed":
+            out[name] = bw.get(("path", name), topo.path(name).bw)
+        else:
+            out[name] = min(bw.get(("link", x), topo.link(x).bw) for x in links)
+    return out
+
+
+def capacity_after(scenario: Scenario, paths: list[str], mptcp: bool, at_ms: float) -> tuple[Optional[float], tuple]:
+    """(Mbit/s the run's live paths can carry after the changes up to `at_ms`, the backup paths among
+    them); None when a rate is unknown (switched)."""
+    state = state_at(scenario.events, list(scenario.mptcp.backup), at_ms)
+    rates = current_rates(scenario, at_ms)
+    topo = scenario.topology
+    live, backup = [], []
+    for p in paths:
+        links = topo.links_of(p) or set()
+        targets = [("path", p)] + [("link", x) for x in links]
+        st = [state.get(t, {}) for t in targets]
+        if any(s.get("down") or s.get("blackholed") for s in st) or (mptcp and state.get(("path", p), {}).get("removed")):
+            continue
+        live.append(p)
+        is_backup = state.get(("path", p), {}).get("backup", p in scenario.mptcp.backup)
+        if mptcp and is_backup:
+            backup.append(p)
+    if any(rates[p] is None for p in live):
+        return None, tuple(backup)
+    chosen = [p for p in live if p not in backup] or live
+    return float(sum(rates[p] for p in chosen)), tuple(backup)
+
+
+def build(scenario: Scenario, applied: list[dict], samples: list[dict], paths: list[str], mptcp: bool,
+          monitor: Optional[dict], addresses: dict[str, str], before: dict, after: dict) -> tuple[dict, dict]:
+    """(the record's `events` section, the run's event metrics)."""
+    made = [a for a in applied if a.get("applied_s") is not None]
+    t = scenario.traffic
+    if t.duration is not None:   # a client stopped after its duration: the samples past it are not the run's
+        samples = [s for s in samples if s["t"] <= t.duration + t.omit]
+    changes = []
+    for k, a in enumerate(applied):
+        item = dict(a)
+        if a.get("applied_s") is not None:
+            nxt = next((b["applied_s"] for b in made if b["applied_s"] > a["applied_s"]), None)
+            item.update(_around(scenario, a, samples, paths, mptcp, nxt))
+            if monitor is not None:
+                item["mptcp_events"] = after_event(monitor, a["applied_s"], nxt, addresses)
+        changes.append(item)
+    mib = {side: procfs.counter_delta(before[f"{side}_nstat"], after[f"{side}_nstat"], MIB_COUNTERS)
+           for side in ("client", "server")}
+    return {"changes": changes, "mib": mib, "drift_bound_ms": DRIFT_BOUND_MS,
+            "recovery_fraction": DEFAULT_FRACTION}, _metrics(changes)
+
+
+def _around(scenario: Scenario, a: dict, samples: list[dict], paths: list[str], mptcp: bool,
+            next_s: Optional[float]) -> dict:
+    capacity, backup = capacity_after(scenario, paths, mptcp, a["planned_s"] * 1000)
+    window = [s for s in samples if next_s is None or s["t"] <= next_s]
+    out = {"capacity_mbps": capacity}
+    if capacity is None:
+        return {**out, "recovery_s": None, "stall_s": None,
+                "no_recovery": "the capacity after the change is unknown: in a switched topology the "
+                               "switches choose which links a path crosses"}
+    r = recovery(window, paths, a["applied_s"], capacity, backup=backup)
+    return {**out, "stall_s": r.stall_s, "stall_open": r.stall_open, "recovery_s": r.recovery_s,
+            "no_recovery": r.no_recovery, "bytes_before": r.bytes_before, "bytes_after": r.bytes_after,
+            "backup_share": r.backup_share}
+
+
+def _metrics(changes: list[dict]) -> dict:
+    """recovery_s and stall_s: the worst over the applied changes (no recovery after any change: None,
+    and `no_recovery` says after which); the largest drift, and how many changes passed its bound."""
+    made = [c for c in changes if c.get("applied_s") is not None]
+    failed = [c for c in made if c.get("recovery_s") is None]
+    stalls = [c["stall_s"] for c in made if c.get("stall_s") is not None]
+    drifts = [c["drift_ms"] for c in made]
+    out = {"recovery_s": None if failed or not made else max(c["recovery_s"] for c in made),
+           "stall_s": max(stalls) if stalls else None,
+           "event_drift_max_ms": max(drifts) if drifts else None,
+           "events_late": sum(1 for d in drifts if d > DRIFT_BOUND_MS),
+           "events_failed": sum(1 for c in made if c.get("error"))}
+    if failed:
+        out["no_recovery"] = "; ".join(f"{c['event']} at {c['applied_s']:.2f} s: {c['no_recovery']}" for c in failed)
+    return out

@@ -1,0 +1,210 @@
+"""Pure planning of the events of a run (issue 30): for every change on the timeline, the commands that
+make it, on which node, and the commands that put every touched target back before the next run.
+
+Nothing here touches the kernel; runners.pipeline.events runs these commands at their times.
+
+What each action does, and why this way:
+- down / up: `ip link set down|up` at both ends of the path or link, so the kernel on each side sees it
+  (a veth's far end alone would only lose its carrier). Taking a link down flushes the routes through it
+  (and, by default, its IPv6 addresses), so `up` gives back the interface's addresses and every route
+  of the plan through that interface (as `replace`: idempotent) before anything else.
+- blackhole / restore: a netdev-family nftables chain on the ingress hook of each end, policy drop:
+  every packet in both directions is lost while both interfaces stay up and keep their routes
+  (mptcp_net-next #585's case; the kernel is told nothing). It acts before any bridge, OVS or IP
+  handling, so it works alike on hosts, routers and switch ports. `restore` deletes the chains.
+- shape: `tc qdisc change` of the root netem on each shaped interface of the target, with the full new
+  parameter set (rate, delay, loss and a limit recomputed from the queue and the new bandwidth-delay
+  product, as the initial shaping does), so nothing resets silently and nothing queued is lost
+  (`replace` or delete-and-add would drop the queue: Mininet's TCIntf.config at run time).
+- backup / nobackup: `ip mptcp endpoint change ADDR backup|nobackup` on the client for the path's
+  client address, which makes the kernel send MP_PRIO on every subflow from that address. The client
+  needs an endpoint for that address: runners.pipeline.mptcp_config adds a flag-less one.
+- endpoint-remove / endpoint-add: the endpoint through which the path's subflow joins (the server's
+  `signal` endpoint, or the client's `subflow` endpoint) is deleted (RM_ADDR) and added back. Deleting
+  needs the endpoint's id, which only the kernel knows: the runner looks it up by address.
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Optional
+
+from scenarios.spec.model import Scenario
+from scenarios.spec.model.events import Occurrence, timeline
+
+from .plan import Argv, Shaping, TopologyPlan, join_how, shaping_for
+
+NFT_EVENTS_TABLE = ("netdev", "mptb-events")   # per namespace; a switch port's is in the root one
+
+
+@dataclass(frozen=True)
+class NodeCommands:
+    """Commands for one node, run in one batch. `endpoint`: (verb, address) of an MPTCP endpoint action
+    the runner completes (the id of an endpoint to delete is looked up at the time)."""
+    node: str
+    argvs: tuple[tuple[str, ...], ...] = ()
+    endpoint: Optional[tuple[str, str]] = None
+
+
+@dataclass(frozen=True)
+class PlannedChange:
+    """One change of the timeline, made concrete: what `at_ms` (from the traffic's start) does where."""
+    index: int                  # the event's index in scenario.events
+    event: str
+    at_ms: float
+    target: tuple[str, str]     # ("path" | "link", name)
+    action: str                 # down, up, ..., or "shape"
+    detail: str                 # for people: "bw 2 Mbit/s, delay 80 ms" or the action
+    commands: tuple[NodeCommands, ...]
+    shaping: dict[str, Shaping] = field(default_factory=dict)   # shape: interface -> its new netem
+
+
+def target_ends(plan: TopologyPlan, target: tuple[str, str]) -> list[tuple[str, str]]:
+    """(node, interface) at each end of a path (every client's own interface, and the server's) or a link."""
+    kind, name = target
+    if kind == "link":
+        link = next(x for x in plan.links if x.name == name)
+        return [(link.a, link.a_if), (link.b, link.b_if)]
+    ends = []
+    for client in plan.all_clients:
+        p = plan.for_client(client).path(name)
+        ends += [(client, p.client_if), (plan.server, p.server_if)]
+    return list(dict.fromkeys(ends))
+
+
+def shaped_interfaces(plan: TopologyPlan, target: tuple[str, str]) -> list:
+    """The netem-shaped interfaces of a target: its link's (a dual-homed path is its own link)."""
+    return [i for i in plan.interfaces if i.link == target[1] and i.shaping is not None]
+
+
+def base_spec(scenario: Scenario, target: tuple[str, str]):
+    """The configured bw, delay, loss and queue of the target, as a Shaped model."""
+    topo = scenario.topology
+    if target[0] == "path":
+        return topo.path(target[1])
+    link = topo.link(target[1])
+    return link.shaped() if hasattr(link, "shaped") else link
+
+
+def down_argvs(iface: str) -> list[Argv]:
+    return [["ip", "link", "set", "dev", iface, "down"]]
+
+
+def up_argvs(plan: TopologyPlan, node: str, iface: str) -> list[Argv]:
+    """Bring an interface back: its addresses, the link, then every route of the plan through it."""
+    out: list[Argv] = []
+    ifplan = next((i for i in plan.interfaces if i.node == node and i.name == iface), None)
+    for fam, addr, plen in (ifplan.addrs if ifplan else ()):
+        out.append(["ip", "addr", "replace", f"{addr}/{plen}", "dev", iface] + (["nodad"] if fam == "ipv6" else []))
+    out.append(["ip", "link", "set", "dev", iface, "up"])
+    for argv in plan.setup.get(node, []):
+        if "route" in argv and _dev_of(argv) == iface:
+            out.append([("replace" if a == "add" else a) for a in argv])
+    return out
+
+
+def _dev_of(argv: Argv) -> Optional[str]:
+    return argv[argv.index("dev") + 1] if "dev" in argv[:-1] else None
+
+
+def blackhole_chain(iface: str) -> str:
+    return f"drop-{iface}"
+
+
+def blackhole_argvs(iface: str) -> list[Argv]:
+    table = list(NFT_EVENTS_TABLE)
+    return [["nft", "add", "table", *table],
+            ["nft", "add", "chain", *table, blackhole_chain(iface),
+             f'{{ type filter hook ingress device "{iface}" priority -500 ; policy drop ; }}']]
+
+
+def restore_argvs(iface: str) -> list[Argv]:
+    return [["nft", "delete", "chain", *NFT_EVENTS_TABLE, blackhole_chain(iface)]]
+
+
+def netem_change_argv(iface: str, shaping: Shaping) -> Argv:
+    return ["tc", "qdisc", "change", "dev", iface, "root"] + shaping.netem_args()
+
+
+def _describe_shape(changes: dict) -> str:
+    units = {"bw": "Mbit/s", "delay": "ms", "loss": "%", "queue": "packets"}
+    return ", ".join(f"{k} {v:g} {units[k]}" for k, v in changes.items())
+
+
+def _endpoint_side(scenario: Scenario, plan: TopologyPlan, path: str, primary: str) -> tuple[str, str]:
+    """(node, address) of the endpoint through which `path` joins: the server's signal endpoint or the
+    client's subflow endpoint (the same choice as mptcp_argvs). On the primary path it is the client's
+    address of the initial subflow (endpoint id 0)."""
+    p = plan.path(path)
+    if path == primary or join_how(scenario, plan.path(primary), p) == "subflow":
+        return plan.client, p.client_ip
+    return plan.server, p.server_ip
+
+
+def plan_changes(scenario: Scenario, plan: TopologyPlan, primary: str) -> list[PlannedChange]:
+    """Every change of the scenario's timeline, in time order, with its commands, for a run whose
+    initial subflow is on `primary`."""
+    current: dict[tuple[str, str], object] = {}
+    return [_one_change(scenario, plan, primary, index, occ, current) for index, occ in timeline(scenario.events)]
+
+
+def _one_change(scenario: Scenario, plan: TopologyPlan, primary: str, index: int, occ: Occurrence,
+                current: dict) -> PlannedChange:
+    ends = target_ends(plan, occ.target)
+    if occ.action is None:
+        changes = occ.shape.changes()
+        spec = current.get(occ.target) or base_spec(scenario, occ.target)
+        spec = current[occ.target] = spec.model_copy(update=changes)
+        new = shaping_for(spec)
+        ifaces = shaped_interfaces(plan, occ.target)
+        by_node: dict[str, list[Argv]] = {}
+        for i in ifaces:
+            by_node.setdefault(i.node, []).append(netem_change_argv(i.name, new))
+        return PlannedChange(index, occ.event, occ.at_ms, occ.target, "shape", _describe_shape(changes),
+                             _commands(by_node), {i.name: new for i in ifaces})
+    action = occ.action
+    by_node = {}
+    endpoint = None
+    if action in ("down", "up", "blackhole", "restore"):
+        for node, iface in ends:
+            argvs = {"down": lambda: down_argvs(iface), "up": lambda: up_argvs(plan, node, iface),
+                     "blackhole": lambda: blackhole_argvs(iface), "restore": lambda: restore_argvs(iface)}[action]()
+            by_node.setdefault(node, []).extend(argvs)
+    elif action in ("backup", "nobackup"):
+        for client in plan.all_clients:
+            ip = plan.for_client(client).path(occ.target[1]).client_ip
+            by_node.setdefault(client, []).append(["ip", "mptcp", "endpoint", "change", ip, action])
+    else:
+        endpoint = _endpoint_side(scenario, plan, occ.target[1], primary)
+    commands = _commands(by_node)
+    if endpoint is not None:
+        commands = (NodeCommands(endpoint[0], (), (action, endpoint[1])),)
+    return PlannedChange(index, occ.event, occ.at_ms, occ.target, action, action, commands)
+
+
+def _commands(by_node: dict[str, list[Argv]]) -> tuple[NodeCommands, ...]:
+    return tuple(NodeCommands(node, tuple(tuple(a) for a in argvs)) for node, argvs in by_node.items())
+
+
+def restore_commands(scenario: Scenario, plan: TopologyPlan, made: list[PlannedChange]) -> list[NodeCommands]:
+    """What puts every target the made changes touched back to its configured state: up what is down,
+    open what is blackholed, the configured netem where a shape changed. MPTCP endpoints are not here:
+    the next MPTCP run sets its endpoints afresh (runners.pipeline.mptcp_config)."""
+    down, holed, shaped = {}, {}, {}
+    for ch in made:
+        if ch.action in ("down", "up"):
+            down[ch.target] = ch.action == "down"
+        elif ch.action in ("blackhole", "restore"):
+            holed[ch.target] = ch.action == "blackhole"
+        elif ch.action == "shape":
+            shaped[ch.target] = True
+    by_node: dict[str, list[Argv]] = {}
+    for target, is_down in down.items():
+        for node, iface in target_ends(plan, target) if is_down else ():
+            by_node.setdefault(node, []).extend(up_argvs(plan, node, iface))
+    for target, is_holed in holed.items():
+        for node, iface in target_ends(plan, target) if is_holed else ():
+            by_node.setdefault(node, []).extend(restore_argvs(iface))
+    for target in shaped:
+        for i in shaped_interfaces(plan, target):
+            by_node.setdefault(i.node, []).append(netem_change_argv(i.name, i.shaping))
+    return list(_commands(by_node))
