@@ -30,8 +30,9 @@ from typing import Optional
 
 from scenarios.spec.model import Scenario
 from scenarios.spec.model.events import Occurrence, timeline
+from scenarios.spec.traces import Trace, rate_steps, trace_files
 
-from .plan import Argv, Shaping, TopologyPlan, join_how, shaping_for
+from .plan import Argv, Shaping, TopologyPlan, join_how, netem_limit, shaping_for
 
 NFT_EVENTS_TABLE = ("netdev", "mptb-events")   # per namespace; a switch port's is in the root one
 
@@ -111,10 +112,10 @@ def blackhole_chain(iface: str) -> str:
 
 
 def blackhole_argvs(iface: str) -> list[Argv]:
-    table = list(NFT_EVENTS_TABLE)
-    return [["nft", "add", "table", *table],
-            ["nft", "add", "chain", *table, blackhole_chain(iface),
-             f'{{ type filter hook ingress device "{iface}" priority -500 ; policy drop ; }}']]
+    """One nft process (its start is most of the cost under emulation): the table if new, and the chain."""
+    table = " ".join(NFT_EVENTS_TABLE)
+    return [["nft", f"add table {table} ; add chain {table} {blackhole_chain(iface)} "
+                    f'{{ type filter hook ingress device "{iface}" priority -500 ; policy drop ; }}']]
 
 
 def restore_argvs(iface: str) -> list[Argv]:
@@ -140,11 +141,82 @@ def _endpoint_side(scenario: Scenario, plan: TopologyPlan, path: str, primary: s
     return plan.server, p.server_ip
 
 
-def plan_changes(scenario: Scenario, plan: TopologyPlan, primary: str) -> list[PlannedChange]:
+def plan_changes(scenario: Scenario, plan: TopologyPlan, primary: str,
+                 traces: dict[str, Trace] | None = None) -> list[PlannedChange]:
     """Every change of the scenario's timeline, in time order, with its commands, for a run whose
-    initial subflow is on `primary`."""
+    initial subflow is on `primary`; with `traces` (file name -> Trace), the traces' rate steps too."""
     current: dict[tuple[str, str], object] = {}
-    return [_one_change(scenario, plan, primary, index, occ, current) for index, occ in timeline(scenario.events)]
+    out = [_one_change(scenario, plan, primary, index, occ, current) for index, occ in timeline(scenario.events)]
+    out += trace_changes(scenario, plan, traces or {})
+    return sorted(out, key=lambda ch: ch.at_ms)
+
+
+# netem's `rate 0` means no limit at all, so a trace's silent step (below this rate) is this rate with a
+# queue of SILENT_LIMIT packets instead. Not a slower rate with the full queue: netem fixes a packet's send
+# time when it is queued, at the rate of that moment, and a `tc qdisc change` does not reschedule it; 100
+# packets queued at 10 kbit/s were held for two minutes after the trace came back (handover.yaml under
+# TCG, 2026-11-25: TCP on the fading path got 0.65 of its 3.2 Mbit/s). A silent step drops what does not
+# fit in SILENT_LIMIT packets, and holds those for at most 0.24 s after the rate returns.
+TRACE_FLOOR_MBIT = 0.1
+SILENT_LIMIT = 2
+
+
+def trace_changes(scenario: Scenario, plan: TopologyPlan, traces: dict[str, Trace]) -> list[PlannedChange]:
+    """Each traced direction's rate steps as shape changes of that direction's netem alone (to_server:
+    the client side's egress, to_client: the server side's), from 0 until the traffic's duration (a
+    fixed-size transfer: the estimate's worst case, 3x the transfer at the slowest rate); a step whose
+    rate equals the one before is left out."""
+    t = scenario.traffic
+    horizon_ms = (t.duration + t.omit) * 1000 if t.duration is not None else \
+        3 * t.bytes * 8 / (scenario.topology.min_rate * 1e6) * 1000
+    out = []
+    for (_, coll, i, _, direction), name in trace_files(scenario):
+        item = getattr(scenario.topology, coll)[i]
+        spec = item.shaped() if hasattr(item, "shaped") else item
+        target = ("path" if coll == "paths" else "link", item.name)
+        ifaces = _direction_ifaces(plan, target, direction)
+        step = spec.trace.step
+        last = None
+        for k, rate in enumerate(rate_steps(traces[name], step, horizon_ms, spec.trace.once)):
+            silent = rate < TRACE_FLOOR_MBIT
+            rate = TRACE_FLOOR_MBIT if silent else round(rate, 3)
+            if rate == last:
+                continue
+            last = rate
+            new = Shaping(rate_mbit=rate, delay_ms=spec.delay, loss_pct=spec.loss,
+                          limit_pkts=SILENT_LIMIT if silent else
+                          netem_limit(spec.model_copy(update={"bw": rate, "trace": None})))
+            by_node: dict[str, list[Argv]] = {}
+            for node, iface in ifaces:
+                by_node.setdefault(node, []).append(netem_change_argv(iface, new))
+            out.append(PlannedChange(-1, f"trace-{item.name}", k * step, target, "trace",
+                                     f"{direction} {rate:g} Mbit/s", _commands(by_node),
+                                     {iface: new for _, iface in ifaces}))
+    return _together(out)
+
+
+def _together(steps: list[PlannedChange]) -> list[PlannedChange]:
+    """A target's steps at the same time (its two directions) as one change: their nodes act at once."""
+    merged: dict[tuple, PlannedChange] = {}
+    for ch in steps:
+        key = (ch.target, ch.at_ms)
+        if key not in merged:
+            merged[key] = ch
+            continue
+        was = merged[key]
+        by_node: dict[str, list] = {nc.node: list(nc.argvs) for nc in was.commands}
+        for nc in ch.commands:
+            by_node.setdefault(nc.node, []).extend(nc.argvs)
+        merged[key] = PlannedChange(was.index, was.event, was.at_ms, was.target, "trace",
+                                    f"{was.detail}, {ch.detail}", _commands(by_node), {**was.shaping, **ch.shaping})
+    return list(merged.values())
+
+
+def _direction_ifaces(plan: TopologyPlan, target: tuple[str, str], direction: str) -> list[tuple[str, str]]:
+    """(node, interface) whose netem sends the target's packets towards the server (or the client)."""
+    shaped = {(i.node, i.name) for i in shaped_interfaces(plan, target)}
+    sends = {(n, i) for p in plan.paths for n, i in (p.egress_up if direction == "to_server" else p.egress_down)}
+    return sorted(shaped & sends)
 
 
 def _one_change(scenario: Scenario, plan: TopologyPlan, primary: str, index: int, occ: Occurrence,
@@ -195,7 +267,7 @@ def restore_commands(scenario: Scenario, plan: TopologyPlan, made: list[PlannedC
             down[ch.target] = ch.action == "down"
         elif ch.action in ("blackhole", "restore"):
             holed[ch.target] = ch.action == "blackhole"
-        elif ch.action == "shape":
+        elif ch.action in ("shape", "trace"):
             shaped[ch.target] = True
     by_node: dict[str, list[Argv]] = {}
     for target, is_down in down.items():

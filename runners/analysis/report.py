@@ -100,7 +100,7 @@ def make_report(run_dir: Path, baseline: Path | None = None, plots: bool = True,
     run_dir = Path(run_dir)
     doc = load_results(run_dir)
     # a kernel sweep made on the command line (--kernel A --kernel B) is part of the set's experiment
-    exp = load_experiment(run_dir / "scenario.yaml", (doc.get("metadata") or {}).get("kernel_sweep"))
+    exp = load_experiment(run_dir / "scenario.yaml", (doc.get("metadata") or {}).get("kernel_sweep"), read_traces=False)
     groups = group_runs(doc)
     stats = point_stats(doc)
     verdicts = evaluate_points(exp.scenario, groups)

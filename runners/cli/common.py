@@ -6,7 +6,7 @@ import sys
 from pathlib import Path
 
 from runners.results.metadata import read_metadata_file
-from runners.runset.checks import as_if_from, check_plans, not_runnable_yet, select_variants
+from runners.runset.checks import as_if_from, check_plans, files_of, not_runnable_yet, select_variants
 
 
 def point_arguments(p) -> None:
@@ -22,7 +22,9 @@ def load_one_point(p, a):
     from scenarios.spec.loader import ScenarioError, load_experiment
 
     try:
-        exp = select_variants(as_if_from(load_experiment(a.scenario), getattr(a, "scenario_file", None)), a.variant)
+        original = getattr(a, "scenario_file", None)
+        exp = select_variants(as_if_from(load_experiment(a.scenario, files_from=files_of(original)), original),
+                              a.variant)
         check_plans(exp)
     except ScenarioError as e:
         print(e.render(), file=sys.stderr)

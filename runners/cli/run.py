@@ -25,8 +25,8 @@ from runners.console.output import err, info
 from runners.errors import EXIT_FAIL, EXIT_INPUT, EXIT_KERNEL_REFUSED, EXIT_OK
 from runners.paths import RESULTS
 from runners.results.metadata import DEFAULT_MAX_REPEAT, read_metadata_file
-from runners.runset.checks import (after_a_killed_run, as_if_from, bad_folders, check_plans, needs_consent,
-    not_runnable_yet, select_variants, size_of)
+from runners.runset.checks import (after_a_killed_run, as_if_from, bad_folders, check_plans, files_of,
+    needs_consent, not_runnable_yet, select_variants, size_of)
 from runners.runset.jobs import parse_shard
 from runners.runset.options import RunOptions
 
@@ -368,7 +368,8 @@ def _load(args):
     from scenarios.spec.loader import ScenarioError, load_experiment
 
     try:
-        exp = as_if_from(load_experiment(args.scenario[0], kernel_sweep(args)), args.scenario_file)
+        exp = as_if_from(load_experiment(args.scenario[0], kernel_sweep(args), files_of(args.scenario_file)),
+                         args.scenario_file)
         exp = select_variants(exp, args.variant)
         check_plans(exp)
     except ScenarioError as e:

@@ -65,15 +65,24 @@ def capacity_after(scenario: Scenario, paths: list[str], mptcp: bool, at_ms: flo
         is_backup = state.get(("path", p), {}).get("backup", p in scenario.mptcp.backup)
         if mptcp and is_backup:
             backup.append(p)
-    if any(rates[p] is None for p in live):
+    if any(rates[p] is None or _traced(topo, p) for p in live):
         return None, tuple(backup)
     chosen = [p for p in live if p not in backup] or live
     return float(sum(rates[p] for p in chosen)), tuple(backup)
 
 
+def _traced(topo, path: str) -> bool:
+    """The path, or a link it crosses, follows a rate trace: its capacity is the trace's, not a number."""
+    if topo.kind == "dual-homed":
+        return topo.path(path).trace is not None
+    return any(getattr(topo.link(x), "trace", None) is not None for x in topo.links_of(path) or ())
+
+
 def build(scenario: Scenario, applied: list[dict], samples: list[dict], paths: list[str], mptcp: bool,
           monitor: Optional[dict], addresses: dict[str, str], before: dict, after: dict) -> tuple[dict, dict]:
     """(the record's `events` section, the run's event metrics)."""
+    steps = [a for a in applied if a["action"] == "trace"]
+    applied = [a for a in applied if a["action"] != "trace"]
     made = [a for a in applied if a.get("applied_s") is not None]
     t = scenario.traffic
     if t.duration is not None:   # a client stopped after its duration: the samples past it are not the run's
@@ -89,8 +98,9 @@ def build(scenario: Scenario, applied: list[dict], samples: list[dict], paths: l
         changes.append(item)
     mib = {side: procfs.counter_delta(before[f"{side}_nstat"], after[f"{side}_nstat"], MIB_COUNTERS)
            for side in ("client", "server")}
-    return {"changes": changes, "mib": mib, "drift_bound_ms": DRIFT_BOUND_MS,
-            "recovery_fraction": DEFAULT_FRACTION}, _metrics(changes)
+    metrics = _metrics(changes + steps)
+    return {"changes": changes, "trace_steps": steps, "mib": mib, "drift_bound_ms": DRIFT_BOUND_MS,
+            "recovery_fraction": DEFAULT_FRACTION}, metrics
 
 
 def _around(scenario: Scenario, a: dict, samples: list[dict], paths: list[str], mptcp: bool,
@@ -100,8 +110,8 @@ def _around(scenario: Scenario, a: dict, samples: list[dict], paths: list[str], 
     out = {"capacity_mbps": capacity}
     if capacity is None:
         return {**out, "recovery_s": None, "stall_s": None,
-                "no_recovery": "the capacity after the change is unknown: in a switched topology the "
-                               "switches choose which links a path crosses"}
+                "no_recovery": "the capacity after the change is unknown: a live path follows a rate trace, "
+                               "or the switches choose which links a path crosses"}
     r = recovery(window, paths, a["applied_s"], capacity, backup=backup)
     return {**out, "stall_s": r.stall_s, "stall_open": r.stall_open, "recovery_s": r.recovery_s,
             "no_recovery": r.no_recovery, "bytes_before": r.bytes_before, "bytes_after": r.bytes_after,
@@ -112,14 +122,16 @@ def _metrics(changes: list[dict]) -> dict:
     """recovery_s and stall_s: the worst over the applied changes (no recovery after any change: None,
     and `no_recovery` says after which); the largest drift, and how many changes passed its bound."""
     made = [c for c in changes if c.get("applied_s") is not None]
+    timed = made
+    made = [c for c in made if c["action"] != "trace"]
     failed = [c for c in made if c.get("recovery_s") is None]
     stalls = [c["stall_s"] for c in made if c.get("stall_s") is not None]
-    drifts = [c["drift_ms"] for c in made]
+    drifts = [c["drift_ms"] for c in timed]
     out = {"recovery_s": None if failed or not made else max(c["recovery_s"] for c in made),
            "stall_s": max(stalls) if stalls else None,
            "event_drift_max_ms": max(drifts) if drifts else None,
            "events_late": sum(1 for d in drifts if d > DRIFT_BOUND_MS),
-           "events_failed": sum(1 for c in made if c.get("error"))}
+           "events_failed": sum(1 for c in timed if c.get("error"))}
     if failed:
         out["no_recovery"] = "; ".join(f"{c['event']} at {c['applied_s']:.2f} s: {c['no_recovery']}" for c in failed)
     return out

@@ -95,8 +95,7 @@ def build(who: RunIdentity, report: TrafficReport, seen: Observations, setting: 
         "iperf_connected": report.connected,
         "iperf_version": report.version,
         **shared,
-        **({"cut_short": "the tool never finished (an event cut its connections) and was stopped after the "
-                          "planned duration: goodput is the receiver's counters over that duration"}
+        **({"cut_short": f"{report.cut_short}: goodput is the receiver's counters over the planned duration"}
            if report.cut_short else {}),
         **subflow_notes(who, setting, metrics, subflow_list, counters),
     }

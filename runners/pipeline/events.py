@@ -6,17 +6,20 @@ every touched target put back before the next run.
 The commands are planned, purely, by topologies.events; this module only runs them at their times."""
 from __future__ import annotations
 
+import re
+import subprocess
 import threading
 import time
 from typing import Callable, Optional
 
+from scenarios.spec.traces import load_trace, trace_files
 from topologies.events import NodeCommands, PlannedChange, plan_changes, restore_commands
 from topologies.plan import Shaping
 
 from runners.collect.mptcp_monitor import MptcpMonitor
 from runners.errors import RunFailure
 from runners.linux.nsexec import at_once, run, run_batch
-from runners.pipeline.shaping import parse_netem, qdiscs_of_dev, shaping_mismatches
+from runners.pipeline.shaping import parse_netem, shaping_mismatches
 
 MPTCP_ONLY = ("backup", "nobackup", "endpoint-remove", "endpoint-add")
 
@@ -32,10 +35,23 @@ class EventScheduler(threading.Thread):
         self.made: list[PlannedChange] = []
         self.removed_endpoints: dict[tuple[str, str], list[str]] = {}   # (node, address) -> its `add` argv
         self._halt = threading.Event()
+        # one `tc -batch -` per node, started before the traffic: a change of netem is then a line written
+        # to it, not a process start (100-700 ms under TCG, which lagged a trace's steps by as much)
+        self.feeders: dict[str, TcFeeder] = {}
+        self._current = ""
+        for ch in changes:
+            for nc in ch.commands:
+                if nc.argvs and all(a[0] == "tc" for a in nc.argvs):
+                    self._feeder(host.network.get(nc.node))
 
     def begin(self, t0: float) -> None:
         self.t0 = t0
         self.start()
+
+    def _feeder(self, node) -> "TcFeeder":
+        if node.name not in self.feeders:
+            self.feeders[node.name] = TcFeeder(node)
+        return self.feeders[node.name]
 
     def run(self) -> None:
         for ch in self.changes:
@@ -49,6 +65,7 @@ class EventScheduler(threading.Thread):
         if not self.mptcp and ch.action in MPTCP_ONLY:
             return {**entry, "applied_s": None, "not_applied": "a TCP run has no MPTCP endpoints"}
         started = time.monotonic()
+        self._current = f"{ch.event} at {ch.at_ms / 1000:g}s"
         try:
             at_once(self._node, ch.commands)
             error = None
@@ -58,7 +75,7 @@ class EventScheduler(threading.Thread):
         self.made.append(ch)
         entry.update(applied_s=round(started - self.t0, 4), drift_ms=round((started - self.t0) * 1000 - ch.at_ms, 1),
                      took_ms=round((done - started) * 1000, 1))
-        if error is None and ch.action == "shape":
+        if error is None and ch.action == "shape":   # a trace's steps are read back once, at the end
             error = self._read_back(ch)
         if error:
             entry["error"] = error
@@ -78,7 +95,9 @@ class EventScheduler(threading.Thread):
         node = self.host.network.get(nc.node)
         if nc.endpoint is not None:
             self._endpoint(node, *nc.endpoint)
-        if nc.argvs:
+        if nc.argvs and all(a[0] == "tc" for a in nc.argvs):
+            self._feeder(node).send([list(a) for a in nc.argvs], self._current)
+        elif nc.argvs:
             run_batch(node, [list(a) for a in nc.argvs])
 
     def _endpoint(self, node, verb: str, address: str) -> None:
@@ -99,10 +118,16 @@ class EventScheduler(threading.Thread):
         self.removed_endpoints[key] = ["ip", "mptcp", "endpoint", "add", *words]
 
     def finish(self, traffic_s: float) -> list[dict]:
-        """Stop at the traffic's end; the changes not made by then are recorded as not applied."""
+        """Stop at the traffic's end; the changes not made by then are recorded as not applied, and a
+        change tc refused is recorded with its error."""
         self._halt.set()
         if self.is_alive():
             self.join(timeout=30)
+        for feeder in self.feeders.values():
+            for what, error in feeder.close():
+                entry = next((a for a in self.applied if f"{a['event']} at {a['planned_s']:g}s" == what), None)
+                if entry is not None:
+                    entry["error"] = (entry.get("error", "") + " " + error).strip()
         done = {(a["event"], a["planned_s"]) for a in self.applied}
         for ch in self.changes:
             if (ch.event, round(ch.at_ms / 1000, 4)) not in done:
@@ -128,13 +153,49 @@ class EventScheduler(threading.Thread):
             self.host.mptcp.endpoint_state.clear()
 
 
+class TcFeeder:
+    """`tc -force -batch -` in one node's namespace, fed a line per command as changes come (tc runs
+    each line as it arrives); close() says which lines tc refused, by what they were for."""
+
+    def __init__(self, node):
+        self.node = node
+        self.proc = node.popen(["tc", "-force", "-batch", "-"], stdin=subprocess.PIPE, stdout=subprocess.DEVNULL,
+                               stderr=subprocess.PIPE)
+        self.lines: list[str] = []     # what each line was for, by its number - 1
+
+    def send(self, argvs: list[list[str]], what: str) -> None:
+        text = "".join(" ".join(a[1:]) + "\n" for a in argvs)
+        self.lines += [what] * len(argvs)
+        self.proc.stdin.write(text.encode())
+        self.proc.stdin.flush()
+
+    def close(self) -> list[tuple[str, str]]:
+        """(what, tc's message) for every refused line."""
+        try:   # communicate() closes tc's input: it ends once it has run every line
+            err = self.proc.communicate(timeout=30)[1].decode(errors="replace")
+        except (OSError, subprocess.TimeoutExpired):
+            self.proc.kill()
+            return [("", "tc -batch did not finish")]
+        out, message = [], []
+        for line in err.splitlines():
+            m = re.match(r"Command failed -:(\d+)", line)
+            if m:
+                k = int(m.group(1)) - 1
+                out.append((self.lines[k] if k < len(self.lines) else "", " ".join(message) or line))
+                message = []
+            else:
+                message.append(line.strip())
+        return out
+
+
 class RunEvents:
     """A run's events and the MPTCP monitors that watch them: started before the traffic (the scheduler
     waits for the traffic's clock), ended after it, the network put back in every case."""
 
     def __init__(self, ctx, primary: str, mptcp: bool):
         self.ctx = ctx
-        self.scheduler = EventScheduler(ctx, plan_changes(ctx.scenario, ctx.plan, primary), mptcp, ctx.log)
+        traces = {name: load_trace(ctx.network.base_dir / name) for _, name in trace_files(ctx.scenario)}
+        self.scheduler = EventScheduler(ctx, plan_changes(ctx.scenario, ctx.plan, primary, traces), mptcp, ctx.log)
         self.monitor = MptcpMonitor([ctx.network.get(n) for n in ctx.plan.hosts]) if mptcp else None
         ctx.events = self.scheduler
         self.applied: list[dict] = []
@@ -155,8 +216,7 @@ class RunEvents:
 
 def check_netem(node, dev: str, shaping: Shaping, what: str) -> dict:
     """Read the root netem of `dev` back; a difference from `shaping` stops the run."""
-    shown = qdiscs_of_dev(run(node, ["tc", "-j", "qdisc", "show", "dev", dev]).out, dev)
-    got = parse_netem(shown)
+    got = parse_netem(run(node, ["tc", "-j", "qdisc", "show", "dev", dev]).out)   # one device: no "dev" keys
     bad = shaping_mismatches({"limit": shaping.limit_pkts, "rate_mbit": shaping.rate_mbit,
                               "delay_ms": shaping.delay_ms, "loss_pct": shaping.loss_pct}, got)
     if bad:

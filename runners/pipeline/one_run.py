@@ -17,6 +17,7 @@ from runners.pipeline.events import RunEvents
 from runners.pipeline.job import Job
 from runners.results.derived import subflow_warning
 from runners.traffic import TOOLS, TrafficReport, TrafficRun
+from runners.traffic.base import changes_during_run
 
 
 class StepClock:
@@ -83,7 +84,7 @@ def one_run(ctx: RunContext, job: Job) -> list[dict]:
     before = ctx.counters.snapshot(job.run_id, "before", endpoints_text)
     clock.mark("snapshot_before")
     dumps = _start_capture(ctx, job.run_id)
-    events = RunEvents(ctx, job.primary, mptcp) if sc.events else None
+    events = RunEvents(ctx, job.primary, mptcp) if changes_during_run(sc) else None
     try:
         traffic = tool.run(req)
     finally:

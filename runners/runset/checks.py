@@ -39,6 +39,11 @@ def as_if_from(exp, original: str | None):
     return dataclasses.replace(exp, file=original)
 
 
+def files_of(original: str | None) -> Path | None:
+    """The folder the files a scenario names (traces) are read from, for a copy of `original`."""
+    return Path(original).resolve().parent if original else None
+
+
 def bad_folders(args) -> str | None:
     """--baseline and --out, checked before the probe or anything else starts (exit 2)."""
     if args.baseline and not (Path(args.baseline) / "results.json").is_file():
@@ -132,28 +137,25 @@ def needs_consent(exp, args, quiet: bool = False) -> str | None:
     return None if args.yes else too_long(exp, args.repeat)
 
 
-NOT_BUILT_YET = "replaying a rate trace during a run is not built yet (issue 30: trace replay)"
-
-
 def not_runnable_yet(exp, hint: bool = True, events: bool = False) -> str | None:
-    """What a scenario may say and have checked but cannot run yet: rate traces (issue 30); with `events`,
-    its events too (the shell and export do not apply them yet; a run does). Refused with exit 2 rather than run with the paths fixed, which would measure something
-    else than the file says."""
+    """What the shell and export (`events`) cannot do yet with a scenario a run can: its events and rate
+    traces, which only a run applies (issue 30). Refused with exit 2 rather than used with the paths fixed,
+    which would be something else than the file says. Nothing for a run."""
     from scenarios.spec.traces import trace_files
 
+    if not events:
+        return None
     found: dict[str, None] = {}
     for pt in exp.points:
         s = pt.scenario
-        if events and s.events:
-            found[f"events ({', '.join(e.name for e in s.events)}), which `run-scenario` applies but the "
-                  "shell and export do not yet"] = None
+        if s.events:
+            found[f"events ({', '.join(e.name for e in s.events)})"] = None
         for (_, coll, i, _, _), _ in trace_files(s):
             found[f"topology.{coll}[{i}].trace"] = None
     if not found:
         return None
-    traces = any("trace" in f for f in found)
-    return (f"this scenario has {'; '.join(found)}" + (f": {NOT_BUILT_YET}" if traces else "")
-            + ("; `run-scenario --check` validates it" if hint else ""))
+    return (f"this scenario has {'; '.join(found)}, which `run-scenario` applies during its runs but the shell "
+            "and export do not yet" + ("; `run-scenario --check` validates it" if hint else ""))
 
 
 def check_plans(exp) -> None:

@@ -9,6 +9,7 @@ from dataclasses import dataclass, field
 from typing import Callable
 
 from scenarios.spec.model import IPERF_PORTS, Scenario
+from scenarios.spec.traces import uses_traces
 
 from runners.errors import RunFailure
 from runners.linux import ss
@@ -48,7 +49,7 @@ class TrafficReport:
     intervals: list[dict] = field(default_factory=list)    # {"start", "end", "mbps", "retransmits", "omitted"}
     intervals_side: str = "receiver's"                      # which end counted the intervals
     counters_only: bool = False
-    cut_short: bool = False    # the tool never finished (an event cut its connections): stopped, no own report
+    cut_short: str | None = None   # why the tool gave no report of its own (a path change broke the transfer)
     clients: dict | None = None                             # several clients: each one's own numbers
     throughput_per_client_mbps: float | None = None
 
@@ -181,9 +182,14 @@ class TrafficTool:
 EVENT_SAMPLE_INTERVAL_S = 0.1
 
 
+def changes_during_run(scenario: Scenario) -> bool:
+    """Events, or a path or link that follows a rate trace: the paths change while the traffic runs."""
+    return bool(scenario.events) or uses_traces(scenario)
+
+
 def sample_interval(scenario: Scenario) -> float:
     t = scenario.traffic.interval
-    return min(t, EVENT_SAMPLE_INTERVAL_S) if scenario.events else t
+    return min(t, EVENT_SAMPLE_INTERVAL_S) if changes_during_run(scenario) else t
 
 
 # ... and the sender writes this much more than `bytes` (at least), because iperf3 ends the test

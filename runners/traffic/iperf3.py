@@ -16,8 +16,8 @@ from topologies.plan import TopologyPlan
 from runners.errors import ParseError, RunFailure
 from runners.linux.nsexec import Argv, run
 from runners.traffic.barrier import StartBarrier
-from runners.traffic.base import (BASE_PORT, TrafficReport, TrafficResult, TrafficRun, TrafficTool, fixed_size_extra,
-    server_receives)
+from runners.traffic.base import (BASE_PORT, TrafficReport, TrafficResult, TrafficRun, TrafficTool, changes_during_run,
+    fixed_size_extra, server_receives)
 
 
 @dataclass(frozen=True)
@@ -77,7 +77,8 @@ class Iperf3Tool(TrafficTool):
             finally:
                 samples = sampler.stop(h.log)
             if outs is None:
-                return self._cut_short(req, samples, ss_samples)
+                return self._cut_short(req, samples, ss_samples, f"the iperf3 client had not finished "
+                                       f"{EVENTS_GRACE_S:g} s after the traffic's end and was stopped")
             self._collect_servers(outs)
         finally:
             h.procs.stop_all()
@@ -90,7 +91,12 @@ class Iperf3Tool(TrafficTool):
         for tag, out in outs.items():
             self._save(req, tag, *out)
         self._no_killed_process(req, clients, by_tag)
-        reports = {tag: self._report(req, by_tag[tag], *out) for tag, out in outs.items()}
+        try:
+            reports = {tag: self._report(req, by_tag[tag], *out) for tag, out in outs.items()}
+        except RunFailure as e:
+            if not changes_during_run(h.scenario):
+                raise
+            return self._cut_short(req, samples, ss_samples, f"iperf3 failed: {e}")
         if req.together:
             by_path = {tag: TrafficReport.from_iperf3(r) for tag, r in reports.items()}
             return TrafficResult(by_path[flows[0].tag], samples, ss_samples, by_path)
@@ -117,7 +123,7 @@ class Iperf3Tool(TrafficTool):
         """Each client's output; None when a run with events outlived its duration by EVENTS_GRACE_S (a
         path change cut iperf3's control connection, as it does a TCP baseline on a path taken down)."""
         t = self.host.scenario.traffic
-        cut = bool(self.host.scenario.events) and t.duration is not None
+        cut = changes_during_run(self.host.scenario) and t.duration is not None
         deadline = time.monotonic() + (t.duration + t.omit + EVENTS_GRACE_S if cut else self.timeout())
         try:
             return {f.tag: [*self.wait_client(clients[f.tag], deadline, run_id, f"iperf3 client on {f.where}"),
@@ -127,15 +133,15 @@ class Iperf3Tool(TrafficTool):
                 raise
             return None
 
-    def _cut_short(self, req: TrafficRun, samples: list[dict], ss_samples: list[dict]) -> TrafficResult:
-        """A client that never finished: its goodput is the receiver's counters over the planned duration,
-        and the record says why."""
+    def _cut_short(self, req: TrafficRun, samples: list[dict], ss_samples: list[dict], why: str) -> TrafficResult:
+        """A transfer a path change broke (a TCP baseline on a path taken down): its goodput is the
+        receiver's counters over the planned duration, and the record says why."""
         t = self.host.scenario.traffic
-        self.host.log(f"run {req.run_id}: the iperf3 client had not finished {EVENTS_GRACE_S:g} s after the "
-                      "traffic's end (an event cut its connections): goodput from the receiver's counters")
-        report = TrafficReport(seconds=float(t.duration), counters_only=True, cut_short=True)
-        by_path = {p: TrafficReport(seconds=float(t.duration), counters_only=True, cut_short=True)
-                   for p in req.together}
+        self.host.log(f"run {req.run_id}: {why} (a change of its path broke the transfer): goodput from the "
+                      "receiver's counters")
+        seconds = float(t.duration) if t.duration is not None else max((s["t"] for s in samples), default=0.0)
+        report = TrafficReport(seconds=seconds, counters_only=True, cut_short=why)
+        by_path = {p: TrafficReport(seconds=seconds, counters_only=True, cut_short=why) for p in req.together}
         return TrafficResult(report, samples, ss_samples, by_path)
 
     def _collect_servers(self, outs: dict[str, list[bytes]]) -> None:

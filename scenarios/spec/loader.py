@@ -342,9 +342,12 @@ def _fractional_range_problem(err: dict, params: dict, doc: dict, data: dict, li
     return None
 
 
-def parse_experiment(text: str, file: str | Path = "<string>", kernels: list[str] | None = None) -> Experiment:
+def parse_experiment(text: str, file: str | Path = "<string>", kernels: list[str] | None = None,
+                     files_from: Path | None = None, read_traces: bool = True) -> Experiment:
     """Parse, validate, and expand the sweep; every point is validated as a whole scenario. `kernels`
-    (two or more, from the command line) sweep the kernel."""
+    (two or more, from the command line) sweep the kernel. Files the scenario names (traces) are read
+    relative to `files_from`, by default the file's own folder (a result set's copy names the original's);
+    not at all without `read_traces` (a report of a finished set needs the expectations only)."""
     node = _compose(text, file)
     if node is None:
         raise ScenarioError(file, ["the file is empty; a scenario needs at least `name` and `topology`"])
@@ -388,7 +391,8 @@ def parse_experiment(text: str, file: str | Path = "<string>", kernels: list[str
             f"sweep point {labels[0]}{f' (and {len(labels) - 1} more)' if len(labels) > 1 else ''}: {problem}"
             for problem, labels in failing.items()])
     return Experiment(scenario=scenario, points=points, text=text, file=str(file),
-                      traces=_read_traces([scenario] + [p.scenario for p in points], Path(file).parent, file, lines))
+                      traces=_read_traces([scenario] + [p.scenario for p in points], files_from or Path(file).parent,
+                                          file, lines) if read_traces else {})
 
 
 def _read_traces(scenarios: list[Scenario], base: Path, file, lines: dict) -> dict[str, Trace]:
@@ -413,8 +417,10 @@ def load_scenario(path: str | Path) -> Scenario:
     return load_experiment(path).scenario
 
 
-def load_experiment(path: str | Path, kernels: list[str] | None = None) -> Experiment:
-    """Read a scenario file; a missing or unreadable file is a ScenarioError too."""
+def load_experiment(path: str | Path, kernels: list[str] | None = None, files_from: Path | None = None,
+                    read_traces: bool = True) -> Experiment:
+    """Read a scenario file; a missing or unreadable file is a ScenarioError too. `files_from`: see
+    parse_experiment."""
     p = Path(path)
     try:
         text = _read_capped(p)
@@ -424,7 +430,7 @@ def load_experiment(path: str | Path, kernels: list[str] | None = None) -> Exper
         raise ScenarioError(p, ["is a directory, not a scenario file"]) from None
     except (OSError, UnicodeDecodeError) as e:
         raise ScenarioError(p, [f"cannot read: {e}"]) from None
-    return parse_experiment(text, p, kernels)
+    return parse_experiment(text, p, kernels, files_from, read_traces)
 
 
 def _read_capped(p: Path) -> str:

@@ -98,8 +98,8 @@ def test_a_shape_change_keeps_what_it_does_not_name_and_recomputes_the_limit():
 def test_a_blackhole_drops_at_both_ingresses_and_restore_opens_them():
     sc = scenario(DUAL, ["{name: a-hole, at: 5s, path: A, do: blackhole}"])
     (hole,) = changes(sc)
-    assert argvs(hole, "h1")[1] == ["nft", "add", "chain", "netdev", "mptb-events", "drop-h1-eth0",
-                                    '{ type filter hook ingress device "h1-eth0" priority -500 ; policy drop ; }']
+    assert argvs(hole, "h1") == [["nft", 'add table netdev mptb-events ; add chain netdev mptb-events drop-h1-eth0 '
+                                         '{ type filter hook ingress device "h1-eth0" priority -500 ; policy drop ; }']]
     # a run that ends with the path still blackholed is opened before the next one
     back = restore_commands(sc, plan(sc), [hole])
     assert {nc.node: [list(a) for a in nc.argvs] for nc in back} == {
@@ -199,7 +199,8 @@ def test_late_changes_are_counted_and_unapplied_ones_have_no_metrics():
                 "target": "path A", "action": "down", "detail": "down"}]
     samples = json.loads((FIX / "failover-mptcp-A.path-samples.json").read_text())
     assert event_record.build(sc, applied, samples, ["A", "B"], True, None, {}, _nstat(), _nstat())[1]["events_late"] == 1
-    skipped = [{"event": "a-down", "planned_s": 5.0, "applied_s": None, "not_applied": "the traffic had ended"}]
+    skipped = [{"event": "a-down", "action": "down", "planned_s": 5.0, "applied_s": None,
+                "not_applied": "the traffic had ended"}]
     section, metrics = event_record.build(sc, skipped, samples, ["A", "B"], True, None, {}, _nstat(), _nstat())
     assert metrics["recovery_s"] is None and metrics["event_drift_max_ms"] is None and "recovery_s" not in section["changes"][0]
 
