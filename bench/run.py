@@ -61,7 +61,7 @@ class Bench:
         f.write_text(text)
         t0 = time.monotonic()
         r = subprocess.run([sys.executable, "-m", "runners.cli", str(f), "--backend", "native",
-                            "--out", str(self.work), *([] if report else ["--no-report"])],
+                            "--out", str(self.work), *([] if report else ["--no-plots"])],
                            cwd=REPO, capture_output=True, text=True, timeout=1800)
         wall = time.monotonic() - t0
         if r.returncode != 0:
@@ -118,6 +118,7 @@ class Bench:
         secs = 5
         doc, wall = self.run_scenario("overhead", scenario_yaml(
             "overhead", [{"name": "A", "bw": 10, "delay": "5ms"}], ["tcp"], secs), report=False)
+        wall -= doc["metadata"].get("phases", {}).get("report", 0.0)   # the summary and stats (no figures)
         secs = doc["runs"][0]["metrics"]["seconds"] or secs
         t0 = time.monotonic()
         r = subprocess.run([sys.executable, str(REPO / "bench" / "bare_mininet.py"), "10", "5", str(secs)],
