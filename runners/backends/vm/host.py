@@ -142,7 +142,11 @@ def _run_one_vm(options, exp, run_dir: Path, kernel, requirement: str | None) ->
     from runners.errors import Terminated
 
     label = options.only_kernel
-    guest = guest_command(run_dir, write_job(options, exp, run_dir))
+    try:
+        guest = guest_command(run_dir, write_job(options, exp, run_dir))
+    except OSError as e:   # the results disk, full or read-only since the set's metadata was written
+        err(f"the guest's job could not be written into {run_dir}: {e.strerror or e}")
+        return EXIT_FAIL
     # --modules belongs to the kernels given by path (a kernel from /boot has its own in /lib/modules)
     modules = Path(options.modules) if options.modules and (label is None or is_kernel_path(label)) else None
     try:
