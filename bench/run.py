@@ -5,8 +5,9 @@ Measures, on whichever backend it lands on (native, or one micro-VM boot):
   - ping RTT against the configured delay (5, 50, 250 ms one-way)
   - measured loss against the configured loss (0.5 %, 5 %)
   - MPTCP efficiency on 2 and 4 equal disjoint paths: aggregate / sum of per-path TCP
-  - run overhead: run-scenario's wall time minus traffic time (the report, which
-    the bare script does not make, is its own phase), against a bare hand-written
+  - run overhead: run-scenario's wall time minus traffic time, run as the VM's
+    guest runs it (without the report and the tool versions, which the bare script
+    does not make either: a VM run's host does them), against a bare hand-written
     Mininet script (bench/bare_mininet.py) timed in the same session
   - phases (on the host, around the VM): the default scenario (two-paths) with a
     VM boot and with a warm VM, each phase in seconds, and wall time over
@@ -48,6 +49,24 @@ def scenario_yaml(name: str, paths: list[dict], compare: list[str], duration: fl
     return "\n".join(lines) + "\n"
 
 
+def as_the_vms_guest(scenario: Path, run_dir: Path) -> list[str]:
+    """The command that runs `scenario` natively into `run_dir` as the VM backend's guest does: from a job
+    file (runners.backends.vm.guest), without the summary, the report and the tool versions and git
+    revision (the host's part: 5.2 s in a fresh process of a TCG guest, 2026-11-25)."""
+    import shutil
+    from types import SimpleNamespace
+
+    from runners.backends.vm.guest import guest_command, write_job
+    from runners.cli.run import build_parser
+    from runners.runset.options import RunOptions
+
+    args = build_parser().parse_args([str(scenario), "--backend", "native"])
+    args.capture_spec, args.argv, args.started_at, args.process_age = None, [], 0.0, 0.0
+    run_dir.mkdir(parents=True)
+    shutil.copy(scenario, run_dir / "scenario.yaml")
+    return guest_command(run_dir, write_job(RunOptions.from_args(args), SimpleNamespace(file=str(scenario)), run_dir))
+
+
 class Bench:
     def __init__(self, out: Path, quick: bool):
         self.out = out
@@ -57,12 +76,13 @@ class Bench:
         self.rows: list[dict] = []
 
     def run_scenario(self, name: str, text: str, report: bool = True) -> tuple[dict, float]:
+        """Run it natively; without `report`, as the VM's guest runs it (no report, no tool versions)."""
         f = self.work / f"{name}.yaml"
         f.write_text(text)
+        argv = ([sys.executable, "-m", "runners.cli", str(f), "--backend", "native", "--out", str(self.work)]
+                if report else as_the_vms_guest(f, self.work / name / utc_stamp()))
         t0 = time.monotonic()
-        r = subprocess.run([sys.executable, "-m", "runners.cli", str(f), "--backend", "native",
-                            "--out", str(self.work), *([] if report else ["--no-report"])],
-                           cwd=REPO, capture_output=True, text=True, timeout=1800)
+        r = subprocess.run(argv, cwd=REPO, capture_output=True, text=True, timeout=1800)
         wall = time.monotonic() - t0
         if r.returncode != 0:
             raise RuntimeError(f"{name} failed: {r.stdout[-2000:]}{r.stderr[-2000:]}")

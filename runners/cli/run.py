@@ -101,8 +101,6 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--modules", metavar="DIR",
                    help="vm backend: modules of a kernel given by path, when they are not in lib/modules/<release> "
                         "above the image: an INSTALL_MOD_PATH (DIR/lib/modules/<release>) or that folder")
-    p.add_argument("--only-kernel", help=argparse.SUPPRESS)   # internal (VM guest side): this kernel's points
-    p.add_argument("--only-points", help=argparse.SUPPRESS)   # internal (VM guest side): of those, these ids
     p.add_argument("--vm-memory", default="2G", metavar="SIZE", help="vm backend: guest memory (default: 2G)")
     p.add_argument("--vm-cpus", type=int, metavar="N", help="vm backend: guest CPUs (default: host CPUs, at most 4)")
     p.add_argument("--shard", metavar="K/N", help="run only shard K of N of the sweep's points (combine with merge)")
@@ -134,7 +132,6 @@ def build_parser() -> argparse.ArgumentParser:
                       help="print every command as it runs, e.g. `[h1] ip mptcp endpoint add 10.0.2.1 dev h1-eth1 "
                       "subflow` (every result set keeps them in commands.log anyway)")
     talk.add_argument("-q", "--quiet", action="store_true", help="print only errors and the final summary")
-    p.add_argument("--no-run-log", action="store_true", help=argparse.SUPPRESS)   # the host writes it
     p.add_argument("--pause-after", choices=["build", "shaping", "run"], metavar="build|shaping|run",
                    help="stop after the network is built, after it is shaped, or after each run, so you can look "
                    "around from another terminal (an nsenter line per host is printed); Enter continues, or "
@@ -145,12 +142,9 @@ def build_parser() -> argparse.ArgumentParser:
                    "repetitions, the kernel each boots or `missing here`) and the estimated wall time on the chosen "
                    "backend, then exit; starts nothing")
     p.add_argument("--schema", action="store_true", help="print the scenario JSON Schema and exit")
-    p.add_argument("--run-dir", help=argparse.SUPPRESS)  # internal: exact result folder (VM guest side)
-    p.add_argument("--vm-guest", action="store_true", help=argparse.SUPPRESS)   # internal: see results/metadata.py
-    p.add_argument("--scenario-file", help=argparse.SUPPRESS)   # internal: see as_if_from
-    # internal (VM guest side): the host finishes the result set after the guest exits, at native speed:
-    # summary, report, tool versions and the git revision
-    p.add_argument("--no-report", action="store_true", help=argparse.SUPPRESS)
+    # the VM's guest: its run options are this job file's (runners.backends.vm.guest), the only other argument
+    # the set's copy of the scenario
+    p.add_argument("--guest-job", metavar="FILE", help=argparse.SUPPRESS)
     return p
 
 
@@ -217,7 +211,7 @@ def _point_at_the_resumed_set(args, parser) -> None:
         parser.error(f"--resume {rdir}: a `run-scenario shell` session's folder, not a run set: nothing to resume "
                      "(run the scenario for a set of its own)")
     args.scenario = [str(rdir / "scenario.yaml")]
-    args.run_dir = str(rdir.resolve())   # the VM's guest starts in the checkout, and its command names it
+    args.run_dir = str(rdir.resolve())   # the VM's guest starts in the checkout, and its job names it
     meta = read_metadata(rdir)
     original = meta.get("scenario_file")
     if original and Path(original).is_file() and not args.scenario_file:
@@ -319,7 +313,10 @@ def main(argv: list[str]) -> int:
     started_at, age = time.monotonic(), process_age()
     parser = build_parser()
     args = parser.parse_args(argv)
+    if args.guest_job is not None:
+        return _run_guest_job(parser, args, argv, started_at, age)
     args.started_at, args.process_age, args.argv = started_at, age, argv
+    args.run_dir = args.scenario_file = None   # a resumed set's (_point_at_the_resumed_set)
     output.QUIET = args.quiet
     if args.schema:
         from scenarios.spec.model import json_schema
@@ -343,6 +340,32 @@ def main(argv: list[str]) -> int:
     if _other_kernels_refused(args, exp):
         return EXIT_INPUT
     return _run(RunOptions.from_args(args), exp)
+
+
+def _run_guest_job(parser, args, argv: list[str], started_at: float, age: float) -> int:
+    """The VM's guest: the set's copy of the scenario, run natively with the options of the host's job file
+    into the host's result folder. A job file it cannot use is bad input (exit 2)."""
+    from runners.backends.vm.guest import GuestJobError, read_job
+    from runners.results.metadata import given_options
+
+    other = sorted(given_options(build_parser(), argv) - {"scenario", "guest_job"})
+    if other or len(args.scenario) != 1:
+        parser.error("--guest-job FILE takes the scenario file and nothing else (the job holds the options)"
+                     + (f"; also given: {', '.join('--' + o.replace('_', '-') for o in other)}" if other else ""))
+    try:
+        options = read_job(Path(args.guest_job), args.scenario[0], argv, started_at, age)
+    except GuestJobError as e:
+        err(str(e))
+        return EXIT_INPUT
+    output.QUIET = options.quiet
+    exp = _load(options)
+    if exp is None:
+        return EXIT_INPUT
+    refusal = not_runnable_yet(exp) or needs_consent(exp, options) or bad_folders(options)
+    if refusal:
+        print(f"{options.scenario[0]}: {refusal}", file=sys.stderr)
+        return EXIT_INPUT
+    return _run(options, exp)
 
 
 def _check_arguments(args, parser) -> None:
@@ -409,8 +432,6 @@ def _run(options: RunOptions, exp) -> int:
 def _other_kernels_refused(args, exp) -> bool:
     """A kernel sweep over kernels other than the running one: refused natively (True: exit 2); auto
     takes the VM backend for it."""
-    if args.only_kernel is not None:   # the guest the host booted for that kernel: the host chose it
-        return False
     elsewhere = native_refusal(exp.points, platform.release(), kernel_base(exp)) if sweeps_kernels(exp) else None
     if elsewhere and args.backend == "native":
         print(f"{args.scenario[0]}: {elsewhere}", file=sys.stderr)

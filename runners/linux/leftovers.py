@@ -98,7 +98,8 @@ def leftover_folders() -> list[Path]:
 
 def folders_of(run_dir: Path) -> list[Path]:
     """The temporary folders of cold boots whose guest writes into `run_dir` (the guest's command names
-    it: --run-dir), so that --resume removes its own killed run's and never another run's."""
+    files in it: its scenario's copy and its job file), so that --resume removes its own killed run's and
+    never another run's."""
     needle = str(Path(run_dir).resolve())
     found = []
     for folder in leftover_folders():
@@ -106,7 +107,7 @@ def folders_of(run_dir: Path) -> list[Path]:
             words = shlex.split((folder / VM_SCRIPT_FILE).read_text())
         except (OSError, ValueError):
             continue
-        if needle in words:
+        if any(w == needle or w.startswith(needle + "/") for w in words):
             found.append(folder)
     return found
 

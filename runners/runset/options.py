@@ -2,11 +2,12 @@
 
 The run command checks and completes its arguments first (a resumed set's options, --kernel made
 absolute, --capture's roles); then the options are frozen and handed to the backend, which passes them
-on to the run set, the VM's guest command and metadata.json. Nothing below the CLI sees argparse."""
+on to the run set, the VM's guest (its job file: runners.backends.vm.guest) and metadata.json. Nothing
+below the CLI sees argparse."""
 from __future__ import annotations
 
 import argparse
-from dataclasses import dataclass, fields
+from dataclasses import MISSING, dataclass, fields
 
 
 @dataclass(frozen=True)
@@ -34,19 +35,23 @@ class RunOptions:
     verbose: bool
     quiet: bool
     pause_after: str | None
-    # the VM's guest only (runners.backends.vm.guest says what each is)
-    run_dir: str | None
-    scenario_file: str | None
-    vm_guest: bool
-    no_report: bool
-    no_run_log: bool
-    only_kernel: str | None
-    only_points: str | None
     # the process: the command line as typed, and when it started (for metadata.json's phases)
     argv: list[str]
     started_at: float
     process_age: float
+    # not on the command line: --resume sets the first two; the VM's guest gets them all from its job file
+    # (runners.backends.vm.guest says what each is)
+    run_dir: str | None = None
+    scenario_file: str | None = None
+    vm_guest: bool = False
+    no_report: bool = False
+    no_run_log: bool = False
+    only_kernel: str | None = None
+    only_points: str | None = None
 
     @classmethod
     def from_args(cls, args: argparse.Namespace) -> RunOptions:
-        return cls(**{f.name: getattr(args, f.name) for f in fields(cls)})
+        """The options of the parsed (and checked) command line; a field that is not an argument (and that
+        --resume did not set) keeps its default."""
+        return cls(**{f.name: getattr(args, f.name) for f in fields(cls)
+                      if f.default is MISSING or hasattr(args, f.name)})

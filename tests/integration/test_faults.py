@@ -143,7 +143,7 @@ def test_results_disk_full_mid_set_keeps_finished_runs_and_resumes(tmp_path, sma
     assert leftovers() == []
 
     filler.unlink()
-    r = run_cli("--resume", str(run.result_dir), "--backend", "native", "--no-report", timeout=300)
+    r = run_cli("--resume", str(run.result_dir), "--backend", "native", "--no-plots", timeout=300)
     assert r.returncode == 0, r.stdout + r.stderr
     assert len(run.runs()) == 3 and run.metadata()["status"] == "ok"
     assert leftovers() == []
@@ -159,7 +159,7 @@ def test_results_disk_turned_read_only_mid_set(tmp_path, small_disk):
     assert 1 <= len(run.runs()) < 3
     assert leftovers() == []
     subprocess.run(["mount", "-o", "remount,rw", str(small_disk)], check=True)
-    r = run_cli("--resume", str(run.result_dir), "--backend", "native", "--no-report", timeout=300)
+    r = run_cli("--resume", str(run.result_dir), "--backend", "native", "--no-plots", timeout=300)
     assert r.returncode == 0, r.stdout + r.stderr
     assert len(run.runs()) == 3
 

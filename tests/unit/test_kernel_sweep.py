@@ -14,7 +14,6 @@ from scenarios.spec.loader import ScenarioError, parse_experiment
 from runners.analysis.report import make_report, render_stats_csv
 from runners.analysis.summary import refused_kernels, summary
 from runners.analysis.verdicts import ACROSS_KERNELS, FAIL, INCONCLUSIVE, PASS, evaluate_points, regressions
-from runners.backends.vm.kernel_sets import guest_kernel_flags
 from runners.backends.vm.kernels import (KernelNotFound, header_release, image_release, kernel_groups, modules_for,
     native_refusal, resolve_kernel, stage_image)
 from runners.results.derived import group_runs
@@ -22,6 +21,18 @@ from runners.results.store import ResultStore
 from runners.results.table import render_csv
 
 REPO = Path(__file__).resolve().parents[2]
+
+
+def run_options(argv: list[str]):
+    """The RunOptions of a run's command line, as the run command freezes them (no checks)."""
+    from runners.cli.run import build_parser
+    from runners.runset.options import RunOptions
+
+    args = build_parser().parse_args(argv)
+    args.capture_spec, args.argv, args.started_at, args.process_age = None, argv, 0.0, 0.0
+    return RunOptions.from_args(args)
+
+
 BASE = """name: k
 topology:
   kind: dual-homed
@@ -102,8 +113,6 @@ def test_the_command_line_kernels_replace_the_scenarios_sweep():
     exp = parse_experiment(BASE, kernels=["6.1", "6.12"])
     assert [p.label for p in exp.points] == ["kernel=6.1", "kernel=6.12"]
     assert len(parse_experiment(BASE, kernels=["6.12"]).points) == 1      # one --kernel: no sweep, as before
-    assert guest_kernel_flags(["6.1", "6.12"]) == ["--kernel", "6.1", "--kernel", "6.12"]
-    assert guest_kernel_flags(["6.1"]) == []
 
 
 @pytest.mark.parametrize("extra, message", [
@@ -232,11 +241,13 @@ def test_kernel_columns_and_refusals_reach_the_csvs_and_the_summary(tmp_path):
 def test_a_kernel_whose_probe_refuses_the_scenario_is_recorded_and_the_guest_says_so(tmp_path, monkeypatch):
     """The guest of one kernel (what the VM backend starts per kernel): a refusal by that kernel's probe is
     written into metadata.json, and exit code 3 tells the host to go on with the other kernels."""
+    import dataclasses
     import platform
 
     import runners.backends.choice
     from runners import cli
     from runners.backends.choice import BackendChoice
+    from runners.backends.vm.guest import guest_command, write_job
 
     release = platform.release()
     f = tmp_path / "k.yaml"
@@ -245,8 +256,10 @@ def test_a_kernel_whose_probe_refuses_the_scenario_is_recorded_and_the_guest_say
                         lambda requested, scenarios: BackendChoice("native", refusal="no sch_netem (kmod: netem)"))
     run_dir = tmp_path / "set"
     run_dir.mkdir()
-    code = cli.main([str(f), "--backend", "native", "--only-kernel", release, "--run-dir", str(run_dir),
-                     "--no-report"])
+    options = dataclasses.replace(run_options([str(f), "--backend", "vm"]), only_kernel=release)
+    job = write_job(options, parse_experiment(f.read_text(), f), run_dir)
+    (run_dir / "scenario.yaml").write_text(f.read_text())
+    code = cli.main(guest_command(run_dir, job)[3:])
     assert code == 3
     meta = json.loads((run_dir / "metadata.json").read_text())
     assert refused_kernels(meta) == {release: "no sch_netem (kmod: netem)"}
@@ -295,22 +308,20 @@ def test_the_host_refuses_a_kernel_below_requires_kernel_and_runs_the_others(tmp
     whose release fails requires.kernel is recorded as refused, the others run."""
     import runners.backends.vm.kernels as ki
     from runners.backends.vm import host
-    from runners.cli import run as run_command
 
     boot = boot_dir(tmp_path)
     real = ki.resolve_kernel
     monkeypatch.setattr(ki, "resolve_kernel", lambda label, base=None: real(label, base, boot=boot))
     booted = []
-    monkeypatch.setattr(host, "_run_one_vm", lambda args, exp, run_dir, kernel, req, flags=(), label=None:
-                        booted.append((label, kernel.name, list(flags))) or 0)
+    monkeypatch.setattr(host, "_run_one_vm", lambda options, exp, run_dir, kernel, req:
+                        booted.append((options.only_kernel, kernel.name, options.only_points)) or 0)
     f = tmp_path / "k.yaml"
     f.write_text(BASE + "requires: {kernel: '>=6.12'}\nsweep: {kernel: [6.1, 6.12]}\n")
     exp = parse_experiment(f.read_text(), f)
     run_dir = tmp_path / "set"
     run_dir.mkdir()
-    args = run_command.build_parser().parse_args([str(f)])
-    assert host._run_vm_per_kernel(args, exp, run_dir) == 0
-    assert booted == [("6.12", "vmlinuz-6.12.95+deb12-amd64", ["--only-kernel", "6.12"])]
+    assert host._run_vm_per_kernel(run_options([str(f)]), exp, run_dir) == 0
+    assert booted == [("6.12", "vmlinuz-6.12.95+deb12-amd64", None)]
     meta = json.loads((run_dir / "metadata.json").read_text())
     assert refused_kernels(meta) == {"6.1": "requires.kernel >=6.12: kernel 6.1.0-56-amd64 does not meet it"}
 
@@ -320,7 +331,6 @@ def test_until_conclusive_adds_rounds_for_checks_across_kernels(tmp_path, monkey
     per round, a guest per kernel (replaced here by one that records a run per point asked)."""
     import runners.backends.vm.kernels as ki
     from runners.backends.vm import host
-    from runners.cli import run as run_command
 
     boot = boot_dir(tmp_path)
     real = ki.resolve_kernel
@@ -328,10 +338,10 @@ def test_until_conclusive_adds_rounds_for_checks_across_kernels(tmp_path, monkey
     values = {"6.1": [19.0, 19.4, 18.6, 19.1], "6.12": [19.0, 17.0, 20.5, 19.0]}
     calls = []
 
-    def fake_guest(args, exp, run_dir, kernel, req, flags=(), label=None):
-        flags = list(flags)
-        rep = int(flags[flags.index("--repeat") + 1]) if "--repeat" in flags else exp.scenario.runs.repeat
-        ids = flags[flags.index("--only-points") + 1].split(",") if "--only-points" in flags else None
+    def fake_guest(options, exp, run_dir, kernel, req):
+        label = options.only_kernel
+        rep = options.repeat or exp.scenario.runs.repeat
+        ids = options.only_points.split(",") if options.only_points else None
         calls.append((label, rep, ids))
         store = ResultStore(run_dir)
         if (run_dir / "results.json").exists():
@@ -350,8 +360,7 @@ def test_until_conclusive_adds_rounds_for_checks_across_kernels(tmp_path, monkey
     run_dir = tmp_path / "set"
     run_dir.mkdir()
     (run_dir / "scenario.yaml").write_text(f.read_text())
-    args = run_command.build_parser().parse_args([str(f), "--until-conclusive", "--max-repeat", "4"])
-    assert host._run_vm_per_kernel(args, exp, run_dir) == 0
+    assert host._run_vm_per_kernel(run_options([str(f), "--until-conclusive", "--max-repeat", "4"]), exp, run_dir) == 0
     # rounds 1-2 on each kernel (the guest's own), then round 3 on both; round 3 decides (a pass)
     assert calls == [("6.1", 2, None), ("6.12", 2, None), ("6.1", 3, ["p001"]), ("6.12", 3, ["p002"])]
     [v] = make_report(run_dir, plots=False).verdicts

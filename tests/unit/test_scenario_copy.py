@@ -1,6 +1,8 @@
 """A result set's copy of a scenario is read as the file it came from (the VM's guest and --resume read
 the copy): a controller app named relative to the scenario is found beside the original."""
+import json
 import shutil
+from types import SimpleNamespace
 
 import pytest
 from scenarios.spec.loader import ScenarioError, load_experiment
@@ -41,9 +43,16 @@ def test_the_copy_finds_the_app_beside_the_original(tmp_path):
     assert exp.file == str(src / "s.yaml")
 
 
-def test_the_guest_and_the_shell_take_the_original_file():
-    _, args = parse_command_line(["r/scenario.yaml", "--scenario-file", "/x/s.yaml"])
-    assert args.scenario_file == "/x/s.yaml"
+def test_the_guest_and_the_shell_take_the_original_file(tmp_path):
+    from runners.backends.vm.guest import job_of, read_job
+    from runners.cli.run import build_parser
+    from runners.runset.options import RunOptions
+
+    args = build_parser().parse_args(["/x/s.yaml"])
+    args.capture_spec, args.argv, args.started_at, args.process_age = None, [], 0.0, 0.0
+    job = tmp_path / "guest-job.json"
+    job.write_text(json.dumps(job_of(RunOptions.from_args(args), SimpleNamespace(file="/x/s.yaml"), tmp_path)))
+    assert read_job(job, str(tmp_path / "scenario.yaml"), [], 0.0, 0.0).scenario_file == "/x/s.yaml"
     _, args = parse_command_line(["shell", "r/scenario.yaml", "--scenario-file", "/x/s.yaml"])
     assert args.scenario_file == "/x/s.yaml"
     assert as_if_from("unchanged", None) == "unchanged"

@@ -14,7 +14,7 @@ from pathlib import Path
 from scenarios.spec.kernel import is_kernel_path
 
 from runners.analysis.report import summary_and_report
-from runners.backends.vm.guest import guest_command
+from runners.backends.vm.guest import guest_command, write_job
 from runners.backends.vm.kernel_sets import kernel_base, kernel_sweep, record_kernel, sweeps_kernels
 from runners.console.output import err, info
 from runners.errors import (EXIT_FAIL, EXIT_INPUT, EXIT_INTERRUPTED, EXIT_KERNEL_REFUSED, EXIT_OK, EXIT_STOPPED,
@@ -74,7 +74,6 @@ def _run_vm_per_kernel(options, exp, run_dir: Path) -> int:
 
     from runners.backends.vm.kernels import image_release, kernel_groups, resolve_kernel
     from runners.results.metadata import update_metadata
-    from runners.backends.vm.kernel_sets import guest_kernel_flags
 
     if kernel_sweep(options):
         update_metadata(run_dir, kernel_sweep=kernel_sweep(options))
@@ -91,8 +90,7 @@ def _run_vm_per_kernel(options, exp, run_dir: Path) -> int:
             info(f"kernel {label}: not run: {why}")
             continue
         info(f"kernel {label} ({release}): {len(points)} point(s)")
-        code = _run_one_vm(options, exp, run_dir, image, None,
-                           ["--only-kernel", label, *guest_kernel_flags(kernel_sweep(options))], label)
+        code = _run_one_vm(dataclasses.replace(options, only_kernel=label), exp, run_dir, image, None)
         if code in EXIT_STOPPED:
             return code
         if code != EXIT_KERNEL_REFUSED:
@@ -118,7 +116,6 @@ def _more_rounds_across_kernels(options, exp, run_dir: Path) -> int:
     for its own kernel's checks."""
     from runners.analysis.report import make_report
     from runners.backends.vm.kernels import kernel_groups, resolve_kernel
-    from runners.backends.vm.kernel_sets import guest_kernel_flags
 
     done = json.loads((run_dir / "results.json").read_text())["runs"]
     rnd = max([int(r["repeat"]) for r in done] + [options.repeat or exp.scenario.runs.repeat])
@@ -129,22 +126,27 @@ def _more_rounds_across_kernels(options, exp, run_dir: Path) -> int:
         rnd += 1
         info(f"until-conclusive: round {rnd} for {len(pending)} point(s) of checks across kernels")
         for label, points in kernel_groups([p for p in exp.points if p.id in pending]).items():
-            code = _run_one_vm(options, exp, run_dir, resolve_kernel(label, kernel_base(exp)), None,
-                               ["--only-kernel", label, "--only-points", ",".join(p.id for p in points),
-                                "--repeat", str(rnd), *guest_kernel_flags(kernel_sweep(options))], label)
+            guest = dataclasses.replace(options, only_kernel=label, only_points=",".join(p.id for p in points),
+                                        repeat=rnd)
+            code = _run_one_vm(guest, exp, run_dir, resolve_kernel(label, kernel_base(exp)), None)
             if code:
                 return code
     return EXIT_OK
 
 
-def _run_one_vm(options, exp, run_dir: Path, kernel, requirement: str | None, more_flags: tuple = (),
-                label: str | None = None) -> int:
-    """One guest (booted, or the warm VM) runs the set's points (or one kernel's, `label`); the host then
-    adds what only it knows to metadata.json. The guest's exit code."""
+def _run_one_vm(options, exp, run_dir: Path, kernel, requirement: str | None) -> int:
+    """One guest (booted, or the warm VM) runs the set's points (or one kernel's: options.only_kernel, and
+    of those options.only_points), its job written from `options`; the host then adds what only it knows to
+    metadata.json. The guest's exit code."""
     from runners.backends.vm.boot import VmError, plan_vm, run_in_vm
     from runners.errors import Terminated
 
-    guest = guest_command(options, exp, run_dir, more_flags)
+    label = options.only_kernel
+    try:
+        guest = guest_command(run_dir, write_job(options, exp, run_dir))
+    except OSError as e:   # the results disk, full or read-only since the set's metadata was written
+        err(f"the guest's job could not be written into {run_dir}: {e.strerror or e}")
+        return EXIT_FAIL
     # --modules belongs to the kernels given by path (a kernel from /boot has its own in /lib/modules)
     modules = Path(options.modules) if options.modules and (label is None or is_kernel_path(label)) else None
     try:

@@ -27,17 +27,6 @@ def record_kernel(run_dir: Path, label: str, **info) -> None:
     store.finish_metadata(kernels=kernels)
 
 
-def guest_kernel_flags(kernels: list[str] | None) -> list[str]:
-    """`--kernel A --kernel B` again for the guest, so that it expands the same points (a sweep made on
-    the command line), with relative paths made absolute."""
-    if not kernels or len(kernels) < 2:
-        return []
-    out: list[str] = []
-    for k in kernels:
-        out += ["--kernel", str(Path(k).resolve()) if "/" in k else k]
-    return out
-
-
 def kernel_base(exp) -> Path:
     """Where a kernel path in the scenario is relative to: the scenario file's folder."""
     return Path(exp.file).resolve().parent
