@@ -8,10 +8,13 @@ What each action does, and why this way:
   (a veth's far end alone would only lose its carrier). Taking a link down flushes the routes through it
   (and, by default, its IPv6 addresses), so `up` gives back the interface's addresses and every route
   of the plan through that interface (as `replace`: idempotent) before anything else.
-- blackhole / restore: a netdev-family nftables chain on the ingress hook of each end, policy drop:
-  every packet in both directions is lost while both interfaces stay up and keep their routes
-  (mptcp_net-next #585's case; the kernel is told nothing). It acts before any bridge, OVS or IP
-  handling, so it works alike on hosts, routers and switch ports. `restore` deletes the chains.
+- blackhole / restore: netem's `loss 100%` on the egress of each end (its rate, delay and limit kept), and
+  back: every packet in both directions is lost while both interfaces stay up and keep their routes
+  (mptcp_net-next #585's case). netem drops silently (the sender's stack sees its packets sent), and
+  what was queued before still leaves, as on a cable cut beyond the queue. Not an nftables drop: at the
+  ingress hook the receiver's interface counters still count the lost packets, and at the egress hook
+  the sender gets ENOBUFS, which a remote blackhole never gives. An end without netem gets one, deleted
+  again by `restore`.
 - shape: `tc qdisc change` of the root netem on each shaped interface of the target, with the full new
   parameter set (rate, delay, loss and a limit recomputed from the queue and the new bandwidth-delay
   product, as the initial shaping does), so nothing resets silently and nothing queued is lost
@@ -34,7 +37,6 @@ from scenarios.spec.traces import Trace, rate_steps, trace_files
 
 from .plan import Argv, Shaping, TopologyPlan, join_how, netem_limit, shaping_for
 
-NFT_EVENTS_TABLE = ("netdev", "mptb-events")   # per namespace; a switch port's is in the root one
 
 
 @dataclass(frozen=True)
@@ -107,19 +109,31 @@ def _dev_of(argv: Argv) -> Optional[str]:
     return argv[argv.index("dev") + 1] if "dev" in argv[:-1] else None
 
 
-def blackhole_chain(iface: str) -> str:
-    return f"drop-{iface}"
+def holed(shaping: Shaping) -> Shaping:
+    """A netem that loses everything and otherwise stays as it was."""
+    return Shaping(shaping.rate_mbit, shaping.delay_ms, 100.0, shaping.limit_pkts)
 
 
-def blackhole_argvs(iface: str) -> list[Argv]:
-    """One nft process (its start is most of the cost under emulation): the table if new, and the chain."""
-    table = " ".join(NFT_EVENTS_TABLE)
-    return [["nft", f"add table {table} ; add chain {table} {blackhole_chain(iface)} "
-                    f'{{ type filter hook ingress device "{iface}" priority -500 ; policy drop ; }}']]
+def blackhole_argv(iface: str, shaping: Optional[Shaping]) -> Argv:
+    if shaping is None:   # an end without netem gets one for the time of the blackhole
+        return ["tc", "qdisc", "replace", "dev", iface, "root", "netem", "loss", "100%"]
+    return netem_change_argv(iface, holed(shaping))
 
 
-def restore_argvs(iface: str) -> list[Argv]:
-    return [["nft", "delete", "chain", *NFT_EVENTS_TABLE, blackhole_chain(iface)]]
+def restore_argv(iface: str, shaping: Optional[Shaping]) -> Argv:
+    if shaping is None:
+        return ["tc", "qdisc", "del", "dev", iface, "root"]
+    return netem_change_argv(iface, shaping)
+
+
+def _shaping_now(scenario: Scenario, plan: TopologyPlan, current: dict, node: str, iface: str) -> Optional[Shaping]:
+    """The netem an interface has now (the plan's, or as `shape` changes of its link left it); None
+    without netem."""
+    planned = next((i for i in plan.interfaces if i.node == node and i.name == iface), None)
+    if planned is None or planned.shaping is None:
+        return None
+    key = ("path" if plan.kind == "dual-homed" else "link", planned.link)
+    return shaping_for(current[key]) if key in current else planned.shaping
 
 
 def netem_change_argv(iface: str, shaping: Shaping) -> Argv:
@@ -228,19 +242,26 @@ def _one_change(scenario: Scenario, plan: TopologyPlan, primary: str, index: int
         spec = current[occ.target] = spec.model_copy(update=changes)
         new = shaping_for(spec)
         ifaces = shaped_interfaces(plan, occ.target)
+        holes = current.setdefault("holes", set())
+        applied = {i.name: holed(new) if (i.node, i.name) in holes else new for i in ifaces}
         by_node: dict[str, list[Argv]] = {}
         for i in ifaces:
-            by_node.setdefault(i.node, []).append(netem_change_argv(i.name, new))
+            by_node.setdefault(i.node, []).append(netem_change_argv(i.name, applied[i.name]))
         return PlannedChange(index, occ.event, occ.at_ms, occ.target, "shape", _describe_shape(changes),
-                             _commands(by_node), {i.name: new for i in ifaces})
+                             _commands(by_node), applied)
     action = occ.action
     by_node = {}
     endpoint = None
-    if action in ("down", "up", "blackhole", "restore"):
+    if action in ("down", "up"):
         for node, iface in ends:
-            argvs = {"down": lambda: down_argvs(iface), "up": lambda: up_argvs(plan, node, iface),
-                     "blackhole": lambda: blackhole_argvs(iface), "restore": lambda: restore_argvs(iface)}[action]()
-            by_node.setdefault(node, []).extend(argvs)
+            by_node.setdefault(node, []).extend(down_argvs(iface) if action == "down" else up_argvs(plan, node, iface))
+    elif action in ("blackhole", "restore"):
+        holes = current.setdefault("holes", set())
+        for node, iface in ends:
+            now = _shaping_now(scenario, plan, current, node, iface)
+            by_node.setdefault(node, []).append(blackhole_argv(iface, now) if action == "blackhole"
+                                                else restore_argv(iface, now))
+            (holes.add if action == "blackhole" else holes.discard)((node, iface))
     elif action in ("backup", "nobackup"):
         for client in plan.all_clients:
             ip = plan.for_client(client).path(occ.target[1]).client_ip
@@ -261,21 +282,22 @@ def restore_commands(scenario: Scenario, plan: TopologyPlan, made: list[PlannedC
     """What puts every target the made changes touched back to its configured state: up what is down,
     open what is blackholed, the configured netem where a shape changed. MPTCP endpoints are not here:
     the next MPTCP run sets its endpoints afresh (runners.pipeline.mptcp_config)."""
-    down, holed, shaped = {}, {}, {}
+    down, holes, shaped = {}, {}, {}
     for ch in made:
         if ch.action in ("down", "up"):
             down[ch.target] = ch.action == "down"
         elif ch.action in ("blackhole", "restore"):
-            holed[ch.target] = ch.action == "blackhole"
+            holes[ch.target] = ch.action == "blackhole"
         elif ch.action in ("shape", "trace"):
             shaped[ch.target] = True
     by_node: dict[str, list[Argv]] = {}
     for target, is_down in down.items():
         for node, iface in target_ends(plan, target) if is_down else ():
             by_node.setdefault(node, []).extend(up_argvs(plan, node, iface))
-    for target, is_holed in holed.items():
+    for target, is_holed in holes.items():
         for node, iface in target_ends(plan, target) if is_holed else ():
-            by_node.setdefault(node, []).extend(restore_argvs(iface))
+            planned = next((i for i in plan.interfaces if i.node == node and i.name == iface), None)
+            by_node.setdefault(node, []).append(restore_argv(iface, planned.shaping if planned else None))
     for target in shaped:
         for i in shaped_interfaces(plan, target):
             by_node.setdefault(i.node, []).append(netem_change_argv(i.name, i.shaping))

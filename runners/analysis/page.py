@@ -35,6 +35,33 @@ def _run_rows(runs: list[dict]) -> list[tuple[str, ...]]:
     return out
 
 
+EVENT_COLUMNS = ("run", "change", "what", "planned s", "applied s", "drift ms", "took ms", "stall s", "recovery s",
+                 "MPTCP events after it (s)")
+
+
+def _num(v, fmt: str) -> str:
+    return "" if v is None else format(v, fmt)
+
+
+def _event_rows(runs: list[dict]) -> list[tuple[str, ...]]:
+    """Each run's changes: planned against applied, and what each did (recovery, or why there was none)."""
+    out = []
+    for r in runs:
+        for c in (r.get("events") or {}).get("changes", []):
+            if c.get("applied_s") is None:
+                out.append((r["id"], c["event"], c.get("detail", ""), _num(c["planned_s"], "g"), "not applied",
+                            "", "", "", "", c.get("not_applied", "")))
+                continue
+            seen = "; ".join(f"{node}: " + ", ".join(f"{k} +{v:.2f}" for k, v in evs.items())
+                             for node, evs in (c.get("mptcp_events") or {}).items())
+            out.append((r["id"], c["event"], f"{c['target']} {c.get('detail', '')}", _num(c["planned_s"], "g"),
+                        _num(c["applied_s"], ".3f"), _num(c.get("drift_ms"), ".1f"), _num(c.get("took_ms"), ".0f"),
+                        _num(c.get("stall_s"), ".2f"),
+                        _num(c.get("recovery_s"), ".2f") or f"none: {c.get('no_recovery') or c.get('error', '')}",
+                        seen))
+    return out
+
+
 def _verdict_rows(verdicts: list[Verdict]) -> list[tuple[str, ...]]:
     return [(v.label, v.name, v.outcome, v.detail) for v in verdicts]
 
@@ -52,6 +79,9 @@ def render_markdown(run_dir: Path, doc: dict, scenario_text: str, verdicts: list
              _md_table(("what", "value"), _meta_rows(meta)), "", "## Runs", "",
              _md_table(RUN_COLUMNS, _run_rows(doc["runs"])), ""]
     parts += [f"- {line}" for line in comparison_lines(doc["runs"]) + subflow_warnings(doc["runs"])] + [""]
+    events = _event_rows(doc["runs"])
+    if events:
+        parts += ["## Events", "", _md_table(EVENT_COLUMNS, events), ""]
     if verdicts:
         parts += ["## Verdicts", "", _md_table(("point", "expectation", "verdict", "detail"), _verdict_rows(verdicts)),
                   ""]
@@ -93,6 +123,9 @@ def render_html(run_dir: Path, doc: dict, scenario_text: str, verdicts: list[Ver
                    f"</figure>" for f in figures if f.suffix == ".png")
     lines = "".join(f"<li>{html.escape(line)}</li>"
                     for line in comparison_lines(doc["runs"]) + subflow_warnings(doc["runs"]))
+    events = _event_rows(doc["runs"])
+    if events:
+        lines += f"</ul><h2>Events</h2>{_html_table(EVENT_COLUMNS, events, 'events')}<ul>"
     return (f"<!DOCTYPE html><html lang=en><head><meta charset=utf-8><title>{html.escape(title)}</title>"
             f"<style>{STYLE}</style></head><body><h1>{html.escape(title)}</h1>"
             f"{_html_table(('what', 'value'), _meta_rows(meta), 'meta')}"

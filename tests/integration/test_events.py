@@ -54,6 +54,8 @@ def test_every_action_is_applied_on_time_and_the_network_is_put_back(tmp_path):
     # the MPTCP connection outlived every change, and carried on after A went down
     assert mptcp["metrics"]["throughput_mbps"] > 2 and changes["a-down"]["capacity_mbps"] == 10.0
     assert mptcp["metrics"]["stall_s"] is not None
+    # blackholed, A delivered at most what its queue held (117 packets) while its interface stayed up
+    assert changes["a-hole"]["bytes_after"]["A"] < 250_000, changes["a-hole"]
     # the TCP baseline on A: no recovery while A was down, said in words
     tcp_down = next(c for c in tcp["events"]["changes"] if c["event"] == "a-down")
     assert tcp_down["recovery_s"] is None and tcp_down["no_recovery"] == "no path is live after the event"

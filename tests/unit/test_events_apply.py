@@ -95,15 +95,56 @@ def test_a_shape_change_keeps_what_it_does_not_name_and_recomputes_the_limit():
          "limit", "117"] for h in ("h1", "h2")]
 
 
-def test_a_blackhole_drops_at_both_ingresses_and_restore_opens_them():
-    sc = scenario(DUAL, ["{name: a-hole, at: 5s, path: A, do: blackhole}"])
-    (hole,) = changes(sc)
-    assert argvs(hole, "h1") == [["nft", 'add table netdev mptb-events ; add chain netdev mptb-events drop-h1-eth0 '
-                                         '{ type filter hook ingress device "h1-eth0" priority -500 ; policy drop ; }']]
-    # a run that ends with the path still blackholed is opened before the next one
+def test_a_blackhole_loses_everything_at_both_egresses_and_keeps_the_rest_of_the_netem():
+    sc = scenario(DUAL, ["{name: b-slow, at: 4s, path: B, shape: {bw: 2}}",
+                         "{name: b-hole, at: 5s, path: B, do: blackhole}",
+                         "{name: b-faster, at: 6s, path: B, shape: {bw: 5}}",
+                         "{name: b-back, at: 7s, path: B, do: restore}"])
+    _, hole, faster, back = changes(sc)
+    # netem drops silently; the receiver's interface never counts what was lost (an nft ingress drop did)
+    assert argvs(hole, "h1") == [["tc", "qdisc", "change", "dev", "h1-eth1", "root", "netem", "rate", "2000kbit",
+                                  "delay", "20ms", "loss", "100%", "limit", "104"]]
+    # a shape change while blackholed is kept for the restore, and the path stays lost meanwhile
+    assert argvs(faster, "h2")[0][-4:] == ["loss", "100%", "limit", "109"] and faster.shaping["h2-eth1"].loss_pct == 100
+    assert argvs(back, "h2") == [["tc", "qdisc", "change", "dev", "h2-eth1", "root", "netem", "rate", "5000kbit",
+                                  "delay", "20ms", "limit", "109"]]
+    # a run that ends with the path still blackholed gets its configured netem back before the next one
     back = restore_commands(sc, plan(sc), [hole])
     assert {nc.node: [list(a) for a in nc.argvs] for nc in back} == {
-        h: [["nft", "delete", "chain", "netdev", "mptb-events", f"drop-{h}-eth0"]] for h in ("h1", "h2")}
+        h: [["tc", "qdisc", "change", "dev", f"{h}-eth1", "root", "netem", "rate", "10000kbit", "delay", "20ms",
+             "limit", "117"]] for h in ("h1", "h2")}
+
+
+SWITCHED = """\
+name: w
+topology:
+  kind: switched
+  server: h1
+  clients: [h2]
+  switches:
+    - {name: s1, type: bridge}
+  links:
+    - {name: h1a, between: [h1, s1]}
+    - {name: h1b, between: [h1, s1]}
+    - {name: h2a, between: [h2, s1], bw: 10, delay: 5ms}
+    - {name: h2b, between: [h2, s1], bw: 10, delay: 5ms}
+  paths:
+    - {name: A, client_if: 0, server_if: 0}
+    - {name: B, client_if: 1, server_if: 1}
+traffic: {duration: 20}
+events:
+%s
+"""
+
+
+def test_a_blackhole_on_an_end_without_netem_adds_one_and_restore_removes_it():
+    sw = scenario(SWITCHED, ["{name: a-hole, at: 5s, path: A, do: blackhole}",
+                             "{name: a-back, at: 6s, path: A, do: restore}"])
+    hole, back = plan_changes(sw, plan(sw), "A")
+    server_if = plan(sw).path("A").server_if        # h1's link to the switch has no bw: no netem
+    assert argvs(hole, "h1") == [["tc", "qdisc", "replace", "dev", server_if, "root", "netem", "loss", "100%"]]
+    assert argvs(back, "h1") == [["tc", "qdisc", "del", "dev", server_if, "root"]]
+    assert argvs(hole, "h2")[0][:3] == ["tc", "qdisc", "change"]    # the client's end is shaped
 
 
 def test_restore_puts_back_only_what_is_still_changed():
