@@ -10,8 +10,9 @@ from __future__ import annotations
 from pathlib import Path
 
 from runners.console.progress import describe_result
+from runners.errors import RunFailure
 from runners.linux import procfs, ss
-from runners.linux.nsexec import run as run_in
+from runners.linux.nsexec import CommandError, run_batch, run as run_in
 from runners.pipeline.job import Job
 from runners.results.store import ResultStore, new_run_dir
 
@@ -21,6 +22,10 @@ SHELL_HELP = """testbed commands (besides Mininet's: `h1 ping h2`, `h1 ip addr`,
   endpoints  ip mptcp endpoint and limits on the client(s) and the server
   counters   MPTCP and out-of-order counters since the shell opened (nstat), per host
   traffic    the scenario's traffic once, as a run (stored in this shell's result set)
+  path NAME down|up|blackhole|restore|backup|nobackup
+             change a path now, as a scenario's event does (`link NAME ...` for a routed or switched link)
+  shape NAME bw=2 delay=80ms loss=1 queue=50
+             new shaping of a path (a link in routed and switched topologies), in place, read back
 """
 COUNTER_PREFIXES = ("MPTcpExt", "TcpExtTCPOFO")
 
@@ -79,6 +84,64 @@ def counter_lines(before: dict[str, int], after: dict[str, int]) -> list[str]:
     return [f"  {k} {v}" for k, v in changed] or ["  no change"]
 
 
+SHELL_ACTIONS = ("down", "up", "blackhole", "restore", "backup", "nobackup")
+
+
+def parse_change(command: str, line: str, kind: str) -> dict:
+    """A shell command as an event's fields: `path A down` -> {"path": "A", "do": "down"}; `shape A bw=2
+    delay=80ms` -> {"path": "A", "shape": {"bw": "2", "delay": "80ms"}} (a link's in a routed or switched
+    topology). ValueError says what is wrong; the event model checks the values."""
+    words = line.split()
+    if command in ("path", "link"):
+        if len(words) != 2 or words[1] not in SHELL_ACTIONS:
+            raise ValueError(f"usage: {command} NAME {'|'.join(SHELL_ACTIONS)}")
+        return {command: words[0], "do": words[1]}
+    if len(words) < 2 or any(w.count("=") != 1 for w in words[1:]):
+        raise ValueError("usage: shape NAME bw=MBIT delay=MS loss=PERCENT queue=PACKETS (any of them)")
+    shape = {k: _number(v) for k, v in (w.split("=", 1) for w in words[1:])}
+    unknown = sorted(set(shape) - {"bw", "delay", "loss", "queue"})
+    if unknown:
+        raise ValueError(f"shape: unknown {', '.join(unknown)}; give bw, delay, loss or queue")
+    return {"path" if kind == "dual-homed" else "link": words[0], "shape": shape}
+
+
+def _number(text: str):
+    """`2` is the number 2, as in a scenario file; `700kbit` or `80ms` stay words."""
+    try:
+        return float(text)
+    except ValueError:
+        return text
+
+
+def apply_change(runner, primary: str, made: list[dict], fields: dict) -> str:
+    """Check a shell change against the session's earlier ones, as a scenario's timeline is checked, and
+    make it now; the summary line, or ValueError with the model's words."""
+    from pydantic import ValidationError
+
+    from scenarios.spec.model.events import Event, target_problem, timeline_problem
+    from topologies.events import plan_changes
+
+    from runners.pipeline.events import check_netem
+
+    sc = runner.scenario
+    try:
+        event = Event.model_validate({"name": f"shell-{len(made) + 1}", "at": f"{len(made) + 1}ms", **fields})
+    except ValidationError as e:
+        raise ValueError("; ".join(f"{'.'.join(map(str, x['loc']))}: {x['msg']}" for x in e.errors())) from None
+    events = [Event.model_validate(f) for f in made] + [event]
+    problem = target_problem(len(made), event, sc.topology, None) or timeline_problem(events, sc.mptcp.backup)
+    if problem:
+        raise ValueError(problem.split(": ", 1)[-1])
+    change = plan_changes(sc.model_copy(update={"events": events}), runner.plan, primary)[-1]
+    for nc in change.commands:
+        run_batch(runner.network.get(nc.node), [list(a) for a in nc.argvs])
+    nodes = {i.name: i.node for i in runner.plan.shaped_interfaces()}
+    for dev, shaping in change.shaping.items():
+        check_netem(runner.network.get(nodes[dev]), dev, shaping, f"shape {dev}")
+    made.append({"name": event.name, "at": f"{len(made) + 1}ms", **fields})
+    return f"{change.target[0]} {change.target[1]}: {change.detail}"
+
+
 def make_cli(runner, point, primary: str):
     """Mininet's CLI class with the testbed's commands, bound to this runner and point."""
     from mininet.cli import CLI
@@ -88,6 +151,7 @@ def make_cli(runner, point, primary: str):
 
         def __init__(self, mininet, **kw):
             self.runner, self.point, self.primary, self.rep = runner, point, primary, 0
+            self.made: list[dict] = []   # the session's changes, checked as a timeline
             self.hosts = [*runner.clients, runner.server]
             self.nstat_at_open = {h.name: procfs.parse_nstat(procfs.nstat_text(h.pid)) for h in self.hosts}
             super().__init__(mininet, **kw)
@@ -122,6 +186,25 @@ def make_cli(runner, point, primary: str):
             result = self.runner.run_one(Job(self.point, self.rep, self.primary, mode))
             self.runner.store.flush_raw()   # its raw files are there to look at when the line is printed
             self.stdout.write(f"run {result['id']}: {describe_result(result)}\n")
+
+        def _change(self, command: str, line: str) -> None:
+            try:
+                fields = parse_change(command, line, self.runner.plan.kind)
+                self.stdout.write(apply_change(self.runner, self.primary, self.made, fields) + "\n")
+            except (ValueError, CommandError, RunFailure) as e:
+                self.stdout.write(f"*** {e}\n")
+
+        def do_path(self, line):
+            """path NAME down|up|blackhole|restore|backup|nobackup: change a path now."""
+            self._change("path", line)
+
+        def do_link(self, line):
+            """link NAME down|up|blackhole|restore: change a link of a routed or switched topology now."""
+            self._change("link", line)
+
+        def do_shape(self, line):
+            """shape NAME bw=2 delay=80ms loss=1 queue=50: new shaping, in place (tc qdisc change), read back."""
+            self._change("shape", line)
 
         def do_testbed(self, _line):
             """The testbed's own commands."""
