@@ -102,7 +102,7 @@ def test_the_shell_in_a_real_terminal(tmp_path):
         prompts, pings = before.count("mininet>"), before.count("1 received")
         term.keys("h1 ping -c 1 10.0.1.2", "Enter")
         screen = term.wait_for("1 received", within=30, after=pings)
-        assert re.search(r"time=1[2-9]\d", screen), screen      # 2 x 60 ms now, not 2 x 20 ms
+        assert re.search(r"time=1[2-9]\d", screen), screen      # 2 x 60 ms now, not 2 x 5 ms
         term.wait_for("mininet>", within=60, after=prompts)
         term.keys("exit", "Enter")
         screen = term.wait_for("SHELL-EXITED", within=120)
