@@ -193,7 +193,7 @@ def trace_changes(scenario: Scenario, plan: TopologyPlan, traces: dict[str, Trac
         last = None
         for k, rate in enumerate(rate_steps(traces[name], step, horizon_ms, spec.trace.once)):
             silent = rate < TRACE_FLOOR_MBIT
-            rate = TRACE_FLOOR_MBIT if silent else round(rate, 3)
+            rate = TRACE_FLOOR_MBIT if silent else round(rate, 2)   # to 10 kbit/s: a packet more or less is no step
             if rate == last:
                 continue
             last = rate

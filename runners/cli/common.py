@@ -6,7 +6,7 @@ import sys
 from pathlib import Path
 
 from runners.results.metadata import read_metadata_file
-from runners.runset.checks import as_if_from, check_plans, files_of, not_runnable_yet, select_variants
+from runners.runset.checks import as_if_from, check_plans, files_of, select_variants
 
 
 def point_arguments(p) -> None:
@@ -28,10 +28,6 @@ def load_one_point(p, a):
         check_plans(exp)
     except ScenarioError as e:
         print(e.render(), file=sys.stderr)
-        return None
-    not_yet = not_runnable_yet(exp, events=True)
-    if not_yet:
-        print(f"{a.scenario}: {not_yet}", file=sys.stderr)
         return None
     return (exp, *pick_point(p, exp, a.point, a.primary))
 

@@ -1,6 +1,6 @@
 """`run-scenario export`: one point of a scenario as a standalone Mininet script, to rebuild by hand.
 
-Pure: the plan (topologies.kinds), the setup commands (runners.pipeline.network.setup_per_node), netem
+Pure: the plan (topologies.kinds), its events and traces (topologies.events), the setup commands (runners.pipeline.network.setup_per_node), netem
 (runners.pipeline.shaping.netem_argv) and the MPTCP settings of an MPTCP run (runners.pipeline.mptcp_config) become Python
 literals in a script that needs only Mininet, tc, ip and sysctl. The script runs each argument list in
 its node with `shlex.join`, so no value reaches a shell unquoted, stops at the first failure, and ends
@@ -50,6 +50,9 @@ SETUP = {setup}
 SHAPING = {shaping}
 # MPTCP: per-namespace sysctls, then the path manager's limits and endpoints
 MPTCP = {mptcp}
+# The scenario's events and rate traces, as a run makes them: (seconds from the traffic's start, name, what,
+# {{node: [argv, ...]}}). Start the traffic, then `py play_events(net)` in the CLI.{events_note}
+EVENTS = {events}
 {bridge_class}
 
 def run(node, argv):
@@ -59,6 +62,22 @@ def run(node, argv):
     if rc.strip() != "0":
         sys.exit(f"[{{node.name}}] {{shlex.join(argv)}} failed (exit {{rc.strip()}}): {{text.strip()}}")
     return text
+
+
+def play_events(net):
+    """EVENTS at their times from now, in a thread, each printed as it is made."""
+    import threading
+    import time
+
+    def play():
+        t0 = time.monotonic()
+        for at, name, what, per_node in EVENTS:
+            time.sleep(max(0.0, t0 + at - time.monotonic()))
+            for node, argvs in per_node.items():
+                for argv in argvs:
+                    run(net[node], argv)
+            print(f"{{time.monotonic() - t0:.2f}} s: {{name}}: {{what}}", flush=True)
+    threading.Thread(target=play, daemon=True).start()
 
 
 def build():
@@ -132,7 +151,31 @@ def _mptcp(scenario, plan, primary: str) -> dict[str, list]:
     return per_node
 
 
-def export_script(point, source: str, primary: str | None = None) -> str:
+def _events(scenario, plan, primary: str, base: Path) -> tuple[str, str]:
+    """EVENTS as a literal, and a note on what it leaves out (endpoint changes need the kernel's ids)."""
+    from scenarios.spec.traces import load_trace, trace_files
+    from topologies.events import plan_changes
+
+    traces = {name: load_trace(base / name) for _, name in trace_files(scenario)}
+    changes = plan_changes(scenario, plan, primary, traces)
+    kept = [ch for ch in changes if all(nc.endpoint is None for nc in ch.commands)]
+    left = sorted({ch.event for ch in changes if ch not in kept})
+    rows = [(round(ch.at_ms / 1000, 3), ch.event, f"{ch.target[0]} {ch.target[1]} {ch.detail}",
+             {nc.node: [list(a) for a in nc.argvs] for nc in ch.commands}) for ch in kept]
+    note = (f"\n# Left out: {', '.join(left)} (endpoint-remove/-add delete an endpoint by the id the kernel gave "
+            "it: `ip mptcp endpoint show`, then `ip mptcp endpoint delete id N`)." if left else "")
+    if not rows:
+        return "[]", note
+    lines = ["["]
+    for at, name, what, per_node in rows:
+        lines.append(f"    ({at!r}, {name!r}, {what!r}, {{")
+        for node, argvs in per_node.items():
+            lines.append(f"        {node!r}: [" + ", ".join(repr(a) for a in argvs) + "],")
+        lines.append("    }),")
+    return "\n".join(lines + ["]"]), note
+
+
+def export_script(point, source: str, primary: str | None = None, base: Path | None = None) -> str:
     """The standalone script for one point (its scenario and label)."""
     sc = point.scenario
     plan = make_plan(sc)
@@ -144,8 +187,9 @@ def export_script(point, source: str, primary: str | None = None) -> str:
     linked = {n for ln in plan.links for n in (ln.a, ln.b)}
     hosts += sorted(linked - set(hosts) - {w.name for w in plan.switches})
     controlled = any(w.controller for w in plan.switches)
+    events, events_note = _events(sc, plan, primary, base or Path(source).resolve().parent)
     return TEMPLATE.format(
-        title=f"{sc.name}, point {point.id} ({point.label})", date=time.strftime("%Y-%m-%d"), source=source,
+        events=events, events_note=events_note, title=f"{sc.name}, point {point.id} ({point.label})", date=time.strftime("%Y-%m-%d"), source=source,
         switch_word=", switches" if plan.switches else "", primary=primary, name=sc.name,
         controller_note=("The switches are under an OpenFlow controller: start the scenario's app first "
                          f"(see docs/controller.md) on 127.0.0.1:{plan.controller['port']}.\n" if controlled else ""),
@@ -174,5 +218,5 @@ def main(argv: list[str]) -> int:
     if chosen is None:
         return EXIT_INPUT
     exp, point, primary = chosen
-    print(export_script(point, a.scenario, primary), end="")
+    print(export_script(point, a.scenario, primary, Path(exp.file).resolve().parent), end="")
     return EXIT_OK

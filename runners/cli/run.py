@@ -26,7 +26,7 @@ from runners.errors import EXIT_FAIL, EXIT_INPUT, EXIT_KERNEL_REFUSED, EXIT_OK
 from runners.paths import RESULTS
 from runners.results.metadata import DEFAULT_MAX_REPEAT, read_metadata_file
 from runners.runset.checks import (after_a_killed_run, as_if_from, bad_folders, check_plans, files_of,
-    needs_consent, not_runnable_yet, select_variants, size_of)
+    needs_consent, select_variants, size_of)
 from runners.runset.jobs import parse_shard
 from runners.runset.options import RunOptions
 
@@ -263,9 +263,7 @@ def _check_files(args) -> int:
                 bad += 1
                 continue
             note = needs_consent(exp, args, quiet=True)
-            not_yet = not_runnable_yet(exp, hint=False)
-            print(f"{f}: ok ({size_of(exp, args.repeat)})" + (f"; to run it: {note}" if note else "")
-                  + (f"; it cannot run yet: {not_yet}" if not_yet else ""), flush=True)
+            print(f"{f}: ok ({size_of(exp, args.repeat)})" + (f"; to run it: {note}" if note else ""), flush=True)
             if report:   # the file is valid: another machine may have the kernel
                 print("\n".join(f"warning: {line}" for line in report), file=sys.stderr, flush=True)
         except ScenarioError as e:
@@ -333,7 +331,7 @@ def main(argv: list[str]) -> int:
         return EXIT_INPUT
     if args.dry_run:
         return _dry_run(args, exp)
-    refusal = not_runnable_yet(exp) or needs_consent(exp, args) or bad_folders(args)
+    refusal = needs_consent(exp, args) or bad_folders(args)
     if refusal:
         print(f"{args.scenario[0]}: {refusal}", file=sys.stderr)
         return EXIT_INPUT
@@ -361,7 +359,7 @@ def _run_guest_job(parser, args, argv: list[str], started_at: float, age: float)
     exp = _load(options)
     if exp is None:
         return EXIT_INPUT
-    refusal = not_runnable_yet(exp) or needs_consent(exp, options) or bad_folders(options)
+    refusal = needs_consent(exp, options) or bad_folders(options)
     if refusal:
         print(f"{options.scenario[0]}: {refusal}", file=sys.stderr)
         return EXIT_INPUT

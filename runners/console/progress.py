@@ -13,7 +13,11 @@ def describe_result(result: dict) -> str:
     subflows = "?" if m["subflows"] is None else str(m["subflows"])
     if m.get("missing_subflows"):
         subflows += f" of {m['subflows_expected']} expected (missing {m['missing_subflows']})"
-    return f"{m['throughput_mbps']:.2f} Mbit/s, subflows {subflows}, OFO tcp/mptcp {ofo}, retrans {retrans}"
+    line = f"{m['throughput_mbps']:.2f} Mbit/s, subflows {subflows}, OFO tcp/mptcp {ofo}, retrans {retrans}"
+    if result.get("events", {}).get("changes"):   # a run with events: how it came through them
+        line += (f", recovery {m['recovery_s']:.2f} s" if m.get("recovery_s") is not None else ", no recovery") \
+            + (f", stall {m['stall_s']:.2f} s" if m.get("stall_s") is not None else "")
+    return line
 
 
 class PlainProgress:

@@ -137,27 +137,6 @@ def needs_consent(exp, args, quiet: bool = False) -> str | None:
     return None if args.yes else too_long(exp, args.repeat)
 
 
-def not_runnable_yet(exp, hint: bool = True, events: bool = False) -> str | None:
-    """What the shell and export (`events`) cannot do yet with a scenario a run can: its events and rate
-    traces, which only a run applies (issue 30). Refused with exit 2 rather than used with the paths fixed,
-    which would be something else than the file says. Nothing for a run."""
-    from scenarios.spec.traces import trace_files
-
-    if not events:
-        return None
-    found: dict[str, None] = {}
-    for pt in exp.points:
-        s = pt.scenario
-        if s.events:
-            found[f"events ({', '.join(e.name for e in s.events)})"] = None
-        for (_, coll, i, _, _), _ in trace_files(s):
-            found[f"topology.{coll}[{i}].trace"] = None
-    if not found:
-        return None
-    return (f"this scenario has {'; '.join(found)}, which `run-scenario` applies during its runs but the shell "
-            "and export do not yet" + ("; `run-scenario --check` validates it" if hint else ""))
-
-
 def check_plans(exp) -> None:
     """Lay out every point (pure): a route conflict is bad input, found before anything starts."""
     from scenarios.spec.loader import ScenarioError
