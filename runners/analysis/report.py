@@ -31,7 +31,7 @@ from runners.results.store import atomic_write, load_results
 from runners.results.table import run_kernel_columns
 
 STAT_METRICS = ("throughput_mbps", "efficiency", "seconds", "ofo_tcp", "ofo_mptcp", "retrans_segs", "subflows",
-                "missing_subflows")
+                "missing_subflows", "recovery_s", "stall_s")
 
 
 @dataclass
