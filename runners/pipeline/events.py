@@ -35,23 +35,25 @@ class EventScheduler(threading.Thread):
         self.made: list[PlannedChange] = []
         self.removed_endpoints: dict[tuple[str, str], list[str]] = {}   # (node, address) -> its `add` argv
         self._halt = threading.Event()
-        # one `tc -batch -` per node, started before the traffic: a change of netem is then a line written
-        # to it, not a process start (100-700 ms under TCG, which lagged a trace's steps by as much)
-        self.feeders: dict[str, TcFeeder] = {}
+        # one `tc -batch -` and one `ip -batch -` per node, started before the traffic: a change is then a
+        # line written to it, not a process start (100-900 ms under TCG, which lagged a trace's steps and
+        # delayed a link going down by as much)
+        self.feeders: dict[tuple[str, str], BatchFeeder] = {}
         self._current = ""
         for ch in changes:
             for nc in ch.commands:
-                if nc.argvs and all(a[0] == "tc" for a in nc.argvs):
-                    self._feeder(host.network.get(nc.node))
+                tool = batch_tool(nc.argvs)
+                if tool:
+                    self._feeder(host.network.get(nc.node), tool)
 
     def begin(self, t0: float) -> None:
         self.t0 = t0
         self.start()
 
-    def _feeder(self, node) -> "TcFeeder":
-        if node.name not in self.feeders:
-            self.feeders[node.name] = TcFeeder(node)
-        return self.feeders[node.name]
+    def _feeder(self, node, tool: str) -> "BatchFeeder":
+        if (node.name, tool) not in self.feeders:
+            self.feeders[(node.name, tool)] = BatchFeeder(node, tool)
+        return self.feeders[(node.name, tool)]
 
     def run(self) -> None:
         for ch in self.changes:
@@ -73,8 +75,8 @@ class EventScheduler(threading.Thread):
             error = str(e)[:300]
         done = time.monotonic()
         self.made.append(ch)
-        entry.update(applied_s=round(started - self.t0, 4), drift_ms=round((started - self.t0) * 1000 - ch.at_ms, 1),
-                     took_ms=round((done - started) * 1000, 1))
+        entry.update(applied_s=round(started - self.t0, 4), done_s=round(done - self.t0, 4),
+                     drift_ms=round((started - self.t0) * 1000 - ch.at_ms, 1), took_ms=round((done - started) * 1000, 1))
         if error is None and ch.action == "shape":   # a trace's steps are read back once, at the end
             error = self._read_back(ch)
         if error:
@@ -95,8 +97,9 @@ class EventScheduler(threading.Thread):
         node = self.host.network.get(nc.node)
         if nc.endpoint is not None:
             self._endpoint(node, *nc.endpoint)
-        if nc.argvs and all(a[0] == "tc" for a in nc.argvs):
-            self._feeder(node).send([list(a) for a in nc.argvs], self._current)
+        tool = batch_tool(nc.argvs)
+        if tool:
+            self._feeder(node, tool).send([list(a) for a in nc.argvs], self._current)
         elif nc.argvs:
             run_batch(node, [list(a) for a in nc.argvs])
 
@@ -153,13 +156,23 @@ class EventScheduler(threading.Thread):
             self.host.mptcp.endpoint_state.clear()
 
 
-class TcFeeder:
-    """`tc -force -batch -` in one node's namespace, fed a line per command as changes come (tc runs
-    each line as it arrives); close() says which lines tc refused, by what they were for."""
+def batch_tool(argvs) -> Optional[str]:
+    """`tc` or `ip` when every command is that tool's and none has an option before its object (a batch
+    line cannot carry `-6`); None otherwise."""
+    tools = {a[0] for a in argvs}
+    if len(tools) != 1 or not argvs or next(iter(tools)) not in ("tc", "ip"):
+        return None
+    return None if any(a[1].startswith("-") for a in argvs) else next(iter(tools))
 
-    def __init__(self, node):
+
+class BatchFeeder:
+    """`tc -force -batch -` or `ip -force -batch -` in one node's namespace, fed a line per command as
+    changes come (either runs each line as it arrives); close() says which lines it refused, by what they
+    were for."""
+
+    def __init__(self, node, tool: str):
         self.node = node
-        self.proc = node.popen(["tc", "-force", "-batch", "-"], stdin=subprocess.PIPE, stdout=subprocess.DEVNULL,
+        self.proc = node.popen([tool, "-force", "-batch", "-"], stdin=subprocess.PIPE, stdout=subprocess.DEVNULL,
                                stderr=subprocess.PIPE)
         self.lines: list[str] = []     # what each line was for, by its number - 1
 
@@ -175,7 +188,7 @@ class TcFeeder:
             err = self.proc.communicate(timeout=30)[1].decode(errors="replace")
         except (OSError, subprocess.TimeoutExpired):
             self.proc.kill()
-            return [("", "tc -batch did not finish")]
+            return [("", "a -batch process did not finish")]
         out, message = [], []
         for line in err.splitlines():
             m = re.match(r"Command failed -:(\d+)", line)
