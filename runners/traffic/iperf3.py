@@ -31,7 +31,7 @@ class Flow:
 
 
 # how long past its duration an iperf3 client of a run with events may take before it is stopped
-EVENTS_GRACE_S = 10.0
+EVENTS_GRACE_S = 5.0
 
 
 class Iperf3Tool(TrafficTool):
@@ -73,7 +73,7 @@ class Iperf3Tool(TrafficTool):
             self._after_connect(clients, flows, req.run_id)
             ss_samples = self.watch_subflows(clients[flows[0].tag])
             try:
-                outs = self._wait_clients(clients, flows, req.run_id)
+                outs = self._wait_clients(clients, flows, req.run_id, sampler.t0)
             finally:
                 samples = sampler.stop(h.log)
             if outs is None:
@@ -119,12 +119,13 @@ class Iperf3Tool(TrafficTool):
         self.barrier.release(list(clients.values()))
         return clients
 
-    def _wait_clients(self, clients: dict, flows: list[Flow], run_id: str) -> dict[str, list[bytes]] | None:
-        """Each client's output; None when a run with events outlived its duration by EVENTS_GRACE_S (a
-        path change cut iperf3's control connection, as it does a TCP baseline on a path taken down)."""
+    def _wait_clients(self, clients: dict, flows: list[Flow], run_id: str, t0: float) -> dict[str, list[bytes]] | None:
+        """Each client's output; None when a run with events outlived its duration by EVENTS_GRACE_S,
+        counted from the traffic's start `t0` (a path change cut iperf3's control connection, as it does
+        a TCP baseline on a path taken down)."""
         t = self.host.scenario.traffic
         cut = changes_during_run(self.host.scenario) and t.duration is not None
-        deadline = time.monotonic() + (t.duration + t.omit + EVENTS_GRACE_S if cut else self.timeout())
+        deadline = t0 + t.duration + t.omit + EVENTS_GRACE_S if cut else time.monotonic() + self.timeout()
         try:
             return {f.tag: [*self.wait_client(clients[f.tag], deadline, run_id, f"iperf3 client on {f.where}"),
                             b"", b""] for f in flows}
