@@ -10,8 +10,11 @@ from __future__ import annotations
 import statistics
 from dataclasses import dataclass
 
+from runners.collect.event_record import capacity_after
 from runners.pipeline.job import topology_signature
 from runners.runset.jobs import plan_jobs, runs_in
+from runners.traffic.base import changes_during_run
+from runners.traffic.iperf3 import EVENTS_GRACE_S
 
 
 @dataclass(frozen=True)
@@ -34,6 +37,9 @@ class Costs:
     # which grows with the packets captured
     capture_run: float = 0.0
     capture_per_mb: float = 0.0
+    # a run with events or a trace: the batch processes and MPTCP monitors started and stopped, the network
+    # put back, a record with 100 ms samples; a TCP run left without a live path waits out the tool's grace
+    events_run: float = 0.0
 
     def describe(self, switched: bool = True) -> str:
         """The costs in a line; `switched`: with those of switches and a controller."""
@@ -59,13 +65,13 @@ class Costs:
 DEFAULTS = {
     "vm": Costs(start=20.5, build=5.7, run_overhead=2.5, report=0.3, source="defaults measured in the TCG VM",
                 controller=55.0, switch_run=0.7, control_rtts=7, start_rtts=4, capture_run=4.0,
-                capture_per_mb=1.1),
+                capture_per_mb=1.1, events_run=1.5),
     "warm vm": Costs(start=1.2, build=5.7, run_overhead=2.5, report=0.3, source="defaults measured in the TCG VM",
                      controller=55.0, switch_run=0.7, control_rtts=7, start_rtts=4, capture_run=4.0,
-                     capture_per_mb=1.1),
+                     capture_per_mb=1.1, events_run=1.5),
     "native": Costs(start=2.0, build=2.6, run_overhead=1.7, report=0.3, source="defaults (estimated)",
                     controller=20.0, switch_run=0.3, control_rtts=7, start_rtts=4, capture_run=1.0,
-                    capture_per_mb=0.3),
+                    capture_per_mb=0.3, events_run=0.5),
 }
 
 
@@ -109,7 +115,7 @@ def job_table(exp, repeat: int | None, costs: Costs, capture: bool = False) -> t
                         primaries=", ".join(sorted({p for j in mine for p in j.paths})), repeats=repeats,
                         runs=runs_in(mine),
                         seconds=sum(traffic_seconds(j) + pt.scenario.runs.pause / 1000.0 + per_job
-                                    + round_trip_seconds(j, costs)
+                                    + round_trip_seconds(j, costs) + events_seconds(j, costs)
                                     + (capture_seconds(j, costs) if capture else 0.0) for j in mine)))
     # each kernel of a kernel sweep is a boot of its own, and builds its own networks
     networks = {(p.kernel, topology_signature(p)): p for p in exp.points}
@@ -149,6 +155,17 @@ def expected_rate(job) -> float:
     disjoint = None not in links and sum(len(x) for x in links) == len(set().union(*links))
     rates = [topo.path_rate(p) for p in topo.path_names]
     return sum(rates) if disjoint else max(rates)
+
+
+def events_seconds(job, costs: Costs) -> float:
+    """What a run's events or traces add to it: their fixed cost, and a TCP run's wait for a tool that its
+    path's failure stopped (no live path when the traffic ends)."""
+    sc = job.point.scenario
+    if not changes_during_run(sc):
+        return 0.0
+    stranded = (job.mode == "tcp" and sc.traffic.duration is not None and
+                capacity_after(sc, list(job.paths), False, (sc.traffic.duration + sc.traffic.omit) * 1000)[0] == 0)
+    return costs.events_run + (EVENTS_GRACE_S if stranded else 0.0)
 
 
 def capture_seconds(job, costs: Costs) -> float:
