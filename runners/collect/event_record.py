@@ -91,7 +91,9 @@ def build(scenario: Scenario, applied: list[dict], samples: list[dict], paths: l
     for k, a in enumerate(applied):
         item = dict(a)
         if a.get("applied_s") is not None:
-            nxt = next((b["applied_s"] for b in made if b["applied_s"] > a["applied_s"]), None)
+            # up to the next change, or the traffic's end (the connections closing after it are not its doing)
+            nxt = next((b["applied_s"] for b in made if b["applied_s"] > a["applied_s"]),
+                       t.duration + t.omit if t.duration is not None else None)
             item.update(_around(scenario, a, samples, paths, mptcp, nxt))
             if monitor is not None:
                 item["mptcp_events"] = after_event(monitor, a["applied_s"], nxt, addresses)
