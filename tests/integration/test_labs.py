@@ -103,3 +103,16 @@ def test_lab5_steered_subflows_halve_the_transfer(tmp_path):
         if x["mode"] == "mptcp":
             up = x["steering"]["switches"]["s2"]["uplinks"]
             assert min(u["bytes"] for u in up.values()) > 0.3 * 12 * 2**20, up     # both WAN links carry a large share
+
+
+def test_lab6_mptcp_carries_on_when_its_primary_fails(tmp_path):
+    """The lab's claim, and the facts its questions build on: TCP on A has no recovery while A is down, B
+    (a backup path) carries the transfer while A is down."""
+    runs, _ = run_lab(tmp_path, "lab6-failover")
+    for x in runs:
+        down = next(c for c in x["events"]["changes"] if c["event"] == "a-down")
+        assert down["applied_s"] is not None and "error" not in down, down
+        if x["mode"] == "tcp":
+            assert down["recovery_s"] is None and down["no_recovery"] == "no path is live after the event", down
+        else:
+            assert down["recovery_s"] is not None and down["backup_share"] > 0.9, down

@@ -53,8 +53,8 @@ def run_scenario_commands(text: str) -> list[list[str]]:
     return out
 
 
-def test_there_are_five_labs_and_an_index():
-    assert [h.name.split("-")[0] for h in HANDOUTS] == [f"lab{i}" for i in range(1, 6)]
+def test_there_are_six_labs_and_an_index():
+    assert [h.name.split("-")[0] for h in HANDOUTS] == [f"lab{i}" for i in range(1, 7)]
     index = (LABS / "README.md").read_text()
     for h in HANDOUTS:
         assert f"({h.name})" in index, h.name
@@ -119,7 +119,8 @@ def test_the_command_extraction_sees_chains_and_continuations():
     assert run_scenario_commands(text) == [["a.yaml", "--repeat", "1"], ["list", "labs"], ["export", "b.yaml"]]
 
 
-TESTBED_CLI = {"paths", "subflows", "endpoints", "counters", "traffic", "testbed", "exit", "help", "sh"}
+TESTBED_CLI = {"paths", "subflows", "endpoints", "counters", "traffic", "testbed", "exit", "help", "sh", "path", "link",
+               "shape"}
 
 
 def shell_sessions(text: str) -> list[tuple[list[str], list[str]]]:
