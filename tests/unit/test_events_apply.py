@@ -249,3 +249,25 @@ def test_late_changes_are_counted_and_unapplied_ones_have_no_metrics():
 def test_up_of_an_interface_the_plan_does_not_know_is_just_the_link():
     sc = scenario(DUAL, ["{name: a-down, at: 5s, path: A, do: down}"])
     assert up_argvs(plan(sc), "h9", "x0") == [["ip", "link", "set", "dev", "x0", "up"]]
+
+
+def test_the_report_has_an_events_table_with_recovery_and_bytes_after():
+    from pathlib import Path as P
+
+    from runners.analysis.page import render_html, render_markdown
+    run = {"id": "r001-mptcp-A", "mode": "mptcp", "primary": "A", "status": "ok", "point_label": "base",
+           "metrics": {"throughput_mbps": 7.68, "seconds": 8.1, "subflows": 2},
+           "events": {"changes": [
+               {"event": "a-down", "target": "path A", "action": "down", "detail": "down", "planned_s": 2.0,
+                "applied_s": 2.001, "drift_ms": 1.2, "took_ms": 22.0, "stall_s": 0.43, "recovery_s": 2.11,
+                "bytes_after": {"A": 52990, "B": 1709890}, "backup_share": 0.97,
+                "mptcp_events": {"h1": {"SF_CLOSED A": 1.5}}},
+               {"event": "b-rm", "action": "endpoint-remove", "detail": "endpoint-remove", "planned_s": 6.0,
+                "applied_s": None, "not_applied": "the traffic had ended (5.00 s)"}]}}
+    doc = {"metadata": {"scenario": "t"}, "runs": [run]}
+    md = render_markdown(P("/tmp/x"), doc, "name: t\n", [], [])
+    assert ("| r001-mptcp-A | a-down | path A down | 2 | 2.001 | 1.2 | 22 | 0.43 | 2.11 | "
+            "A 0.05 MB, B 1.71 MB; backup 97% | h1: SF_CLOSED A +1.50 |") in md
+    assert "| r001-mptcp-A | b-rm | endpoint-remove | 6 | not applied |" in md and "the traffic had ended" in md
+    page = render_html(P("/tmp/x"), doc, "name: t\n", [], [])
+    assert "<h2>Events</h2>" in page and "A 0.05 MB, B 1.71 MB; backup 97%" in page
