@@ -1,7 +1,7 @@
 """Benchmark of paths that change during a run (issue 30): writes numbers, asserts nothing.
 
   - timing: applied minus planned time of 200 netem changes (a flapping blackhole, each a line to
-    `tc -batch`) and of 20 interface changes (down/up, each a process), p50 and max
+    `tc -batch`) and of 20 interface changes (down/up, each a line to `ip -batch`), p50 and max
   - shape: a rate raised from 10 to 20 Mbit/s in place: how many 100 ms samples until the path carries
     more than 15 Mbit/s, and the qdisc's drops over the run (the change itself must drop nothing)
   - trace: a TCP upload on a path that follows the random-walk trace (1 s steps) for 60 s: per second,
@@ -57,7 +57,7 @@ class EventBench(Bench):
             "{name: a-flap, at: 1s, every: 200ms, until: 21s, path: A, do: [blackhole, restore]}",
             "{name: b-flap, at: 2s, every: 2s, until: 22s, path: B, do: [down, up]}"]))
         changes = [c for r in doc["runs"] for c in r["events"]["changes"] if c.get("applied_s") is not None]
-        for label, kinds in (("netem line (tc -batch)", ("blackhole", "restore")), ("process (ip link)", ("down", "up"))):
+        for label, kinds in (("netem line (tc -batch)", ("blackhole", "restore")), ("ip line (ip -batch)", ("down", "up"))):
             drift = [c["drift_ms"] for c in changes if c["action"] in kinds]
             took = [c["took_ms"] for c in changes if c["action"] in kinds]
             self.add("timing", f"drift p50, {label}", "0 ms", round(_pct(drift, 0.5), 1), "ms",
