@@ -130,8 +130,9 @@ def apply_change(runner, primary: str, made: list[dict], fields: dict) -> str:
         raise ValueError("; ".join(f"{'.'.join(map(str, x['loc']))}: {x['msg']}" for x in e.errors())) from None
     events = [Event.model_validate(f) for f in made] + [event]
     problem = target_problem(len(made), event, sc.topology, None) or timeline_problem(events, sc.mptcp.backup)
-    if problem:
-        raise ValueError(problem.split(": ", 1)[-1])
+    if problem:   # the timeline's words without its field and time: "path B is already down"
+        why = problem.split(": ", 1)[-1]
+        raise ValueError(why.split(", but ", 1)[1].removesuffix(" then") if ", but " in why else why)
     change = plan_changes(sc.model_copy(update={"events": events}), runner.plan, primary)[-1]
     for nc in change.commands:
         run_batch(runner.network.get(nc.node), [list(a) for a in nc.argvs])

@@ -50,10 +50,10 @@ def test_changes_are_made_and_checked_as_a_timeline(ran):
     made = []
     assert shell.apply_change(FakeRunner, "A", made, {"path": "A", "do": "down"}) == "path A: down"
     assert ran[0] == ("h1", [["ip", "link", "set", "dev", "h1-eth0", "down"]])
-    with pytest.raises(ValueError, match="path A is already down"):
+    with pytest.raises(ValueError, match="^path A is already down$"):
         shell.apply_change(FakeRunner, "A", made, {"path": "A", "do": "down"})
     assert shell.apply_change(FakeRunner, "A", made, {"path": "A", "do": "up"}) == "path A: up"
-    with pytest.raises(ValueError, match="path A is not down"):
+    with pytest.raises(ValueError, match="^path A is not down$"):
         shell.apply_change(FakeRunner, "A", made, {"path": "A", "do": "up"})
     ran.clear()
     assert shell.apply_change(FakeRunner, "A", made, {"path": "B", "shape": {"bw": 2}}) == "path B: bw 2 Mbit/s"
