@@ -22,7 +22,7 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))   # run as a script too
 
-from bench.run import Bench, write_doc  # noqa: E402
+from bench.run import Bench, in_the_vm  # noqa: E402
 from runners.paths import REPO  # noqa: E402
 from runners.results.store import utc_stamp  # noqa: E402
 
@@ -139,18 +139,7 @@ def main() -> int:
         print(choice.refusal, file=sys.stderr)
         return 1
     if choice.name == "vm":
-        from runners.backends.vm.boot import plan_vm, run_in_vm
-        plan = plan_vm([sys.executable, "-m", "bench.events", "--backend", "native", "--dir", str(out),
-                        "--only", ",".join(groups)], [out])
-        code = run_in_vm(plan)
-        doc_path = out / "bench.json"
-        if doc_path.exists():
-            doc = json.loads(doc_path.read_text())
-            doc["backend"].update(name="vm", accel="KVM" if plan.kvm else "TCG", kernel_image=plan.kernel.name,
-                                  cpus=plan.cpus, memory=plan.memory)
-            write_doc(out, doc)
-            print((out / "bench.md").read_text())
-        return code
+        return in_the_vm("bench.events", out, ["--only", ",".join(groups)])
     b = EventBench(out, quick=False)
     try:
         for w in groups:

@@ -232,6 +232,24 @@ def write_doc(out: Path, doc: dict) -> None:
     atomic_write(out / "bench.md", "\n".join(md) + "\n")
 
 
+def in_the_vm(module: str, out: Path, argv: list[str], host_rows: list[dict] = ()) -> int:
+    """Run `python -m module --backend native --dir out *argv` in one micro-VM boot, then write its
+    bench.json and bench.md with the VM's facts (and `host_rows`, measured on the host, first)."""
+    from runners.backends.vm.boot import plan_vm, run_in_vm
+
+    plan = plan_vm([sys.executable, "-m", module, "--backend", "native", "--dir", str(out), *argv], [out])
+    code = run_in_vm(plan)
+    doc_path = out / "bench.json"
+    if doc_path.exists():
+        doc = json.loads(doc_path.read_text())
+        doc["rows"] = list(host_rows) + doc["rows"]
+        doc["backend"].update(name="vm", accel="KVM" if plan.kvm else "TCG", kernel_image=plan.kernel.name,
+                              cpus=plan.cpus, memory=plan.memory)
+        write_doc(out, doc)
+        print((out / "bench.md").read_text())
+    return code
+
+
 def main() -> int:
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--backend", choices=["auto", "native", "vm"], default="auto")
@@ -260,27 +278,13 @@ def main() -> int:
         phases(out, host_rows)   # on the host, around the VM: first, before the guest's groups
         groups.remove("phases")
     if backend == "vm":
-        from runners.backends.vm.boot import plan_vm, run_in_vm
         if not groups:
             write_doc(out, {"date_utc": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()),
                             "kernel": platform.release(), "backend": {"name": "host"}, "rows": host_rows})
             print((out / "bench.md").read_text())
             return 0
-        guest = [sys.executable, "-m", "bench.run", "--backend", "native", "--dir", str(out)]
-        if args.quick:
-            guest.append("--quick")
-        guest += ["--only", ",".join(groups)]
-        plan = plan_vm(guest, [out])
-        code = run_in_vm(plan)
-        doc_path = out / "bench.json"
-        if doc_path.exists():
-            doc = json.loads(doc_path.read_text())
-            doc["rows"] = host_rows + doc["rows"]
-            doc["backend"].update(name="vm", accel="KVM" if plan.kvm else "TCG", kernel_image=plan.kernel.name,
-                                  cpus=plan.cpus, memory=plan.memory)
-            write_doc(out, doc)
-            print((out / "bench.md").read_text())
-        return code
+        return in_the_vm("bench.run", out, (["--quick"] if args.quick else []) + ["--only", ",".join(groups)],
+                         host_rows)
     b = Bench(out, args.quick)
     b.rows += host_rows
     steps = {"rate": b.rates, "rtt": b.delays, "loss": b.losses, "mptcp": b.efficiency, "overhead": b.overhead}

@@ -19,7 +19,7 @@ from topologies.plan import Shaping
 from runners.collect.mptcp_monitor import MptcpMonitor
 from runners.errors import RunFailure
 from runners.linux.nsexec import at_once, run, run_batch
-from runners.pipeline.shaping import parse_netem, shaping_mismatches
+from runners.pipeline.shaping import parse_netem, shaping_mismatches, wanted
 
 MPTCP_ONLY = ("backup", "nobackup", "endpoint-remove", "endpoint-add")
 
@@ -230,8 +230,7 @@ class RunEvents:
 def check_netem(node, dev: str, shaping: Shaping, what: str) -> dict:
     """Read the root netem of `dev` back; a difference from `shaping` stops the run."""
     got = parse_netem(run(node, ["tc", "-j", "qdisc", "show", "dev", dev]).out)   # one device: no "dev" keys
-    bad = shaping_mismatches({"limit": shaping.limit_pkts, "rate_mbit": shaping.rate_mbit,
-                              "delay_ms": shaping.delay_ms, "loss_pct": shaping.loss_pct}, got)
+    bad = shaping_mismatches(wanted(shaping), got)
     if bad:
         raise RunFailure(f"{what}: the netem did not take: {'; '.join(bad)}")
     return got

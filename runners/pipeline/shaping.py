@@ -55,9 +55,7 @@ class Shaper:
     def _verify(self, iface, shown: str) -> dict:
         shaping = iface.shaping
         got = parse_netem(shown)
-        want = {"limit": shaping.limit_pkts, "rate_mbit": shaping.rate_mbit,
-                "delay_ms": shaping.delay_ms, "loss_pct": shaping.loss_pct}
-        bad = shaping_mismatches(want, got)
+        bad = shaping_mismatches(wanted(shaping), got)
         if bad:
             raise RunFailure(f"link {iface.link}: shaping on {iface.name} did not take: {'; '.join(bad)}")
         self.applied[iface.name] = shaping
@@ -104,6 +102,12 @@ def parse_netem(text: str) -> dict[str, Any] | None:
 
 
 DELAY_GRANULARITY_MS = 0.002   # 2 us: what tc's read-back of a netem delay may differ by (clock rounding)
+
+
+def wanted(shaping: Shaping) -> dict[str, float]:
+    """A Shaping as parse_netem reads a netem back: what shaping_mismatches compares."""
+    return {"limit": shaping.limit_pkts, "rate_mbit": shaping.rate_mbit,
+            "delay_ms": shaping.delay_ms, "loss_pct": shaping.loss_pct}
 
 
 def shaping_mismatches(want: dict[str, float], got: dict[str, Any] | None) -> list[str]:
