@@ -85,7 +85,7 @@ def base_spec(scenario: Scenario, target: tuple[str, str]):
     if target[0] == "path":
         return topo.path(target[1])
     link = topo.link(target[1])
-    return link.shaped() if hasattr(link, "shaped") else link
+    return link.shaped if hasattr(link, "shaped") else link
 
 
 def down_argvs(iface: str) -> list[Argv]:

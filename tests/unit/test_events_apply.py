@@ -153,6 +153,40 @@ def test_restore_puts_back_only_what_is_still_changed():
     assert restore_commands(sc, plan(sc), changes(sc)[:1])[0].argvs[1] == ("ip", "link", "set", "dev", "h1-eth0", "up")
 
 
+TWO_SWITCHES = """\
+name: s
+topology:
+  kind: switched
+  switches: [{name: s1, type: ovs}, {name: s2, type: ovs}]
+  links:
+    - {name: access, between: [h1, s1]}
+    - {name: wan, between: [s1, s2], bw: 10, delay: 5ms}
+    - {name: dc, between: [s2, h2]}
+  paths: [{name: main}]
+traffic: {duration: 20}
+events:
+%s
+"""
+
+
+def test_a_link_between_switches_is_shaped_and_blackholed_on_the_switches_ports():
+    """Switch ports live in the root namespace (Mininet's switches are not in one of their own)."""
+    sc = scenario(TWO_SWITCHES, ["{name: wan-slow, at: 4s, link: wan, shape: {bw: 4}}",
+                             "{name: wan-hole, at: 6s, link: wan, do: blackhole}",
+                             "{name: wan-back, at: 8s, link: wan, do: restore}"])
+    slow, hole, back = changes(sc, "main")
+    assert argvs(slow, "s1") == [["tc", "qdisc", "change", "dev", "s1-eth2", "root", "netem", "rate", "4000kbit",
+                                  "delay", "5ms", "limit", "102"]]   # 100 + 4 Mbit/s x 5 ms (2,500 bytes: 2 packets)
+    assert argvs(slow, "s2") == [["tc", "qdisc", "change", "dev", "s2-eth1", "root", "netem", "rate", "4000kbit",
+                                  "delay", "5ms", "limit", "102"]]
+    assert all("loss" in a and "100%" in a for nc in hole.commands for a in nc.argvs), hole.commands
+    assert [a for nc in back.commands for a in nc.argvs if "100%" in a] == []
+    # an unshaped link's blackhole gives both ends a netem of their own, and restore takes it away
+    sc = scenario(TWO_SWITCHES, ["{name: dc-hole, at: 6s, link: dc, do: blackhole}"])
+    (dc,) = changes(sc, "main")
+    assert {nc.node for nc in dc.commands} == {"s2", "h2"}
+
+
 def test_backup_marks_the_clients_address_and_the_client_gets_an_endpoint_for_it():
     sc = scenario(DUAL, ["{name: b-backup, at: 4s, path: B, do: backup}"])
     (bk,) = changes(sc)
