@@ -20,6 +20,7 @@ from scenarios.spec.model import Scenario
 
 from runners.backends import kernel_features
 from runners.backends.programs import missing_python_modules, missing_tools
+from runners.linux import procfs
 from runners.linux.netns import throwaway_netns
 from runners.linux.processes import run_command
 
@@ -75,6 +76,17 @@ def netem_works() -> tuple[bool, str]:
         return True, ""
 
 
+@functools.lru_cache(maxsize=None)
+def kernel_debug() -> list[str] | None:
+    """The running kernel's debug options (kmemleak, lockdep, KASAN) by their symbols in /proc/kallsyms, as
+    the upstream MPTCP selftests find them; None when /proc/kallsyms cannot be read. Recorded once per
+    set (metadata's probe) and a `warn` in every run's fidelity (runners.results.fidelity)."""
+    try:
+        return procfs.kernel_debug_options()
+    except OSError:
+        return None
+
+
 def available_congestion() -> list[str]:
     try:
         return (PROC / "net/ipv4/tcp_available_congestion_control").read_text().split()
@@ -111,12 +123,15 @@ def probe(scenario: Scenario) -> ProbeReport:
     # endpoint flags' answers are cached (kernel_features) for _probe's checks and metadata's inventory.
     can_netem = os.geteuid() == 0 and shutil.which("tc") and shutil.which("ip")
     can_endpoints = _can_ask_mptcp() and shutil.which("ip")
-    with ThreadPoolExecutor(max_workers=3) as pool:
+    with ThreadPoolExecutor(max_workers=4) as pool:
         netem_answer = pool.submit(netem_works) if can_netem else None
         iperf3_answer = pool.submit(iperf3_facts)
+        debug_answer = pool.submit(kernel_debug)
         if can_endpoints:
             pool.submit(kernel_features.endpoint_answers).result()
-        return _probe(scenario, netem_answer.result() if netem_answer else None, iperf3_answer.result())
+        rep = _probe(scenario, netem_answer.result() if netem_answer else None, iperf3_answer.result())
+        rep.facts["kernel_debug"] = debug_answer.result()
+        return rep
 
 
 def _probe(scenario: Scenario, netem: tuple[bool, str] | None, iperf3: dict) -> ProbeReport:

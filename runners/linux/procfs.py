@@ -7,10 +7,12 @@ joins each table's prefix to the field name; the IPv6 tables of snmp6, which
 the testbed does not use, are left out; TCP's and MPTCP's counters are shared
 by both families), and /proc/<pid>/net/dev the
 interface counters of `ip -s link`. A read is near-instant, so a sample's
-time is the time of its read.
+time is the time of its read. The machine's own counters are here too: each CPU's time (/proc/stat),
+the receive backlog's drops (/proc/net/softnet_stat) and a debug kernel's symbols (/proc/kallsyms).
 """
 from __future__ import annotations
 
+import re
 from pathlib import Path
 
 from runners.errors import ParseError
@@ -97,3 +99,75 @@ def parse_nstat(text: str) -> dict[str, int]:
 
 def counter_delta(before: dict[str, int], after: dict[str, int], names: list[str]) -> dict[str, int]:
     return {n: after.get(n, 0) - before.get(n, 0) for n in names}
+
+
+# /proc/stat's columns of a cpu line, in their order (USER_HZ ticks since boot); guest and guest_nice are
+# counted in user and nice already, so they are left out
+CPU_FIELDS = ("user", "nice", "system", "idle", "iowait", "irq", "softirq", "steal")
+
+
+def cpu_ticks(path: str = "/proc/stat") -> list[list[int]]:
+    """Each CPU's ticks by CPU_FIELDS, from /proc/stat (the machine's, whatever namespace reads it)."""
+    with open(path, "rb") as f:
+        return parse_cpu_ticks(f.read().decode())
+
+
+def parse_cpu_ticks(text: str) -> list[list[int]]:
+    """/proc/stat -> [[user, nice, system, idle, iowait, irq, softirq, steal] of cpu0, of cpu1, ...]."""
+    out = []
+    for line in text.splitlines():
+        if line.startswith("cpu") and line[3:4].isdigit():
+            f = line.split()
+            if len(f) < 9:
+                raise ParseError(f"/proc/stat line not understood: {line!r}")
+            out.append([int(x) for x in f[1:9]])
+    if not out:
+        raise ParseError("/proc/stat has no per-CPU lines")
+    return out
+
+
+def softnet_text() -> str:
+    return Path("/proc/net/softnet_stat").read_text()
+
+
+def parse_softnet(text: str) -> dict[str, int]:
+    """/proc/net/softnet_stat (a line per CPU, hexadecimal) -> the machine's packets processed, dropped
+    (the input backlog was full: net.core.netdev_max_backlog) and time squeezes (the receive softirq ran
+    out of its budget with packets left), summed over the CPUs."""
+    out = {"processed": 0, "dropped": 0, "time_squeeze": 0}
+    for line in text.splitlines():
+        f = line.split()
+        if not f:
+            continue
+        if len(f) < 3:
+            raise ParseError(f"/proc/net/softnet_stat line not understood: {line!r}")
+        try:
+            out["processed"] += int(f[0], 16)
+            out["dropped"] += int(f[1], 16)
+            out["time_squeeze"] += int(f[2], 16)
+        except ValueError:
+            raise ParseError(f"/proc/net/softnet_stat line not understood: {line!r}") from None
+    return out
+
+
+# Symbols only a debug kernel has, as the upstream MPTCP selftests look for them (simult_flows.sh widens
+# its time bound when one is in /proc/kallsyms): the option each stands for
+DEBUG_SYMBOLS = {b"kmemleak_init": "kmemleak", b"lockdep_init": "lockdep", b"kasan_init": "KASAN",
+                 b"prove_locking": "lockdep"}
+
+
+def kernel_debug_options(path: str = "/proc/kallsyms") -> list[str]:
+    """The debug options (kmemleak, lockdep, KASAN) of the running kernel, by their symbols; [] for a
+    kernel without them. Reads /proc/kallsyms once (a few MB: tenths of a second in a TCG guest)."""
+    with open(path, "rb") as f:
+        return parse_debug_symbols(f.read())
+
+
+def parse_debug_symbols(data: bytes) -> list[str]:
+    """/proc/kallsyms bytes -> the options DEBUG_SYMBOLS names, each once, in DEBUG_SYMBOLS' order."""
+    found = []
+    for symbol, option in DEBUG_SYMBOLS.items():
+        # a line is "address type name" or "address type name [module]": the name ends the line or a space
+        if re.search(rb" " + symbol + rb"(?:$|[ \t])", data, re.M) and option not in found:
+            found.append(option)
+    return found

@@ -44,6 +44,7 @@ class RunContext:
     shaper: Any = None
     mptcp: Any = None
     events: Any = None      # the run's EventScheduler while its traffic runs (runners.pipeline.events)
+    fidelity: Any = None    # the run's FidelitySampler until it is judged (runners.collect.fidelity_sampler)
 
     # the network's parts, as the collectors and tools name them
     client = property(lambda self: self.network.client)

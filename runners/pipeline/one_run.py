@@ -9,7 +9,7 @@ import json
 import os
 import time
 
-from runners.collect import event_record, mptcp_monitor, record, subflows
+from runners.collect import event_record, fidelity_sampler, mptcp_monitor, record, subflows
 from runners.collect.capture import Capture, capture_nodes, incomplete as capture_incomplete, subflows_csv
 from runners.pipeline.context import RunContext
 from runners.pipeline.drain import rest_between_runs
@@ -85,6 +85,7 @@ def one_run(ctx: RunContext, job: Job) -> list[dict]:
     clock.mark("snapshot_before")
     dumps = _start_capture(ctx, job.run_id)
     events = RunEvents(ctx, job.primary, mptcp) if changes_during_run(sc) else None
+    fidelity_sampler.for_run(ctx)   # CPU and queues, started and stopped by the tool's per-path sampler
     try:
         traffic = tool.run(req)
     finally:
@@ -102,6 +103,7 @@ def one_run(ctx: RunContext, job: Job) -> list[dict]:
                for p in job.together] or [_record(ctx, job, started, traffic.report, seen)]
     if events is not None:
         _events_into(ctx, events, results, seen, job)
+    fidelity_sampler.judge(ctx, results, seen, job.run_id)   # did the emulator keep up? (docs/fidelity.md)
     clock.mark("assemble")
     for result in results:
         if captured is not None:

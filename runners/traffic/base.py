@@ -77,6 +77,7 @@ class PathSampler(threading.Thread):
         self.samples: list[dict] = []
         self._halt = threading.Event()
         self.error: str | None = None
+        self.companion = None   # sampled with it, stopped with it: the run's fidelity sampler (runners.collect)
 
     def run(self) -> None:
         t0 = self.t0
@@ -96,6 +97,8 @@ class PathSampler(threading.Thread):
 
     def stop(self, log: Callable[[str], None]) -> list[dict]:
         self._halt.set()
+        if self.companion is not None:
+            self.companion.stop()
         self.join(timeout=15)
         if self.error:
             log(f"warning: the per-path sampler failed at least once ({len(self.samples)} samples kept): "
@@ -130,6 +133,9 @@ class TrafficTool:
         s = PathSampler(lambda: self.host.counters.path_rx(req.receiver, req.upload),
                         sample_interval(self.host.scenario))
         s.start()
+        if getattr(self.host, "fidelity", None) is not None:   # CPU and queues on the same clock
+            s.companion = self.host.fidelity
+            s.companion.begin(s.t0)
         if getattr(self.host, "events", None) is not None:
             self.host.events.begin(s.t0)
         return s

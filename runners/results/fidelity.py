@@ -1,0 +1,331 @@
+"""Did the emulator keep up? A run's fidelity: `ok`, `warn` or `unfaithful`, each reason in words, and the
+figures behind it (docs/fidelity.md). Pure: runners.collect.fidelity_sampler hands in what was read, and
+the tests feed it recorded runs.
+
+When a machine cannot keep up, Mininet and netem do not fail: links get slower, RTTs longer, events late.
+The checks, each against a tolerance below (chosen from measured runs; docs/fidelity.md has the figures):
+  - cpu: the machine's CPUs during the traffic (0.1 s samples of /proc/stat): no idle time in most of
+    them means every part of the emulation waited for a CPU; steal, the hypervisor taking the CPU away;
+  - shaping: while a shaped direction is backlogged (more bytes queued than its delay line holds), it
+    sends at its configured rate (Mininet-HiFi's invariant), within RATE_TOLERANCE;
+  - loss: netem's drops against the configured loss; drops beyond it only where the queue filled up;
+  - drops: packets dropped outside the shaping (the kernel's input backlog, the interfaces);
+  - delay: the RTT floor of the pings before the run against the configured RTT;
+  - events: each change and trace step applied within the drift bound of its planned time;
+  - kernel: a debug kernel (kmemleak, lockdep, KASAN), several times slower at networking.
+"""
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass, field
+
+OK, WARN, UNFAITHFUL = "ok", "warn", "unfaithful"
+RANK = {OK: 0, WARN: 1, UNFAITHFUL: 2}
+
+ECHO_BYTES = 98            # a ping echo on the wire: 56 data bytes, ICMP 8, IPv4 20, Ethernet 14
+MTU_FRAME = 1514           # the largest frame netem counts (segmentation offload is one segment per packet)
+
+# cpu: a 0.1 s sample with less idle time than this (of all CPUs together) is saturated
+CPU_SATURATED_IDLE = 0.05
+CPU_WARN_SHARE = 0.20        # saturated in this share of the traffic's samples: warn
+CPU_UNFAITHFUL_SHARE = 0.50  # ... unfaithful
+STEAL_WARN = 0.05            # the hypervisor took this share of the CPU time: warn
+MIN_CPU_SAMPLES = 5
+# shaping: the dequeue rate while backlogged, against the configured rate
+RATE_TOLERANCE = 0.05
+MIN_BACKLOGGED_S = 1.0     # judged only over at least this much backlogged time
+AT_LIMIT = 0.95            # a queue holding this share of its limit is at the limit
+NEAR_LIMIT = 0.50          # a queue that reached this share of its limit may have overflowed between samples
+# loss: netem's drop share against the configured loss, over at least MIN_LOSS_PACKETS
+LOSS_SIGMAS, LOSS_RELATIVE, MIN_LOSS_PACKETS = 3.0, 0.10, 1000
+UNEXPLAINED_DROP_SHARE = 0.005   # drops beyond the loss, with a queue never near its limit: warn above this
+# delay: the ping RTT floor minus the configured RTT (the TCG micro-VM reads 0.9-2.2 ms above it)
+RTT_BELOW_MS = 0.5
+RTT_WARN_MS, RTT_WARN_SHARE = 3.0, 0.02
+RTT_UNFAITHFUL_MS, RTT_UNFAITHFUL_SHARE = 10.0, 0.10
+# events: when the run's section gives none, runners.collect.event_record's bound
+DRIFT_BOUND_MS = 100.0
+
+TOLERANCES = {
+    "cpu_saturated_idle": CPU_SATURATED_IDLE, "cpu_warn_share": CPU_WARN_SHARE,
+    "cpu_unfaithful_share": CPU_UNFAITHFUL_SHARE, "steal_warn": STEAL_WARN, "rate_tolerance": RATE_TOLERANCE,
+    "min_backlogged_s": MIN_BACKLOGGED_S, "loss_sigmas": LOSS_SIGMAS, "loss_relative": LOSS_RELATIVE,
+    "rtt_below_ms": RTT_BELOW_MS, "rtt_warn_ms": RTT_WARN_MS, "rtt_warn_share": RTT_WARN_SHARE,
+    "rtt_unfaithful_ms": RTT_UNFAITHFUL_MS, "rtt_unfaithful_share": RTT_UNFAITHFUL_SHARE,
+}
+
+
+@dataclass
+class Evidence:
+    """What one run's judgement reads (all plain data)."""
+    directions: list[dict]          # shaped directions: id "node/dev", rate_mbit, delay_ms, loss_pct, limit_pkts, paths
+    paths: dict[str, dict]          # path -> {"rtt_ms": configured (None: unknown), "echo_ms": serialization}
+    pings: dict[str, dict]          # path -> runners.collect.pings' parse (rtt_min_ms)
+    samples: dict | None = None     # fidelity-samples.json (None: not sampled)
+    qdisc_before: dict[str, dict] = field(default_factory=dict)   # "node/dev" -> {"packets", "drops"}
+    qdisc_after: dict[str, dict] = field(default_factory=dict)
+    link_drops: dict[str, int] = field(default_factory=dict)      # "side/dev" -> packets dropped
+    events: dict | None = None      # the record's `events` section
+    kernel_debug: list[str] = field(default_factory=list)
+    sampling: str | None = None     # why nothing was sampled, when it was turned off
+
+
+class Verdict:
+    """The checks' outcomes as they are found: the worst status wins; each reason is kept in words, with
+    its level."""
+
+    def __init__(self):
+        self.status, self.found, self.notes, self.checks = OK, [], [], {}
+
+    def flag(self, status: str, reason: str) -> None:
+        if RANK[status] > RANK[self.status]:
+            self.status = status
+        self.found.append((status, reason))
+
+    def section(self) -> dict:
+        found = sorted(self.found, key=lambda f: -RANK[f[0]])   # the worst first, in the order found
+        return {"status": self.status, "reasons": [r for _, r in found], "levels": [s for s, _ in found],
+                "notes": self.notes, "checks": self.checks, "tolerances": TOLERANCES}
+
+
+def judge(ev: Evidence) -> dict:
+    """The run's `fidelity` section: status, reasons (words, worst first), notes (what was not judged and
+    why), each check's figures, and the tolerances they were held to."""
+    v = Verdict()
+    window = traffic_window(ev.samples)
+    changed_at = first_change_s(ev.events)
+    _cpu(v, ev, window)
+    _shaping(v, ev, changed_at)
+    _loss(v, ev, changed_at)
+    _drops(v, ev)
+    _delay(v, ev)
+    _events(v, ev.events)
+    if ev.kernel_debug:
+        v.checks["kernel"] = {"debug": list(ev.kernel_debug)}
+        v.flag(WARN, f"a debug kernel ({', '.join(ev.kernel_debug)}): its network stack is several times slower")
+    if ev.sampling:
+        v.notes.append(f"CPU and queues not sampled ({ev.sampling})")
+    elif ev.samples is None:
+        v.notes.append("CPU and queues not sampled: the traffic tool started no per-path sampler")
+    elif ev.samples.get("errors"):
+        v.notes.append("sampling failed at times: " + "; ".join(ev.samples["errors"]))
+    return v.section()
+
+
+def traffic_window(samples: dict | None) -> tuple[float, float] | None:
+    """(first, last) time a shaped qdisc sent more than two full frames within one 0.1 s sample: the
+    traffic, without the tool's start-up and end; None without qdisc samples."""
+    busy = [(a[0], b[0]) for rows in ((samples or {}).get("qdiscs") or {}).values()
+            for a, b in zip(rows, rows[1:]) if b[1] - a[1] > 2 * MTU_FRAME]
+    return (min(s for s, _ in busy), max(e for _, e in busy)) if busy else None
+
+
+def first_change_s(events: dict | None) -> float | None:
+    """When the run's first change (event or trace step) was applied: the shaping differs after it."""
+    times = [c["applied_s"] for c in (events or {}).get("changes", []) + (events or {}).get("trace_steps", [])
+             if c.get("applied_s") is not None]
+    return min(times) if times else None
+
+
+def cpu_intervals(samples: dict, window: tuple[float, float] | None) -> list[dict]:
+    """Per 0.1 s sample inside the window: the shares of idle (with iowait), softirq and steal of all CPUs
+    together, and the least idle CPU's idle share."""
+    fields = samples.get("cpu_fields") or ["user", "nice", "system", "idle", "iowait", "irq", "softirq", "steal"]
+    idle, iowait, softirq, steal = (fields.index(k) for k in ("idle", "iowait", "softirq", "steal"))
+    out = []
+    rows = samples.get("cpu") or []
+    for a, b in zip(rows, rows[1:]):
+        mid = (a[0] + b[0]) / 2
+        if window is not None and not window[0] <= mid <= window[1]:
+            continue
+        deltas = [[y - x for x, y in zip(ca, cb)] for ca, cb in zip(a[1:], b[1:])]
+        totals = [sum(d) for d in deltas]
+        total = sum(totals)
+        if total <= 0:
+            continue
+        out.append({"idle": sum(d[idle] + d[iowait] for d in deltas) / total,
+                    "softirq": sum(d[softirq] for d in deltas) / total,
+                    "steal": sum(d[steal] for d in deltas) / total,
+                    "busiest_idle": min((d[idle] + d[iowait]) / t for d, t in zip(deltas, totals) if t > 0)})
+    return out
+
+
+def _cpu(v: Verdict, ev: Evidence, window) -> None:
+    if ev.samples is None:
+        return
+    iv = cpu_intervals(ev.samples, window)
+    if len(iv) < MIN_CPU_SAMPLES:
+        v.notes.append(f"CPU not judged: {len(iv)} sample(s) during the traffic")
+        return
+    n = len(iv)
+    saturated = sum(i["idle"] < CPU_SATURATED_IDLE for i in iv) / n
+    one_saturated = sum(i["busiest_idle"] < CPU_SATURATED_IDLE for i in iv) / n
+    mean = {k: sum(i[k] for i in iv) / n for k in ("idle", "softirq", "steal")}
+    v.checks["cpu"] = {"samples": n, "window_s": [round(w, 2) for w in window] if window else None,
+                       "idle_pct": _pct(mean["idle"]), "softirq_pct": _pct(mean["softirq"]),
+                       "steal_pct": _pct(mean["steal"]), "saturated_pct": _pct(saturated),
+                       "one_cpu_saturated_pct": _pct(one_saturated)}
+    text = (f"the CPUs had no idle time (< {CPU_SATURATED_IDLE:.0%}) in {saturated:.0%} of the traffic's "
+            f"{n} samples (mean idle {mean['idle']:.0%}, softirq {mean['softirq']:.0%})")
+    if saturated >= CPU_UNFAITHFUL_SHARE:
+        v.flag(UNFAITHFUL, text + ": the emulation waited for CPU")
+    elif saturated >= CPU_WARN_SHARE:
+        v.flag(WARN, text)
+    if mean["steal"] >= STEAL_WARN:
+        v.flag(WARN, f"the hypervisor took {mean['steal']:.0%} of the CPU time (steal)")
+
+
+def _pct(x: float) -> float:
+    return round(100 * x, 1)
+
+
+def _backlog_floor(d: dict) -> float:
+    """Bytes queued beyond the delay line's: above this the direction sends back to back at its rate."""
+    return d["rate_mbit"] * 1e6 / 8 * d["delay_ms"] / 1e3 + 2 * MTU_FRAME
+
+
+def direction_figures(d: dict, rows: list[list], until: float | None) -> dict:
+    """One direction's samples -> its backlogged time, the rate it sent at meanwhile, its queue's peak and
+    the share of samples at its limit (`until`: only samples before the first change)."""
+    rows = [r for r in rows if until is None or r[0] <= until]
+    floor, busy_s, busy_bytes = _backlog_floor(d), 0.0, 0
+    for a, b in zip(rows, rows[1:]):
+        if a[4] >= floor and b[4] >= floor and b[0] > a[0]:
+            busy_s += b[0] - a[0]
+            busy_bytes += b[1] - a[1]
+    qlens = [r[5] for r in rows]
+    out = {"rate_mbit": d["rate_mbit"], "backlogged_s": round(busy_s, 2), "qlen_max": max(qlens, default=0),
+           "limit_pkts": d["limit_pkts"],
+           "at_limit_pct": _pct(sum(q >= AT_LIMIT * d["limit_pkts"] for q in qlens) / len(qlens)) if qlens else None}
+    if busy_s > 0:
+        mbps = busy_bytes * 8 / busy_s / 1e6
+        out.update(sent_mbps=round(mbps, 3), rate_ratio=round(mbps / d["rate_mbit"], 4))
+    return out
+
+
+def _name(d: dict) -> str:
+    return f"{d['id']}" + (f" (path {', '.join(d['paths'])})" if d.get("paths") else "")
+
+
+def _shaping(v: Verdict, ev: Evidence, until: float | None) -> None:
+    series = (ev.samples or {}).get("qdiscs") or {}
+    if not series:
+        return
+    figures = {}
+    for d in ev.directions:
+        if d["id"] not in series or not d["rate_mbit"]:
+            continue
+        f = figures[d["id"]] = direction_figures(d, series[d["id"]], until)
+        if f["backlogged_s"] < MIN_BACKLOGGED_S or "rate_ratio" not in f:
+            continue
+        ratio = f["rate_ratio"]
+        said = (f"{_name(d)} sent {f['sent_mbps']:.3g} Mbit/s while backlogged ({f['backlogged_s']:.1f} s), "
+                f"{ratio:.0%} of its {d['rate_mbit']:g} Mbit/s")
+        if ratio < 1 - RATE_TOLERANCE:
+            v.flag(UNFAITHFUL, said + ": the shaper fell behind")
+        elif ratio > 1 + RATE_TOLERANCE:
+            v.flag(WARN, said + ": faster than configured")
+    v.checks["shaping"] = figures
+    if until is not None:
+        v.notes.append(f"shaping judged before the first change only ({until:.2f} s)")
+
+
+def _loss(v: Verdict, ev: Evidence, changed_at: float | None) -> None:
+    """netem's drops in each direction against its configured loss; drops beyond it are the queue's when
+    the queue came near its limit, and unexplained otherwise."""
+    if changed_at is not None:
+        v.notes.append("loss not judged: the run's changes alter the shaping during it")
+        return
+    shaping = (v.checks.get("shaping") or {})
+    figures = {}
+    for d in ev.directions:
+        b, a = ev.qdisc_before.get(d["id"]), ev.qdisc_after.get(d["id"])
+        if not b or not a:
+            continue
+        sent, dropped = a["packets"] - b["packets"], a["drops"] - b["drops"]
+        n = sent + dropped
+        if n < MIN_LOSS_PACKETS:
+            continue
+        p, got = d["loss_pct"] / 100, dropped / n
+        tol = LOSS_SIGMAS * math.sqrt(p * (1 - p) / n) + LOSS_RELATIVE * p
+        peak = (shaping.get(d["id"]) or {}).get("qlen_max")
+        near = None if peak is None else peak >= NEAR_LIMIT * d["limit_pkts"]
+        figures[d["id"]] = {"packets": n, "dropped": dropped, "configured_pct": d["loss_pct"],
+                            "netem_pct": round(100 * got, 3), "tolerance_pct": round(100 * tol, 3)}
+        if p > 0 and got < p - tol:
+            v.flag(UNFAITHFUL, f"{_name(d)}: netem dropped {got:.2%} of {n} packets for a configured "
+                               f"{d['loss_pct']:g} % (segmentation offload back on?)")
+        elif got > p + tol and got - p > UNEXPLAINED_DROP_SHARE and near is False:
+            v.flag(WARN, f"{_name(d)}: netem dropped {got:.2%} of {n} packets (configured {d['loss_pct']:g} %) "
+                         f"while its queue never passed {peak} of {d['limit_pkts']} packets")
+    v.checks["loss"] = figures
+
+
+def _drops(v: Verdict, ev: Evidence) -> None:
+    softnet = (ev.samples or {}).get("softnet") or {}
+    b, a = softnet.get("before"), softnet.get("after")
+    out = {}
+    if b and a:
+        out = {k: a[k] - b[k] for k in ("dropped", "time_squeeze")}
+        if out["dropped"]:
+            v.flag(WARN, f"the kernel dropped {out['dropped']} packet(s) at its full input backlog "
+                         "(net.core.netdev_max_backlog): the CPUs fell behind the traffic")
+    if ev.link_drops:
+        out["interfaces"] = dict(ev.link_drops)
+        v.flag(WARN, "interfaces dropped packets: " + ", ".join(f"{k} {n}" for k, n in ev.link_drops.items()))
+    v.checks["drops"] = out
+
+
+def _delay(v: Verdict, ev: Evidence) -> None:
+    figures = {}
+    for name, conf in ev.paths.items():
+        floor = (ev.pings.get(name) or {}).get("rtt_min_ms")
+        if conf.get("rtt_ms") is None or floor is None:
+            v.notes.append(f"path {name}'s RTT not judged: " + ("no echo came back" if floor is None else
+                                                                "its links are the switches' choice"))
+            continue
+        want = conf["rtt_ms"] + conf.get("echo_ms", 0.0)
+        excess = floor - want
+        figures[name] = {"configured_ms": round(want, 3), "floor_ms": floor, "excess_ms": round(excess, 3)}
+        said = f"path {name}'s RTT floor {floor:g} ms against a configured {want:.3g} ms"
+        if excess < -RTT_BELOW_MS:
+            v.flag(UNFAITHFUL, said + ": below it, so its delay is not in place")
+        elif excess > RTT_UNFAITHFUL_MS + RTT_UNFAITHFUL_SHARE * want:
+            v.flag(UNFAITHFUL, said + f" (+{excess:.1f} ms)")
+        elif excess > RTT_WARN_MS + RTT_WARN_SHARE * want:
+            v.flag(WARN, said + f" (+{excess:.1f} ms)")
+    v.checks["delay"] = figures
+
+
+def _events(v: Verdict, events: dict | None) -> None:
+    if not events:
+        return
+    bound = events.get("drift_bound_ms") or DRIFT_BOUND_MS
+    changes, steps = events.get("changes", []), events.get("trace_steps", [])
+    drifts = [c["drift_ms"] for c in changes + steps if c.get("drift_ms") is not None]
+    v.checks["events"] = {"drift_max_ms": max(drifts) if drifts else None, "bound_ms": bound,
+                          "late": sum(d > bound for d in drifts)}
+    for c in changes:
+        if c.get("applied_s") is None:
+            v.flag(WARN, f"event {c.get('event')} was not applied: {c.get('not_applied') or c.get('error') or '?'}")
+        elif (c.get("drift_ms") or 0) > bound:
+            v.flag(WARN, f"event {c.get('event')} applied {c['drift_ms']:.0f} ms after its time (bound {bound:g} ms)")
+    late = [s["drift_ms"] for s in steps if (s.get("drift_ms") or 0) > bound]
+    if late:
+        v.flag(WARN, f"{len(late)} of {len(steps)} trace steps applied more than {bound:g} ms late "
+                     f"(the latest {max(late):.0f} ms)")
+
+
+# ------------------------------------------------------------------ reading records (analysis, console)
+
+def status_of(run: dict) -> str | None:
+    """A record's fidelity status; None for a run recorded before fidelity was judged."""
+    return (run.get("fidelity") or {}).get("status")
+
+
+def unfaithful(run: dict) -> bool:
+    return status_of(run) == UNFAITHFUL
+
+
+def reasons_text(run: dict) -> str:
+    return "; ".join((run.get("fidelity") or {}).get("reasons") or [])
