@@ -4,7 +4,9 @@ A run that ended as an MPTCP fallback is an <error> (its numbers are plain
 TCP's); a run set that failed before finishing gets one <error> case with
 the status. A failed verdict is a <failure>, an inconclusive one a <skipped>
 with the reason, so CI systems show both without treating "needs more runs"
-as green. Runs carry their wall time (metadata phases), verdicts 0.
+as green. Runs carry their wall time (metadata phases), verdicts 0, and each run its fidelity as
+properties (`fidelity`: ok, warn or unfaithful; `fidelity_reasons`), as pytest's JUnit puts a test's
+properties in its test case.
 """
 from __future__ import annotations
 
@@ -12,6 +14,7 @@ import xml.etree.ElementTree as ET
 
 from runners.analysis.verdicts import FAIL, INCONCLUSIVE, Verdict
 from runners.results.derived import counts_text
+from runners.results.fidelity import reasons_text, status_of
 
 
 def render_junit(suite: str, verdicts: list[Verdict], timestamp: str = "", runs: list[dict] | None = None,
@@ -47,6 +50,13 @@ def _run_case(ts: ET.Element, suite: str, r: dict, wall: float) -> None:
     m = r.get("metrics", {})
     summary = (f"{m.get('throughput_mbps', 0):.2f} Mbit/s over {m.get('seconds') or 0:.2f} s, "
                f"subflows {m.get('subflows')}, OFO tcp/mptcp {counts_text(m)[0]}")
+    if status_of(r) is not None:
+        props = ET.SubElement(case, "properties")
+        ET.SubElement(props, "property", name="fidelity", value=status_of(r))
+        summary += f", fidelity {status_of(r)}"
+        if reasons_text(r):
+            ET.SubElement(props, "property", name="fidelity_reasons", value=reasons_text(r))
+            summary += f": {reasons_text(r)}"
     if r["status"] != "ok":
         el = ET.SubElement(case, "error", message=f"run status {r['status']}", type=r["status"])
         el.text = summary

@@ -7,14 +7,16 @@ import html
 import json
 from pathlib import Path
 
-from runners.analysis.summary import comparison_lines, subflow_warnings, subflows_text
+from runners.analysis.summary import comparison_lines, fidelity_lines, subflow_warnings, subflows_text
 from runners.analysis.verdicts import Verdict
 from runners.results.derived import counts_text
+from runners.results.fidelity import reasons_text, status_of
 
 META_KEYS = ("scenario", "status", "started_utc", "finished_utc", "backend", "backend_kernel", "host_kernel",
              "kernel_version", "iperf3", "iperf3_mptcp", "iproute2", "mininet", "python", "git_revision",
              "git_dirty", "seed", "repeat", "wall_seconds")
-RUN_COLUMNS = ("run", "point", "mode", "primary", "status", "Mbit/s", "s", "subflows", "OFO tcp/mptcp", "retrans")
+RUN_COLUMNS = ("run", "point", "mode", "primary", "status", "Mbit/s", "s", "subflows", "OFO tcp/mptcp", "retrans",
+               "fidelity")
 
 
 def _meta_rows(meta: dict) -> list[tuple[str, str]]:
@@ -31,8 +33,20 @@ def _run_rows(runs: list[dict]) -> list[tuple[str, ...]]:
         m = r["metrics"]
         out.append((r["id"], r.get("point_label", "base"), r["mode"], r["primary"], r["status"],
                     f"{m['throughput_mbps']:.2f}", f"{m.get('seconds') or 0:.2f}", subflows_text(m),
-                    *counts_text(m)))
+                    *counts_text(m), status_of(r) or "-"))
     return out
+
+
+def _html_runs_table(runs: list[dict]) -> str:
+    """The runs table with each run's fidelity as a badge (ok, warn, unfaithful), its reasons as its title."""
+    th = "".join(f"<th>{html.escape(h)}</th>" for h in RUN_COLUMNS)
+    body = ""
+    for r, row in zip(runs, _run_rows(runs)):
+        status = row[-1]
+        badge = (f'<span class="badge fid-{html.escape(status)}" title="{html.escape(reasons_text(r))}">'
+                 f"{html.escape(status)}</span>")
+        body += "<tr>" + "".join(f"<td>{html.escape(c)}</td>" for c in row[:-1]) + f"<td>{badge}</td></tr>"
+    return f'<table class="runs"><thead><tr>{th}</tr></thead><tbody>{body}</tbody></table>'
 
 
 EVENT_COLUMNS = ("run", "change", "what", "planned s", "applied s", "drift ms", "took ms", "stall s", "recovery s",
@@ -85,7 +99,8 @@ def render_markdown(run_dir: Path, doc: dict, scenario_text: str, verdicts: list
     parts = [f"# {meta.get('scenario', run_dir.name)}: {run_dir.name}", "",
              _md_table(("what", "value"), _meta_rows(meta)), "", "## Runs", "",
              _md_table(RUN_COLUMNS, _run_rows(doc["runs"])), ""]
-    parts += [f"- {line}" for line in comparison_lines(doc["runs"]) + subflow_warnings(doc["runs"])] + [""]
+    parts += [f"- {line}" for line in comparison_lines(doc["runs"]) + subflow_warnings(doc["runs"])
+              + fidelity_lines(doc["runs"])] + [""]
     events = _event_rows(doc["runs"])
     if events:
         parts += ["## Events", "", _md_table(EVENT_COLUMNS, events), ""]
@@ -106,6 +121,8 @@ def _html_table(head: tuple[str, ...], rows: list[tuple[str, ...]], cls: str = "
 STYLE = """body{font-family:system-ui,sans-serif;margin:2em;max-width:1200px;color:#222}
 table{border-collapse:collapse;margin:1em 0;font-size:13px}td,th{border:1px solid #ccc;padding:3px 8px;text-align:left}
 th{background:#f0f0f0}.pass{color:#070}.fail{color:#b00;font-weight:bold}.inconclusive{color:#a60}
+.badge{padding:1px 6px;border-radius:3px;color:#fff;background:#888}.fid-ok{background:#2a7}
+.fid-warn{background:#d90}.fid-unfaithful{background:#c22;font-weight:bold}
 figure{display:inline-block;margin:1em}figure img{max-width:560px;border:1px solid #ddd}
 pre{background:#f6f6f6;padding:1em;overflow:auto;font-size:12px}"""
 
@@ -129,14 +146,15 @@ def render_html(run_dir: Path, doc: dict, scenario_text: str, verdicts: list[Ver
                    f'{base64.b64encode(f.read_bytes()).decode()}"><figcaption>{html.escape(f.stem)}</figcaption>'
                    f"</figure>" for f in figures if f.suffix == ".png")
     lines = "".join(f"<li>{html.escape(line)}</li>"
-                    for line in comparison_lines(doc["runs"]) + subflow_warnings(doc["runs"]))
+                    for line in comparison_lines(doc["runs"]) + subflow_warnings(doc["runs"])
+                    + fidelity_lines(doc["runs"]))
     events = _event_rows(doc["runs"])
     if events:
         lines += f"</ul><h2>Events</h2>{_html_table(EVENT_COLUMNS, events, 'events')}<ul>"
     return (f"<!DOCTYPE html><html lang=en><head><meta charset=utf-8><title>{html.escape(title)}</title>"
             f"<style>{STYLE}</style></head><body><h1>{html.escape(title)}</h1>"
             f"{_html_table(('what', 'value'), _meta_rows(meta), 'meta')}"
-            f"<h2>Runs</h2>{_html_table(RUN_COLUMNS, _run_rows(doc['runs']), 'runs')}<ul>{lines}</ul>"
+            f"<h2>Runs</h2>{_html_runs_table(doc['runs'])}<ul>{lines}</ul>"
             f"{verdict_html}<h2>Figures</h2><div class=figures>{figs}</div>"
             f"<h2>Scenario</h2><pre>{html.escape(scenario_text)}</pre>"
             f"<script type=application/json id=metadata>{_script_json(meta)}</script>"

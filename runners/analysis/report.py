@@ -12,7 +12,7 @@ import io
 import json
 import sys
 import time
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 
 from scenarios.spec.expect import METRICS
@@ -26,6 +26,7 @@ from runners.analysis.verdicts import (ACROSS_KERNELS, AT_A_POINT, FAIL, INCONCL
 from runners.console.output import info
 from runners.errors import EXIT_FAIL, EXIT_INPUT, EXIT_OK
 from runners.results.derived import case_of, group_runs
+from runners.results.fidelity import unfaithful
 from runners.results.metadata import read_metadata_file
 from runners.results.store import atomic_write, load_results
 from runners.results.table import run_kernel_columns
@@ -39,6 +40,7 @@ class Report:
     dir: Path
     stats: list[dict]
     verdicts: list[Verdict]
+    unfaithful: list[str] = field(default_factory=list)   # the runs the emulator did not keep up with
 
     @property
     def failed(self) -> bool:
@@ -96,16 +98,17 @@ def verdict_table(verdicts: list[Verdict]) -> str:
     return c.export_text()
 
 
-def make_report(run_dir: Path, baseline: Path | None = None, plots: bool = True, svg: bool = False) -> Report:
+def make_report(run_dir: Path, baseline: Path | None = None, plots: bool = True, svg: bool = False,
+                keep_unfaithful: bool = False) -> Report:
     run_dir = Path(run_dir)
     doc = load_results(run_dir)
     # a kernel sweep made on the command line (--kernel A --kernel B) is part of the set's experiment
     exp = load_experiment(run_dir / "scenario.yaml", (doc.get("metadata") or {}).get("kernel_sweep"), read_traces=False)
     groups = group_runs(doc)
     stats = point_stats(doc)
-    verdicts = evaluate_points(exp.scenario, groups)
+    verdicts = evaluate_points(exp.scenario, groups, keep_unfaithful)   # unfaithful runs left out unless kept
     if baseline is not None:
-        verdicts += regressions(groups, group_runs(load_results(baseline)))
+        verdicts += regressions(groups, group_runs(load_results(baseline)), keep_unfaithful=keep_unfaithful)
     atomic_write(run_dir / "stats.json", json.dumps(stats, indent=1, default=str) + "\n")
     atomic_write(run_dir / "stats.csv", render_stats_csv(stats))
     atomic_write(run_dir / "verdicts.json", json.dumps([v.to_dict() for v in verdicts], indent=1) + "\n")
@@ -119,7 +122,7 @@ def make_report(run_dir: Path, baseline: Path | None = None, plots: bool = True,
         scenario_text = (run_dir / "scenario.yaml").read_text()
         atomic_write(run_dir / "report.md", render_markdown(run_dir, doc, scenario_text, verdicts, figures))
         atomic_write(run_dir / "report.html", render_html(run_dir, doc, scenario_text, verdicts, figures))
-    return Report(run_dir, stats, verdicts)
+    return Report(run_dir, stats, verdicts, [r["id"] for r in doc["runs"] if unfaithful(r)])
 
 
 def summary_and_report(run_dir: Path, options, code: int) -> int:
@@ -139,20 +142,25 @@ def summary_and_report(run_dir: Path, options, code: int) -> int:
 
 
 def report_set(run_dir: Path, baseline: Path | None, svg: bool = False, junit: Path | None = None,
-            plots: bool = True) -> int:
-    """Stats, plots, verdicts and JUnit for a result set; 1 when a verdict failed."""
+            plots: bool = True, keep_unfaithful: bool = False) -> int:
+    """Stats, plots, verdicts and JUnit for a result set; 1 when a verdict failed. The verdicts leave the
+    unfaithful runs out (runners.results.fidelity) unless `keep_unfaithful`."""
     from scenarios.spec.loader import ScenarioError
 
     from runners.analysis.report import make_report, verdict_table
     from runners.results.store import atomic_write
 
     try:
-        rep = make_report(run_dir, baseline, plots=plots, svg=svg)
+        rep = make_report(run_dir, baseline, plots=plots, svg=svg, keep_unfaithful=keep_unfaithful)
     except ScenarioError as e:   # a result set's scenario.yaml edited by hand: the file and the field
         print(e.render(), file=sys.stderr)
         return EXIT_INPUT
     if rep.verdicts:
         print(verdict_table(rep.verdicts), flush=True)
+    if rep.unfaithful:
+        info(f"fidelity: {len(rep.unfaithful)} run(s) unfaithful ({', '.join(rep.unfaithful)}): "
+             + ("counted in the verdicts (--keep-unfaithful)" if keep_unfaithful else
+                f"left out of the verdicts (`run-scenario report {run_dir} --keep-unfaithful` counts them)"))
     info(f"junit: {run_dir / 'junit.xml'}")
     if junit is not None:
         atomic_write(junit, (run_dir / "junit.xml").read_text())

@@ -4,14 +4,15 @@ from __future__ import annotations
 import io
 
 from runners.results.derived import counts_text, subflow_warning, with_derived
+from runners.results.fidelity import OK, UNFAITHFUL, reasons_text, status_of
 
 
 def summary(runs: list[dict], metadata: dict | None = None) -> str:
     """A short table of the runs, and the MPTCP/TCP ratio of mean throughputs (per kernel when the set
-    sweeps kernels); then a warning per run with fewer subflows than its plan gives, and the kernels that
-    did not run the scenario, and why."""
+    sweeps kernels); then a warning per run with fewer subflows than its plan gives, a line per run the
+    emulator did not keep up with (its fidelity), and the kernels that did not run the scenario, and why."""
     text = _runs_and_ratios(runs)
-    warnings = subflow_warnings(runs)
+    warnings = subflow_warnings(runs) + fidelity_lines(runs)
     refused = [f"kernel {k}: not run ({why})" for k, why in refused_kernels(metadata or {}).items()]
     return text + "".join(line + "\n" for line in warnings + refused)
 
@@ -19,6 +20,17 @@ def summary(runs: list[dict], metadata: dict | None = None) -> str:
 def subflow_warnings(runs: list[dict]) -> list[str]:
     """A line per run with fewer subflows than its plan gives (derived.subflow_warning)."""
     return [f"warning: {w}" for w in map(subflow_warning, runs) if w]
+
+
+def fidelity_lines(runs: list[dict]) -> list[str]:
+    """A line per run whose fidelity is not ok, with its reasons; then how many the verdicts leave out."""
+    lines = [f"fidelity {status_of(r)}: run {r['id']}: {reasons_text(r)}" for r in runs
+             if status_of(r) not in (None, OK)]
+    left_out = sum(status_of(r) == UNFAITHFUL for r in runs)
+    if left_out:
+        lines.append(f"fidelity: {left_out} of {len(runs)} run(s) unfaithful, left out of the verdicts "
+                     "(docs/fidelity.md)")
+    return lines
 
 
 def subflows_text(m: dict) -> str:
@@ -38,15 +50,16 @@ def _runs_and_ratios(runs: list[dict]) -> str:
     from rich.table import Table
 
     table = Table(title="runs", show_lines=False)
-    for col in ("run", "mode", "primary", "Mbit/s", "s", "subflows", "OFO tcp/mptcp", "retrans", "bytes per path"):
+    for col in ("run", "mode", "primary", "Mbit/s", "s", "subflows", "OFO tcp/mptcp", "retrans", "bytes per path",
+                "fidelity"):
         table.add_column(col)
     for r in runs:
         m = r["metrics"]
         shares = "  ".join(f"{n}:{(p.get('share') or 0) * 100:.0f}%" for n, p in r["paths"].items())
         table.add_row(r["id"], r["mode"] + ("" if r["status"] == "ok" else f" ({r['status']})"), r["primary"],
                       f"{m['throughput_mbps']:.2f}", f"{m.get('seconds') or 0:.2f}", subflows_text(m),
-                      *counts_text(m), shares)
-    console = Console(record=True, width=110, force_terminal=False, file=io.StringIO())
+                      *counts_text(m), shares, status_of(r) or "-")
+    console = Console(record=True, width=120, force_terminal=False, file=io.StringIO())
     console.print(table)
     if len({r.get("point", "p001") for r in runs}) > 1:
         # pooled means across sweep points or variants would mix unlike cases

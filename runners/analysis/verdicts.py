@@ -7,6 +7,9 @@ interval is above 0, fails when it is wholly below 0, and is otherwise
 the interval is 0 itself (counts that never varied: `mptcp.missing_subflows == 0`)
 and fails when it excludes 0. Fixed timing
 bounds on single runs (the kind that flake) are never used.
+
+Runs the emulator could not keep up with (their fidelity `unfaithful`, runners.results.fidelity) are left
+out unless asked for (`keep_unfaithful`), and each verdict says how many it left out.
 """
 from __future__ import annotations
 
@@ -16,6 +19,7 @@ from scenarios.spec.expect import Check, LOWER_IS_BETTER, Side, parse_check
 from scenarios.spec.kernel import KERNEL_KEY, release_matches
 
 from runners.analysis.stats import const_ci, diff_ci
+from runners.results.fidelity import unfaithful
 
 PASS, FAIL, INCONCLUSIVE = "pass", "fail", "inconclusive"
 AT_A_POINT, ACROSS_KERNELS, AGAINST_BASELINE = "point", "kernels", "baseline"
@@ -35,16 +39,30 @@ class Verdict:
     n_right: int
     detail: str
     kind: str = AT_A_POINT     # at a point, across kernels (points joined by '+'), or against a baseline
+    unfaithful_left_out: int = 0   # runs of its sides left out because the emulator did not keep up
 
     def to_dict(self) -> dict:
         return asdict(self)
 
 
-def select(runs: list[dict], side: Side) -> list[float]:
-    return [float(r["metrics"][side.metric]) for r in runs
-            if r["mode"] == side.mode and (side.primary is None or r["primary"] == side.primary)
+def select(runs: list[dict], side: Side, keep_unfaithful: bool = False) -> list[float]:
+    return [float(r["metrics"][side.metric]) for r in _matching(runs, side)
+            if keep_unfaithful or not unfaithful(r)]
+
+
+def _matching(runs: list[dict], side: Side) -> list[dict]:
+    return [r for r in runs if r["mode"] == side.mode and (side.primary is None or r["primary"] == side.primary)
             and (side.kernel is None or on_kernel(r, side.kernel))
             and r["status"] == "ok" and r["metrics"].get(side.metric) is not None]
+
+
+def unfaithful_count(runs: list[dict], *sides: Side | None) -> int:
+    """Runs that one of the sides would have read, but for their fidelity."""
+    return len({id(r) for side in sides if side is not None for r in _matching(runs, side) if unfaithful(r)})
+
+
+def left_out_text(n: int) -> str:
+    return f"; {n} unfaithful run(s) left out (the emulator did not keep up: docs/fidelity.md)" if n else ""
 
 
 def on_kernel(run: dict, kernel: str) -> bool:
@@ -87,12 +105,14 @@ def decide(op: str, low: float | None, high: float | None) -> str:
 
 
 def evaluate(check: Check, runs: list[dict], point: str = "", label: str = "", name: str = "",
-             kind: str = AT_A_POINT) -> Verdict:
-    left = select(runs, check.left)
-    right = select(runs, check.right) if check.right else []
+             kind: str = AT_A_POINT, keep_unfaithful: bool = False) -> Verdict:
+    left = select(runs, check.left, keep_unfaithful)
+    right = select(runs, check.right, keep_unfaithful) if check.right else []
+    dropped = 0 if keep_unfaithful else unfaithful_count(runs, check.left, check.right)
     if not left or (check.right and not right):
         return Verdict(point, label, name or str(check), str(check), INCONCLUSIVE, None, None, None,
-                       len(left), len(right), "no successful runs for one side", kind)
+                       len(left), len(right), "no successful runs for one side" + left_out_text(dropped), kind,
+                       dropped)
     if check.right is None:
         est, lo, hi = const_ci(left, check.const)
     else:
@@ -103,11 +123,12 @@ def evaluate(check: Check, runs: list[dict], point: str = "", label: str = "", n
     else:
         detail = (f"difference {est:+.4g}, 95% CI [{lo:+.4g}, {hi:+.4g}]"
                   + ("; inconclusive, needs more repetitions" if outcome == INCONCLUSIVE else ""))
-    return Verdict(point, label, name or str(check), str(check), outcome, est, lo, hi, len(left), len(right), detail,
-                   kind)
+    return Verdict(point, label, name or str(check), str(check), outcome, est, lo, hi, len(left), len(right),
+                   detail + left_out_text(dropped), kind, dropped)
 
 
-def evaluate_points(scenario, points_runs: dict[str, tuple[str, list[dict]]]) -> list[Verdict]:
+def evaluate_points(scenario, points_runs: dict[str, tuple[str, list[dict]]],
+                    keep_unfaithful: bool = False) -> list[Verdict]:
     """Every expectation at every point it applies to: {point id: (label, runs)} -> verdicts."""
     out = []
     for e in scenario.expect:
@@ -115,11 +136,11 @@ def evaluate_points(scenario, points_runs: dict[str, tuple[str, list[dict]]]) ->
         if check.kernels:   # across kernels: the points that differ only in their kernel, together
             for pids, label, runs in cases_across_kernels(points_runs):
                 if e.applies({**runs[0].get("params", {}), KERNEL_KEY: check.kernels[0]}):
-                    out.append(evaluate(check, runs, pids, label, e.label, kind=ACROSS_KERNELS))
+                    out.append(evaluate(check, runs, pids, label, e.label, ACROSS_KERNELS, keep_unfaithful))
             continue
         for pid, (label, runs) in points_runs.items():
             if runs and e.applies(runs[0].get("params", {})):
-                out.append(evaluate(check, runs, pid, label, e.label))
+                out.append(evaluate(check, runs, pid, label, e.label, keep_unfaithful=keep_unfaithful))
     return out
 
 
@@ -128,7 +149,7 @@ BASELINE_METRICS = ("throughput_mbps", "seconds", "ofo_tcp", "ofo_mptcp", "retra
 
 
 def regressions(points_runs: dict[str, tuple[str, list[dict]]], baseline: dict[str, tuple[str, list[dict]]],
-                metrics: tuple[str, ...] = BASELINE_METRICS) -> list[Verdict]:
+                metrics: tuple[str, ...] = BASELINE_METRICS, keep_unfaithful: bool = False) -> list[Verdict]:
     """Against a saved result set: a significant change in the bad direction fails.
 
     Points are matched by their label (the parameters), so a baseline from an
@@ -156,7 +177,8 @@ def regressions(points_runs: dict[str, tuple[str, list[dict]]], baseline: dict[s
                 continue   # a timed run's seconds is its configured duration, not a completion time
             for mode, primary in cases:
                 side = Side(mode, primary, metric)
-                now, then = select(runs, side), select(base, side)
+                now, then = select(runs, side, keep_unfaithful), select(base, side, keep_unfaithful)
+                dropped = 0 if keep_unfaithful else unfaithful_count(runs, side) + unfaithful_count(base, side)
                 if not now or not then:
                     continue
                 est, lo, hi = diff_ci(now, then)
@@ -169,7 +191,8 @@ def regressions(points_runs: dict[str, tuple[str, list[dict]]], baseline: dict[s
                           f"now - baseline {est:+.4g}, 95% CI [{lo:+.4g}, {hi:+.4g}]"
                           + (" : significant regression" if bad else " : no significant regression"))
                 out.append(Verdict(pid, label, f"baseline {side}", f"{side} not worse than baseline", outcome,
-                                   est, lo, hi, len(now), len(then), detail + kernels, AGAINST_BASELINE))
+                                   est, lo, hi, len(now), len(then), detail + kernels + left_out_text(dropped),
+                                   AGAINST_BASELINE, dropped))
     return out
 
 

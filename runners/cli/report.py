@@ -18,6 +18,9 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--baseline", metavar="DIR", help="flag significant regressions against this result set")
     p.add_argument("--svg", action="store_true", help="write every figure as SVG too (default: PNG only)")
     p.add_argument("--junit", metavar="PATH", help="also write the JUnit XML here (for a CI system)")
+    p.add_argument("--keep-unfaithful", action="store_true",
+                   help="count the runs whose fidelity is unfaithful in the verdicts too (by default they are "
+                        "left out, and each verdict says how many: docs/fidelity.md)")
     return p
 
 
@@ -31,4 +34,5 @@ def main(argv: list[str]) -> int:
     from runners.results.store import load_results
     doc = load_results(d)
     print(summary(doc["runs"], doc.get("metadata")))
-    return report_set(d, Path(a.baseline) if a.baseline else None, svg=a.svg, junit=Path(a.junit) if a.junit else None)
+    return report_set(d, Path(a.baseline) if a.baseline else None, svg=a.svg, junit=Path(a.junit) if a.junit else None,
+                      keep_unfaithful=a.keep_unfaithful)

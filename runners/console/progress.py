@@ -17,6 +17,8 @@ def describe_result(result: dict) -> str:
     if result.get("events", {}).get("changes"):   # a run with events: how it came through them
         line += (f", recovery {m['recovery_s']:.2f} s" if m.get("recovery_s") is not None else ", no recovery") \
             + (f", stall {m['stall_s']:.2f} s" if m.get("stall_s") is not None else "")
+    if result.get("fidelity"):   # did the emulator keep up; a warning line before this one gave the reasons
+        line += f", fidelity {result['fidelity']['status']}"
     return line
 
 

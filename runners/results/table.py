@@ -1,5 +1,6 @@
 """runs.csv: the result set as a tidy table, one row per run, metric and path (or client), with each swept
-value as a column. The store writes it beside results.json after every run."""
+value as a column, and the run's fidelity (ok, warn or unfaithful, and its reasons) on each of its rows.
+The store writes it beside results.json after every run."""
 from __future__ import annotations
 
 import csv
@@ -8,8 +9,8 @@ import io
 from scenarios.spec.expect import METRICS
 
 
-CSV_FIELDS = ["run_id", "point", "label", "mode", "repeat", "primary", "status", "metric", "path", "client", "value",
-              "unit"]
+CSV_FIELDS = ["run_id", "point", "label", "mode", "repeat", "primary", "status", "fidelity", "fidelity_reasons", "metric",
+              "path", "client", "value", "unit"]
 CLIENT_METRICS = {"throughput_mbps": "Mbit/s", "bytes_received": "B", "seconds": "s", "retransmits": "segments",
                   "sender_mean_rtt_ms": "ms"}
 
@@ -34,7 +35,9 @@ def tidy_rows(runs: list[dict]) -> list[dict]:
     for r in runs:
         base = {"run_id": r["id"], "point": r.get("point", "p001"), "label": r.get("point_label", "base"),
                 **run_kernel_columns(r), **(r.get("params") or {}), "mode": r["mode"], "repeat": r["repeat"],
-                "primary": r.get("primary", ""), "status": r["status"]}
+                "primary": r.get("primary", ""), "status": r["status"],
+                "fidelity": (r.get("fidelity") or {}).get("status", ""),
+                "fidelity_reasons": "; ".join((r.get("fidelity") or {}).get("reasons") or [])}
         for name, unit in RUN_METRICS.items():
             v = (r.get("metrics") or {}).get(name)
             if v is not None:

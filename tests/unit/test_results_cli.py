@@ -44,8 +44,8 @@ def test_store_rewrites_results_after_every_run(tmp_path):
 
 def test_tidy_csv_has_one_row_per_metric_and_path():
     rows = render_csv([RUN]).strip().splitlines()
-    assert rows[0] == ("run_id,point,label,kernel,kernel_release,mode,repeat,primary,status,metric,path,client,"
-                       "value,unit")
+    assert rows[0] == ("run_id,point,label,kernel,kernel_release,mode,repeat,primary,status,fidelity,fidelity_reasons,"
+                       "metric,path,client,value,unit")
     assert len(rows) == 1 + 5 + 4
 
 

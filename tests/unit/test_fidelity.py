@@ -1,0 +1,302 @@
+"""A run's fidelity (did the emulator keep up?): the machine's counters parsed, the sampler, the judgement on
+runs recorded in the TCG micro-VM (tests/fixtures/fidelity), and where the verdict shows: runs.csv, the
+summary, report.html, JUnit, and the verdicts that leave unfaithful runs out."""
+import copy
+import csv
+import io
+import json
+import time
+from pathlib import Path
+
+import pytest
+import xmlschema
+from scenarios.spec.expect import parse_check
+from scenarios.spec.loader import parse_experiment
+from topologies.kinds import plan as make_plan
+
+from runners.analysis.junit import render_junit
+from runners.analysis.page import render_html
+from runners.analysis.summary import summary
+from runners.analysis.verdicts import INCONCLUSIVE, PASS, evaluate
+from runners.collect.fidelity_sampler import FidelitySampler, configured
+from runners.collect.pings import parse_ping_after_warmup
+from runners.linux import procfs
+from runners.results import fidelity
+from runners.results.fidelity import OK, UNFAITHFUL, WARN, Evidence, judge
+from runners.results.table import render_csv
+
+FIX = Path(__file__).resolve().parents[1] / "fixtures"
+FID = FIX / "fidelity"
+REPO = FIX.parents[1]
+
+PROC_STAT = """cpu  276866 299 82011 294120 2277 0 845 11729 0 0
+cpu0 129719 159 39933 157757 344 0 165 5774 0 0
+cpu1 147147 139 42077 136362 1932 0 679 5954 0 0
+intr 4349075 0 0
+ctxt 123
+"""
+
+
+# ---------------------------------------------------------------- the machine's counters
+
+def test_proc_stat_gives_each_cpus_ticks():
+    assert procfs.parse_cpu_ticks(PROC_STAT) == [[129719, 159, 39933, 157757, 344, 0, 165, 5774],
+                                                 [147147, 139, 42077, 136362, 1932, 0, 679, 5954]]
+    with pytest.raises(ValueError, match="no per-CPU"):
+        procfs.parse_cpu_ticks("cpu  1 2 3 4 5 6 7 8\n")
+    assert len(procfs.cpu_ticks()) >= 1 and all(len(c) == 8 for c in procfs.cpu_ticks())   # this machine's
+
+
+def test_softnet_stat_sums_the_cpus_drops_and_squeezes():
+    text = ("00000012 00000000 00000000 00000000 00000000\n"
+            "0000303c 00000002 00000001 00000000 00000000\n")
+    assert procfs.parse_softnet(text) == {"processed": 0x12 + 0x303C, "dropped": 2, "time_squeeze": 1}
+    with pytest.raises(ValueError):
+        procfs.parse_softnet("zz 1 2\n")
+
+
+def test_a_debug_kernel_is_known_by_its_symbols_as_the_mptcp_selftests_know_it():
+    plain = b"ffffffff81000000 T _text\nffffffff81001000 t kmemleak_initialize\nffffffffc0000000 t x_kasan_init [m]\n"
+    assert procfs.parse_debug_symbols(plain) == []
+    debug = plain + b"ffffffff82000000 T kmemleak_init\nffffffff82000010 t lockdep_init\nffffffff82000020 T prove_locking\n"
+    assert procfs.parse_debug_symbols(debug) == ["kmemleak", "lockdep"]
+    assert procfs.parse_debug_symbols(b"ffffffffc0000000 t kasan_init\t[kasan_mod]\n") == ["KASAN"]
+    assert procfs.kernel_debug_options() == []   # this machine's Debian kernel is no debug kernel
+
+
+# ---------------------------------------------------------------- the sampler
+
+def test_the_sampler_reads_cpus_and_shaped_qdiscs_on_the_runs_clock():
+    sent = {"n": 0}
+
+    def read(node):
+        sent["n"] += 12500
+        return [{"kind": "noqueue", "dev": "lo", "root": True},
+                {"kind": "netem", "dev": f"{node}-eth0", "root": True, "bytes": sent["n"], "packets": 1, "drops": 0,
+                 "backlog": 3000, "qlen": 2},
+                {"kind": "netem", "dev": f"{node}-eth1", "root": True, "bytes": 0}]   # not shaped in this plan
+
+    s = FidelitySampler(read, [("h1", "h1-eth0"), ("h2", "h2-eth0")], interval=0.05)
+    s.begin(time.monotonic())
+    time.sleep(0.3)
+    s.stop()
+    out = s.samples()
+    assert set(out["qdiscs"]) == {"h1/h1-eth0", "h2/h2-eth0"} and len(out["cpu"]) >= 4
+    ts = [row[0] for row in out["cpu"]]
+    assert ts == sorted(ts) and 0 <= ts[0] < 0.05 and out["softnet"]["before"] and out["softnet"]["after"]
+    assert out["qdiscs"]["h1/h1-eth0"][0][1:] == [12500, 1, 0, 3000, 2]
+    assert json.loads(json.dumps(out)) == out
+    s.stop()   # twice: nothing happens
+
+
+def test_a_sampler_turned_off_or_never_begun_has_no_samples():
+    off = FidelitySampler(lambda n: [], [], on=False)
+    off.begin(time.monotonic())
+    off.stop()
+    assert off.samples() is None and not off.is_alive()
+    never = FidelitySampler(lambda n: [], [])
+    never.stop()
+    assert never.samples() is None
+
+
+def test_a_failing_read_is_kept_as_an_error_and_sampling_goes_on():
+    def read(node):
+        raise OSError("gone")
+
+    s = FidelitySampler(read, [("h1", "h1-eth0")], interval=0.05)
+    s.begin(time.monotonic())
+    time.sleep(0.15)
+    s.stop()
+    assert s.samples()["errors"] and "gone" in s.samples()["errors"][0] and len(s.samples()["cpu"]) >= 2
+
+
+def test_the_plans_shaping_gives_directions_and_configured_rtts():
+    exp = parse_experiment((REPO / "scenarios" / "two-paths.yaml").read_text())
+    directions, paths = configured(make_plan(exp.points[0].scenario))
+    assert {d["id"] for d in directions} == {"h1/h1-eth0", "h2/h2-eth0", "h1/h1-eth1", "h2/h2-eth1"}
+    a = next(d for d in directions if d["id"] == "h1/h1-eth0")
+    assert a["rate_mbit"] == 10 and a["delay_ms"] == 15 and a["paths"] == ["A"] and a["limit_pkts"] > 100
+    assert paths["A"]["rtt_ms"] == 30 and paths["A"]["echo_ms"] == pytest.approx(2 * 98 * 8 / 1e4)
+
+
+# ---------------------------------------------------------------- the judgement, check by check
+
+def two_path_evidence(**kw) -> Evidence:
+    exp = parse_experiment((REPO / "scenarios" / "two-paths.yaml").read_text())
+    directions, paths = configured(make_plan(exp.points[0].scenario))
+    pings = {p: {"rtt_min_ms": 31.4} for p in ("A", "B")}
+    return Evidence(directions=directions, paths=paths, pings=kw.pop("pings", pings), **kw)
+
+
+def test_delay_floor_against_the_configured_rtt():
+    assert judge(two_path_evidence())["status"] == OK   # +1.2 ms above 30.2: the TCG guest's usual
+    warn = judge(two_path_evidence(pings={"A": {"rtt_min_ms": 35.0}, "B": {"rtt_min_ms": 31.0}}))
+    assert warn["status"] == WARN and "path A's RTT floor 35 ms" in warn["reasons"][0]
+    below = judge(two_path_evidence(pings={"A": {"rtt_min_ms": 20.0}, "B": {"rtt_min_ms": None}}))
+    assert below["status"] == UNFAITHFUL and "below it" in below["reasons"][0] and below["levels"] == [UNFAITHFUL]
+    assert any("path B's RTT not judged: no echo came back" in n for n in below["notes"])
+    far = judge(two_path_evidence(pings={"A": {"rtt_min_ms": 45.0}, "B": {"rtt_min_ms": 31.0}}))
+    assert far["status"] == UNFAITHFUL and far["checks"]["delay"]["A"]["excess_ms"] == pytest.approx(45 - 30 - 0.157, abs=0.001)
+
+
+def test_recorded_pings_of_the_tcg_guest_are_within_the_tolerance():
+    """The pings of a failover run recorded in the TCG micro-VM (20 ms one way, 40 ms RTT)."""
+    pings = {p: parse_ping_after_warmup((FID / f"ping-{p}.txt").read_text(), warmup=0) for p in "AB"}
+    paths = {p: {"rtt_ms": 40.0, "echo_ms": 0.157} for p in "AB"}
+    out = judge(Evidence(directions=[], paths=paths, pings=pings))
+    assert out["status"] == OK and 0.5 < out["checks"]["delay"]["A"]["excess_ms"] < 3
+
+
+def counters(sent: int, dropped: int) -> tuple[dict, dict]:
+    return {"h1/h1-eth0": {"packets": 100, "drops": 1}}, {"h1/h1-eth0": {"packets": 100 + sent, "drops": 1 + dropped}}
+
+
+def lossy(loss: float, sent: int, dropped: int, **kw) -> Evidence:
+    d = {"id": "h1/h1-eth0", "rate_mbit": 10, "delay_ms": 5, "loss_pct": loss, "limit_pkts": 105, "paths": ["A"]}
+    before, after = counters(sent, dropped)
+    return Evidence(directions=[d], paths={}, pings={}, qdisc_before=before, qdisc_after=after, **kw)
+
+
+def test_netem_drops_against_the_configured_loss():
+    ok = judge(lossy(5, 9515, 485))                   # 4.85 % for 5 %: one segment per packet
+    assert ok["status"] == OK and ok["checks"]["loss"]["h1/h1-eth0"]["netem_pct"] == pytest.approx(4.85)
+    few = judge(lossy(5, 9700, 300))                  # 3 %: loss applied to fewer, larger packets
+    assert few["status"] == UNFAITHFUL and "netem dropped 3.00% of 10000 packets" in few["reasons"][0]
+    assert judge(lossy(5, 100, 20))["checks"]["loss"] == {}   # too few packets to judge
+
+
+def queue_series(qlen_max: int, n: int = 40) -> dict:
+    rows = [[round(0.1 * k, 2), 125000 * k, 85 * k, 0, 1000, min(qlen_max, 2 * k)] for k in range(n)]
+    return {"cpu": [], "qdiscs": {"h1/h1-eth0": rows}}
+
+
+def test_drops_beyond_the_loss_are_the_queues_only_when_it_came_near_its_limit():
+    # 2 % dropped, no loss configured: a queue that reached 100 of 105 packets explains them
+    assert judge(lossy(0, 9800, 200, samples=queue_series(100)))["status"] == OK
+    unexplained = judge(lossy(0, 9800, 200, samples=queue_series(10)))
+    assert unexplained["status"] == WARN and "never passed 10 of 105 packets" in unexplained["reasons"][0]
+    assert judge(lossy(0, 9800, 200))["status"] == OK   # without samples the queue cannot be ruled out
+
+
+def test_a_backlogged_direction_must_send_at_its_rate():
+    d = {"id": "h1/h1-eth0", "rate_mbit": 10, "delay_ms": 5, "loss_pct": 0, "limit_pkts": 105, "paths": ["A"]}
+    floor = 10e6 / 8 * 0.005 + 2 * 1514
+
+    def series(mbit: float, backlog: float) -> dict:
+        return {"cpu": [], "qdiscs": {"h1/h1-eth0": [[0.1 * k, int(mbit * 1e6 / 8 * 0.1 * k), k, 0, int(backlog), 50]
+                                                      for k in range(30)]}}
+
+    at_rate = judge(Evidence(directions=[d], paths={}, pings={}, samples=series(10.0, floor + 1)))
+    assert at_rate["status"] == OK and at_rate["checks"]["shaping"]["h1/h1-eth0"]["rate_ratio"] == pytest.approx(1, 1e-3)
+    slow = judge(Evidence(directions=[d], paths={}, pings={}, samples=series(8.0, floor + 1)))
+    assert slow["status"] == UNFAITHFUL and "h1/h1-eth0 (path A) sent 8 Mbit/s while backlogged (2.9 s), 80%" \
+        in slow["reasons"][0]
+    idle = judge(Evidence(directions=[d], paths={}, pings={}, samples=series(8.0, floor - 100)))
+    assert idle["status"] == OK and idle["checks"]["shaping"]["h1/h1-eth0"]["backlogged_s"] == 0
+    # a run's changes reshape the path: only the samples before the first one are held to its rate
+    events = {"changes": [{"event": "x", "applied_s": 1.05, "drift_ms": 5}], "trace_steps": []}
+    early = judge(Evidence(directions=[d], paths={}, pings={}, samples=series(8.0, floor + 1), events=events))
+    assert early["checks"]["shaping"]["h1/h1-eth0"]["backlogged_s"] == pytest.approx(1.0)
+    assert any("before the first change" in n for n in early["notes"])
+
+
+def cpu_series(idle_share: float, n: int = 40, steal: int = 0) -> list:
+    rows, ticks = [], [[0] * 8, [0] * 8]
+    for k in range(n):
+        rows.append([round(0.1 * k, 2), *[list(t) for t in ticks]])
+        for t in ticks:
+            idle = round(10 * idle_share)
+            t[0] += 10 - idle - steal
+            t[3] += idle
+            t[7] += steal
+    return rows
+
+
+def test_cpus_without_idle_time_during_most_of_the_traffic_make_a_run_unfaithful():
+    busy = judge(Evidence(directions=[], paths={}, pings={}, samples={"cpu": cpu_series(0.0)}))
+    assert busy["status"] == UNFAITHFUL and "no idle time" in busy["reasons"][0]
+    assert busy["checks"]["cpu"]["saturated_pct"] == 100 and busy["checks"]["cpu"]["samples"] == 39
+    calm = judge(Evidence(directions=[], paths={}, pings={}, samples={"cpu": cpu_series(0.6)}))
+    assert calm["status"] == OK and calm["checks"]["cpu"]["idle_pct"] == 60
+    stolen = judge(Evidence(directions=[], paths={}, pings={}, samples={"cpu": cpu_series(0.5, steal=1)}))
+    assert stolen["status"] == WARN and "steal" in stolen["reasons"][0]
+    short = judge(Evidence(directions=[], paths={}, pings={}, samples={"cpu": cpu_series(0.0, n=3)}))
+    assert short["status"] == OK and "CPU not judged" in short["notes"][0]
+
+
+def test_the_cpu_is_judged_over_the_traffic_only():
+    """Samples outside the window the shaped qdiscs were busy in (the tool's start-up and end) do not count."""
+    cpu = cpu_series(0.0, n=10) + [[1.0 + 0.1 * k, [0, 0, 0, 100 + 10 * k, 0, 0, 0, 0], [0, 0, 0, 100 + 10 * k, 0, 0, 0, 0]]
+                                   for k in range(1, 40)]
+    sent = [[0.1 * k, 0 if k < 12 else 20000 * (k - 11), 0, 0, 0, 0] for k in range(50)]
+    out = judge(Evidence(directions=[], paths={}, pings={}, samples={"cpu": cpu, "qdiscs": {"h1/h1-eth0": sent}}))
+    assert out["status"] == OK and out["checks"]["cpu"]["window_s"] == [1.1, 4.9] and out["checks"]["cpu"]["idle_pct"] == 100
+
+
+def test_late_events_a_debug_kernel_and_outside_drops_are_warnings():
+    events = json.loads((FID / "failover-events.json").read_text())
+    assert judge(Evidence(directions=[], paths={}, pings={}, events=events))["status"] == OK
+    late = copy.deepcopy(events)
+    late["changes"][0]["drift_ms"] = 140.0
+    late["trace_steps"] = [{"applied_s": 1.0, "drift_ms": 120.0}, {"applied_s": 2.0, "drift_ms": 10.0}]
+    out = judge(Evidence(directions=[], paths={}, pings={}, events=late, kernel_debug=["kmemleak", "lockdep"],
+                         link_drops={"server/h2-eth0": 3},
+                         samples={"softnet": {"before": {"dropped": 1, "time_squeeze": 0},
+                                              "after": {"dropped": 5, "time_squeeze": 2}}}))
+    assert out["status"] == WARN and out["levels"] == [WARN] * 5
+    assert "event a-down applied 140 ms after its time (bound 100 ms)" in out["reasons"]
+    assert "1 of 2 trace steps applied more than 100 ms late (the latest 120 ms)" in out["reasons"]
+    assert "a debug kernel (kmemleak, lockdep): its network stack is several times slower" in out["reasons"]
+    assert any("dropped 4 packet(s) at its full input backlog" in r for r in out["reasons"])
+    assert "interfaces dropped packets: server/h2-eth0 3" in out["reasons"]
+    assert out["checks"]["drops"]["time_squeeze"] == 2
+
+
+def test_the_worst_reason_comes_first_and_sampling_off_is_noted():
+    out = judge(two_path_evidence(pings={"A": {"rtt_min_ms": 35.0}, "B": {"rtt_min_ms": 20.0}}, sampling="X=0"))
+    assert out["levels"] == [UNFAITHFUL, WARN] and "path B" in out["reasons"][0]
+    assert "CPU and queues not sampled (X=0)" in out["notes"] and out["tolerances"]["rate_tolerance"] == 0.05
+
+
+# ---------------------------------------------------------------- where it shows
+
+def run(rid: str, mbps: float, status: str | None, mode: str = "mptcp") -> dict:
+    proto = json.loads((FIX / "run-mptcp.json").read_text())
+    r = {**proto, "id": rid, "mode": mode, "primary": "A", "point": "p001", "point_label": "base"}
+    r["metrics"] = {**proto["metrics"], "throughput_mbps": mbps}
+    if status is not None:
+        r["fidelity"] = {"status": status, "reasons": ["the CPUs had no idle time"] if status != OK else [],
+                         "levels": [status] if status != OK else []}
+    return r
+
+
+def test_verdicts_leave_unfaithful_runs_out_and_say_how_many():
+    check = parse_check("mptcp.throughput_mbps > 15")
+    runs = [run("r1", 18.5, OK), run("r2", 18.6, OK), run("r3", 18.4, None), run("r4", 3.0, UNFAITHFUL)]
+    v = evaluate(check, runs, "p001", "base")
+    assert v.outcome == PASS and v.n_left == 3 and v.unfaithful_left_out == 1
+    assert "1 unfaithful run(s) left out" in v.detail
+    kept = evaluate(check, runs, "p001", "base", keep_unfaithful=True)
+    assert kept.n_left == 4 and kept.unfaithful_left_out == 0 and kept.outcome == INCONCLUSIVE
+    none_left = evaluate(check, [run("r4", 3.0, UNFAITHFUL)], "p001", "base")
+    assert none_left.outcome == INCONCLUSIVE and "no successful runs for one side; 1 unfaithful" in none_left.detail
+
+
+def test_runs_csv_the_summary_html_and_junit_carry_each_runs_fidelity():
+    runs = [run("r001-mptcp-A", 18.5, OK), run("r002-mptcp-A", 3.0, UNFAITHFUL), run("r003-mptcp-A", 18.0, None)]
+    rows = list(csv.DictReader(io.StringIO(render_csv(runs))))
+    by_run = {r["run_id"]: (r["fidelity"], r["fidelity_reasons"]) for r in rows}
+    assert by_run == {"r001-mptcp-A": ("ok", ""), "r002-mptcp-A": ("unfaithful", "the CPUs had no idle time"),
+                      "r003-mptcp-A": ("", "")}
+    text = summary(runs)
+    assert "fidelity unfaithful: run r002-mptcp-A: the CPUs had no idle time" in text
+    assert "fidelity: 1 of 3 run(s) unfaithful, left out of the verdicts" in text
+    page = render_html(Path("/x/set"), {"metadata": {}, "runs": runs}, "name: t\n", [], [])
+    assert '<span class="badge fid-unfaithful" title="the CPUs had no idle time">unfaithful</span>' in page
+    assert '<span class="badge fid-ok" title="">ok</span>' in page
+    xml = render_junit("t", [], "2026-11-25T00:00:00Z", runs=runs, metadata={})
+    xmlschema.XMLSchema(str(FIX / "junit.xsd")).validate(xml)
+    assert '<property name="fidelity" value="unfaithful" />' in xml
+    assert '<property name="fidelity_reasons" value="the CPUs had no idle time" />' in xml
+    assert xml.count('name="fidelity"') == 2   # a run recorded before fidelity was judged has none
+    assert fidelity.reasons_text(runs[1]) == "the CPUs had no idle time" and fidelity.status_of(runs[2]) is None
