@@ -47,7 +47,8 @@ class FidelitySampler(threading.Thread):
         self.qdiscs: dict[str, list[list]] = {}     # "node/dev" -> [[t, bytes, packets, drops, backlog, qlen]]
         self.softnet: dict[str, dict] = {}
         self.errors: list[str] = []
-        self.busy_s = 0.0                            # the sampler's own reading time
+        self.busy_s = 0.0                            # the sampler's own reading time (wall clock)
+        self.cpu_s = 0.0                             # and its thread's CPU time
         self._halt = threading.Event()
 
     def begin(self, t0: float) -> None:
@@ -67,7 +68,7 @@ class FidelitySampler(threading.Thread):
 
     def _sample(self) -> None:
         t0 = self.t0 or 0.0
-        start = time.monotonic()
+        start, cpu_start = time.monotonic(), time.thread_time()
         try:
             ticks = procfs.cpu_ticks()
             self.cpu.append([round((start + time.monotonic()) / 2 - t0, 4), *ticks])
@@ -87,6 +88,7 @@ class FidelitySampler(threading.Thread):
                         [t, q.get("bytes", 0), q.get("packets", 0), q.get("drops", 0), q.get("backlog", 0),
                          q.get("qlen", 0)])
         self.busy_s += time.monotonic() - start
+        self.cpu_s += time.thread_time() - cpu_start
 
     def _error(self, text: str) -> None:
         if len(self.errors) < 5:
@@ -113,7 +115,8 @@ class FidelitySampler(threading.Thread):
             return None
         return {"interval_s": self.interval, "cpu_fields": list(procfs.CPU_FIELDS), "cpu": self.cpu,
                 "qdisc_fields": ["t", "bytes", "packets", "drops", "backlog", "qlen"], "qdiscs": self.qdiscs,
-                "softnet": self.softnet, "errors": self.errors, "busy_s": round(self.busy_s, 4)}
+                "softnet": self.softnet, "errors": self.errors, "busy_s": round(self.busy_s, 4),
+                "cpu_s": round(self.cpu_s, 4)}
 
 
 def for_run(ctx) -> FidelitySampler:
@@ -140,7 +143,7 @@ def configured(plan) -> tuple[list[dict], dict[str, dict]]:
         if not hops or any(h not in shaping for h in hops):
             paths[p.name] = {"rtt_ms": None}
             continue
-        paths[p.name] = {"rtt_ms": sum(shaping[h].delay_ms for h in hops),
+        paths[p.name] = {"rtt_ms": sum(shaping[h].delay_ms for h in hops), "hops": [f"{n}/{d}" for n, d in hops],
                          "echo_ms": sum(fidelity.ECHO_BYTES * 8 / (shaping[h].rate_mbit * 1e3) for h in hops)}
     directions = [{"id": f"{node}/{dev}", "rate_mbit": s.rate_mbit, "delay_ms": s.delay_ms, "loss_pct": s.loss_pct,
                    "limit_pkts": s.limit_pkts, "paths": sorted(set(through.get((node, dev), [])))}
@@ -163,7 +166,8 @@ def judge(ctx, results: list[dict], seen, run_id: str) -> None:
             qdisc_before=_keyed(seen.before.get("qdiscs", {})), qdisc_after=_keyed(seen.after.get("qdiscs", {})),
             link_drops=_link_drops(seen.before, seen.after), events=result.get("events"),
             kernel_debug=ctx.probe.facts.get("kernel_debug") or [],
-            sampling=None if samples is not None or sampling_on() else f"{ENV_SWITCH}=0"))
+            sampling=None if samples is not None or sampling_on() else f"{ENV_SWITCH}=0",
+            run_paths=list(result.get("paths") or []), sender_rtt_ms=result["metrics"].get("sender_mean_rtt_ms")))
         result["fidelity"] = section
         if section["status"] != fidelity.OK:
             ctx.log(f"warning: run {result['id']}: fidelity {section['status']}: {'; '.join(section['reasons'])}")

@@ -10,7 +10,9 @@ The checks, each against a tolerance below (chosen from measured runs; docs/fide
     sends at its configured rate (Mininet-HiFi's invariant), within RATE_TOLERANCE;
   - loss: netem's drops against the configured loss; drops beyond it only where the queue filled up;
   - drops: packets dropped outside the shaping (the kernel's input backlog, the interfaces);
-  - delay: the RTT floor of the pings before the run against the configured RTT;
+  - delay: the RTT floor of the pings before the run against the configured RTT; and during the traffic,
+    the sender's mean RTT against what the configured delays and the sampled queues explain (an emulator
+    that falls behind delays every packet, whether or not the queues fill);
   - events: each change and trace step applied within the drift bound of its planned time;
   - kernel: a debug kernel (kmemleak, lockdep, KASAN), several times slower at networking.
 """
@@ -29,6 +31,7 @@ MTU_FRAME = 1514           # the largest frame netem counts (segmentation offloa
 CPU_SATURATED_IDLE = 0.05
 CPU_WARN_SHARE = 0.20        # saturated in this share of the traffic's samples: warn
 CPU_UNFAITHFUL_SHARE = 0.50  # ... unfaithful
+ONE_CPU_WARN_SHARE = 0.25    # one CPU (a flow's softirq, its sender) saturated in this share: warn
 STEAL_WARN = 0.05            # the hypervisor took this share of the CPU time: warn
 MIN_CPU_SAMPLES = 5
 # shaping: the dequeue rate while backlogged, against the configured rate
@@ -43,6 +46,11 @@ UNEXPLAINED_DROP_SHARE = 0.005   # drops beyond the loss, with a queue never nea
 RTT_BELOW_MS = 0.5
 RTT_WARN_MS, RTT_WARN_SHARE = 3.0, 0.02
 RTT_UNFAITHFUL_MS, RTT_UNFAITHFUL_SHARE = 10.0, 0.10
+# the sender's mean RTT during the traffic minus the most any of the run's paths explains (its delays,
+# its sampled queues, a full frame's transmission at each hop): the default scenario reads +2..+9 ms
+# over 128 ms, a 300 Mbit/s path +5.7 ms over 10 ms (docs/fidelity.md)
+LOAD_RTT_WARN_MS, LOAD_RTT_WARN_SHARE = 2.0, 0.10
+LOAD_RTT_UNFAITHFUL_MS, LOAD_RTT_UNFAITHFUL_SHARE = 2.0, 0.25
 # events: when the run's section gives none, runners.collect.event_record's bound
 DRIFT_BOUND_MS = 100.0
 
@@ -52,6 +60,9 @@ TOLERANCES = {
     "min_backlogged_s": MIN_BACKLOGGED_S, "loss_sigmas": LOSS_SIGMAS, "loss_relative": LOSS_RELATIVE,
     "rtt_below_ms": RTT_BELOW_MS, "rtt_warn_ms": RTT_WARN_MS, "rtt_warn_share": RTT_WARN_SHARE,
     "rtt_unfaithful_ms": RTT_UNFAITHFUL_MS, "rtt_unfaithful_share": RTT_UNFAITHFUL_SHARE,
+    "one_cpu_warn_share": ONE_CPU_WARN_SHARE, "load_rtt_warn_ms": LOAD_RTT_WARN_MS,
+    "load_rtt_warn_share": LOAD_RTT_WARN_SHARE, "load_rtt_unfaithful_ms": LOAD_RTT_UNFAITHFUL_MS,
+    "load_rtt_unfaithful_share": LOAD_RTT_UNFAITHFUL_SHARE,
 }
 
 
@@ -59,7 +70,7 @@ TOLERANCES = {
 class Evidence:
     """What one run's judgement reads (all plain data)."""
     directions: list[dict]          # shaped directions: id "node/dev", rate_mbit, delay_ms, loss_pct, limit_pkts, paths
-    paths: dict[str, dict]          # path -> {"rtt_ms": configured (None: unknown), "echo_ms": serialization}
+    paths: dict[str, dict]          # path -> {"rtt_ms": configured (None: unknown), "echo_ms", "hops": direction ids}
     pings: dict[str, dict]          # path -> runners.collect.pings' parse (rtt_min_ms)
     samples: dict | None = None     # fidelity-samples.json (None: not sampled)
     qdisc_before: dict[str, dict] = field(default_factory=dict)   # "node/dev" -> {"packets", "drops"}
@@ -68,6 +79,8 @@ class Evidence:
     events: dict | None = None      # the record's `events` section
     kernel_debug: list[str] = field(default_factory=list)
     sampling: str | None = None     # why nothing was sampled, when it was turned off
+    run_paths: list[str] = field(default_factory=list)   # the paths the run's traffic used
+    sender_rtt_ms: float | None = None                    # the sender's mean smoothed RTT (iperf3)
 
 
 class Verdict:
@@ -99,6 +112,7 @@ def judge(ev: Evidence) -> dict:
     _loss(v, ev, changed_at)
     _drops(v, ev)
     _delay(v, ev)
+    _load_rtt(v, ev, window, changed_at)
     _events(v, ev.events)
     if ev.kernel_debug:
         v.checks["kernel"] = {"debug": list(ev.kernel_debug)}
@@ -171,6 +185,9 @@ def _cpu(v: Verdict, ev: Evidence, window) -> None:
         v.flag(UNFAITHFUL, text + ": the emulation waited for CPU")
     elif saturated >= CPU_WARN_SHARE:
         v.flag(WARN, text)
+    elif one_saturated >= ONE_CPU_WARN_SHARE:
+        v.flag(WARN, f"one CPU had no idle time in {one_saturated:.0%} of the traffic's {n} samples (mean idle "
+                     f"{mean['idle']:.0%}, softirq {mean['softirq']:.0%})")
     if mean["steal"] >= STEAL_WARN:
         v.flag(WARN, f"the hypervisor took {mean['steal']:.0%} of the CPU time (steal)")
 
@@ -295,6 +312,50 @@ def _delay(v: Verdict, ev: Evidence) -> None:
         elif excess > RTT_WARN_MS + RTT_WARN_SHARE * want:
             v.flag(WARN, said + f" (+{excess:.1f} ms)")
     v.checks["delay"] = figures
+
+
+def explained_rtt_ms(ev: Evidence, path: str, window, until: float | None) -> float | None:
+    """The RTT a path's configuration and sampled queues explain: over each of its directions, the mean
+    over the traffic's samples of what netem holds a packet (its delay, or the time to send its backlog,
+    whichever is longer) plus a full frame's transmission; None without samples of every direction."""
+    hops = (ev.paths.get(path) or {}).get("hops")
+    series = (ev.samples or {}).get("qdiscs") or {}
+    by_id = {d["id"]: d for d in ev.directions}
+    if not hops or any(h not in series or h not in by_id or not by_id[h]["rate_mbit"] for h in hops):
+        return None
+    total = 0.0
+    for h in hops:
+        d, bps = by_id[h], by_id[h]["rate_mbit"] * 1e6 / 8
+        rows = [r for r in series[h] if (window is None or window[0] <= r[0] <= window[1])
+                and (until is None or r[0] <= until)]
+        if not rows:
+            return None
+        held = [max(d["delay_ms"] / 1e3, r[4] / bps) for r in rows]
+        total += (sum(held) / len(held) + MTU_FRAME / bps) * 1e3
+    return total
+
+
+def _load_rtt(v: Verdict, ev: Evidence, window, until: float | None) -> None:
+    """The sender's mean RTT during the traffic against the most any of the run's paths explains."""
+    if not ev.sender_rtt_ms or not ev.run_paths or ev.samples is None:
+        return
+    if until is not None:
+        v.notes.append("the RTT during the traffic not judged: the run's changes alter its paths meanwhile")
+        return
+    explained = [explained_rtt_ms(ev, p, window, until) for p in ev.run_paths]
+    if any(e is None for e in explained):
+        v.notes.append("the RTT during the traffic not judged: a path's queues were not sampled")
+        return
+    most = max(explained)
+    excess = ev.sender_rtt_ms - most
+    v.checks["load_rtt"] = {"sender_ms": round(ev.sender_rtt_ms, 3), "explained_ms": round(most, 3),
+                            "excess_ms": round(excess, 3)}
+    said = (f"the sender's mean RTT {ev.sender_rtt_ms:.3g} ms during the traffic, {excess:+.1f} ms beyond "
+            f"the {most:.3g} ms its paths' delays and queues explain")
+    if excess > LOAD_RTT_UNFAITHFUL_MS + LOAD_RTT_UNFAITHFUL_SHARE * most:
+        v.flag(UNFAITHFUL, said + ": the emulation delayed the packets")
+    elif excess > LOAD_RTT_WARN_MS + LOAD_RTT_WARN_SHARE * most:
+        v.flag(WARN, said)
 
 
 def _events(v: Verdict, events: dict | None) -> None:
