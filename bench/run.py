@@ -9,6 +9,9 @@ Measures, on whichever backend it lands on (native, or one micro-VM boot):
     guest runs it (without the report and the tool versions, which the bare script
     does not make either: a VM run's host does them), against a bare hand-written
     Mininet script (bench/bare_mininet.py) timed in the same session
+  - fidelity (docs/fidelity.md): the default scenario with the fidelity sampling on and off, alternated
+    (its cost in throughput and per-run wall time), and its verdicts there and on an overload
+    (4 paths of 300 Mbit/s)
   - phases (on the host, around the VM): the default scenario (two-paths) with a
     VM boot and with a warm VM, each phase in seconds, and wall time over
     traffic time
@@ -21,6 +24,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import os
 import platform
 import subprocess
 import sys
@@ -33,7 +37,7 @@ from runners.paths import REPO  # noqa: E402
 from runners.results.metadata import read_metadata_file  # noqa: E402
 from runners.results.store import atomic_write, utc_stamp  # noqa: E402
 
-GUEST_GROUPS = ("rate", "rtt", "loss", "mptcp", "overhead")   # measured where the network runs
+GUEST_GROUPS = ("rate", "rtt", "loss", "mptcp", "overhead", "fidelity")   # measured where the network runs
 TCP_PAYLOAD_SHARE = 1448 / 1514  # MSS with timestamps over the Ethernet frame netem's rate counts
 
 
@@ -75,14 +79,15 @@ class Bench:
         self.work.mkdir(parents=True, exist_ok=True)
         self.rows: list[dict] = []
 
-    def run_scenario(self, name: str, text: str, report: bool = True) -> tuple[dict, float]:
+    def run_scenario(self, name: str, text: str, report: bool = True, env: dict | None = None) -> tuple[dict, float]:
         """Run it natively; without `report`, as the VM's guest runs it (no report, no tool versions)."""
         f = self.work / f"{name}.yaml"
         f.write_text(text)
         argv = ([sys.executable, "-m", "runners.cli", str(f), "--backend", "native", "--out", str(self.work)]
                 if report else as_the_vms_guest(f, self.work / name / utc_stamp()))
         t0 = time.monotonic()
-        r = subprocess.run(argv, cwd=REPO, capture_output=True, text=True, timeout=1800)
+        r = subprocess.run(argv, cwd=REPO, capture_output=True, text=True, timeout=1800,
+                           env={**os.environ, **(env or {})})
         wall = time.monotonic() - t0
         if r.returncode != 0:
             raise RuntimeError(f"{name} failed: {r.stdout[-2000:]}{r.stderr[-2000:]}")
@@ -163,10 +168,56 @@ class Bench:
             self.add("overhead", "run-scenario phase: per-run overhead", None, run["overhead"], "s",
                      note=", ".join(f"{k} {v:.2f}" for k, v in run.get("steps", {}).items()))
 
+    def fidelity(self) -> None:
+        """The sampling's cost: the default scenario with it on and off, alternated, in this one session;
+        then each run's fidelity there and on an overload."""
+        text = (REPO / "scenarios" / "two-paths.yaml").read_text()
+        seen: dict[str, list] = {"on": [], "off": []}
+        for k in range(2 if self.quick else 3):
+            for state in (("on", "off") if k % 2 == 0 else ("off", "on")):
+                doc, _ = self.run_scenario(f"fidelity-{state}", text, report=False,
+                                           env={"TESTBED_FIDELITY_SAMPLING": "1" if state == "on" else "0"})
+                walls = {r["id"]: r["wall"] for r in doc["metadata"]["phases"]["runs"]}
+                seen[state] += [(r["mode"], r["metrics"]["throughput_mbps"], walls[r["id"]], r) for r in doc["runs"]]
+        for mode in ("mptcp", "tcp"):
+            on = [x for x in seen["on"] if x[0] == mode]
+            off = [x for x in seen["off"] if x[0] == mode]
+            mean = lambda xs, i: sum(x[i] for x in xs) / len(xs)   # noqa: E731
+            self.add("fidelity", f"default scenario {mode}: Mbit/s, sampling on/off", round(mean(off, 1), 3),
+                     round(mean(on, 1), 3), "Mbit/s", mean(on, 1) / mean(off, 1),
+                     f"on {[round(x[1], 2) for x in on]}, off {[round(x[1], 2) for x in off]}")
+            self.add("fidelity", f"default scenario {mode}: run wall, sampling on/off", round(mean(off, 2), 3),
+                     round(mean(on, 2), 3), "s", mean(on, 2) - mean(off, 2), "ratio column: on minus off, s")
+        for state in ("on", "off"):
+            for mode, _, _, r in seen[state]:
+                f = r.get("fidelity") or {}
+                self.add("fidelity", f"default scenario {mode}, sampling {state}: {f.get('status')}", None,
+                         round(r["metrics"]["throughput_mbps"], 2), "Mbit/s", note=_fidelity_note(f))
+        overload = scenario_yaml("overload", [{"name": x, "bw": 300, "delay": "5ms", "queue": 100} for x in "ABCD"],
+                                 ["mptcp", "tcp"], 10)
+        doc, _ = self.run_scenario("fidelity-overload", overload, report=False)
+        for r in doc["runs"]:
+            f = r.get("fidelity") or {}
+            self.add("fidelity", f"4 x 300 Mbit/s {r['mode']}: {f.get('status')}", 1200 if r["mode"] == "mptcp" else 300,
+                     round(r["metrics"]["throughput_mbps"], 1), "Mbit/s", note=_fidelity_note(f))
+
     def write(self, backend: dict) -> None:
         doc = {"date_utc": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()), "kernel": platform.release(),
                "backend": backend, "rows": self.rows}
         write_doc(self.out, doc)
+
+
+def _fidelity_note(f: dict) -> str:
+    """The figures a fidelity verdict rests on, in one line."""
+    c = f.get("checks") or {}
+    cpu = c.get("cpu") or {}
+    parts = [f"idle {cpu.get('idle_pct')} %, saturated {cpu.get('saturated_pct')} %, one CPU saturated "
+             f"{cpu.get('one_cpu_saturated_pct')} %, softirq {cpu.get('softirq_pct')} %" if cpu else "no CPU samples"]
+    parts += [f"{d}: {x.get('rate_ratio')} of rate over {x.get('backlogged_s')} s backlogged, qlen max {x.get('qlen_max')}"
+              for d, x in (c.get("shaping") or {}).items() if x.get("backlogged_s")]
+    parts += [f"RTT {p} +{x['excess_ms']} ms" for p, x in (c.get("delay") or {}).items()]
+    parts += [f"drops {c['drops']}"] if c.get("drops") else []
+    return "; ".join(parts + (f.get("reasons") or []))
 
 
 def phases(out: Path, rows: list[dict]) -> None:
@@ -287,7 +338,8 @@ def main() -> int:
                          host_rows)
     b = Bench(out, args.quick)
     b.rows += host_rows
-    steps = {"rate": b.rates, "rtt": b.delays, "loss": b.losses, "mptcp": b.efficiency, "overhead": b.overhead}
+    steps = {"rate": b.rates, "rtt": b.delays, "loss": b.losses, "mptcp": b.efficiency, "overhead": b.overhead,
+             "fidelity": b.fidelity}
     try:
         for w in groups:
             steps[w]()

@@ -300,3 +300,50 @@ def test_runs_csv_the_summary_html_and_junit_carry_each_runs_fidelity():
     assert '<property name="fidelity_reasons" value="the CPUs had no idle time" />' in xml
     assert xml.count('name="fidelity"') == 2   # a run recorded before fidelity was judged has none
     assert fidelity.reasons_text(runs[1]) == "the CPUs had no idle time" and fidelity.status_of(runs[2]) is None
+
+
+# ---------------------------------------------------------------- runs recorded in the TCG micro-VM
+
+def recorded(case: str) -> tuple[Evidence, dict]:
+    """A run recorded by `python -m bench.run --backend vm --only fidelity` (TCG, kernel 6.1, 2026-11-25),
+    as its set's files give it: the scenario's plan, the pings, the qdiscs before and after, the samples."""
+    from runners.linux.rtnetlink import root_qdisc_counts
+
+    d = FID / case
+    r = json.loads((d / "run.json").read_text())
+    directions, paths = configured(make_plan(parse_experiment((d / "scenario.yaml").read_text()).points[0].scenario))
+
+    def qdiscs(label):
+        doc = json.loads((d / f"qdiscs-{label}.json").read_text())
+        return {f"{n}/{dev}": c for n, qs in doc.items() for dev, c in root_qdisc_counts(qs).items()}
+
+    return Evidence(directions=directions, paths=paths,
+                    pings={p: parse_ping_after_warmup((d / f"ping-{p}.txt").read_text(), warmup=0) for p in paths},
+                    samples=json.loads((d / "fidelity-samples.json").read_text()),
+                    qdisc_before=qdiscs("before"), qdisc_after=qdiscs("after"), run_paths=list(r["paths"]),
+                    sender_rtt_ms=r["metrics"]["sender_mean_rtt_ms"]), r
+
+
+def test_the_default_scenario_in_the_tcg_guest_is_faithful():
+    ev, r = recorded("default-mptcp")
+    out = judge(ev)
+    assert out["status"] == OK and out["reasons"] == [] and r["metrics"]["throughput_mbps"] > 18
+    c = out["checks"]
+    assert c["cpu"]["samples"] >= 95 and c["cpu"]["idle_pct"] > 60 and c["cpu"]["saturated_pct"] == 0
+    for path_if in ("h1/h1-eth0", "h1/h1-eth1"):   # the data direction: backlogged all along, at its rate
+        assert c["shaping"][path_if]["backlogged_s"] > 9 and abs(c["shaping"][path_if]["rate_ratio"] - 1) < 0.02
+    assert 0 < c["load_rtt"]["excess_ms"] < 10 and c["load_rtt"]["explained_ms"] > 120
+    assert all(0.5 < x["excess_ms"] < 3 for x in c["delay"].values())
+
+
+@pytest.mark.parametrize("case", ["overload-tcp", "overload-mptcp"])
+def test_four_paths_of_300_mbits_in_the_tcg_guest_are_unfaithful(case):
+    """The guest's CPUs were not saturated (48 % idle on the TCP run) and no queue backlogged, yet the
+    sender's RTT was well beyond what the paths' 5 ms delays and their queues explain."""
+    ev, r = recorded(case)
+    out = judge(ev)
+    assert out["status"] == UNFAITHFUL and out["levels"][0] == UNFAITHFUL
+    assert "the emulation delayed the packets" in out["reasons"][0]
+    assert out["checks"]["load_rtt"]["excess_ms"] > 5 and out["checks"]["load_rtt"]["explained_ms"] < 11
+    assert r["metrics"]["throughput_mbps"] < 0.5 * 300 * len(r["paths"] if r["mode"] == "mptcp" else "A")
+    assert out["checks"]["cpu"]["saturated_pct"] < 5   # the guest's CPUs alone would not have told
