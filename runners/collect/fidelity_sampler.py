@@ -167,7 +167,8 @@ def judge(ctx, results: list[dict], seen, run_id: str) -> None:
             link_drops=_link_drops(seen.before, seen.after), events=result.get("events"),
             kernel_debug=ctx.probe.facts.get("kernel_debug") or [],
             sampling=None if samples is not None or sampling_on() else f"{ENV_SWITCH}=0",
-            run_paths=list(result.get("paths") or []), sender_rtt_ms=result["metrics"].get("sender_mean_rtt_ms")))
+            run_paths=list(result.get("paths") or []), sender_rtt_ms=result["metrics"].get("sender_mean_rtt_ms"),
+            retrans_segs=result["metrics"].get("retrans_segs")))
         result["fidelity"] = section
         if section["status"] != fidelity.OK:
             ctx.log(f"warning: run {result['id']}: fidelity {section['status']}: {'; '.join(section['reasons'])}")
