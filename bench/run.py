@@ -216,6 +216,12 @@ def _fidelity_note(f: dict) -> str:
     parts += [f"{d}: {x.get('rate_ratio')} of rate over {x.get('backlogged_s')} s backlogged, qlen max {x.get('qlen_max')}"
               for d, x in (c.get("shaping") or {}).items() if x.get("backlogged_s")]
     parts += [f"RTT {p} +{x['excess_ms']} ms" for p, x in (c.get("delay") or {}).items()]
+    if c.get("load_rtt"):
+        parts.append(f"sender RTT {c['load_rtt']['sender_ms']} ms, {c['load_rtt']['excess_ms']:+} ms beyond the "
+                     f"{c['load_rtt']['explained_ms']} ms explained")
+    if c.get("retransmissions"):
+        parts.append(f"retransmitted {c['retransmissions']['retransmitted']}, shaping dropped "
+                     f"{c['retransmissions']['shaping_dropped']}")
     parts += [f"drops {c['drops']}"] if c.get("drops") else []
     return "; ".join(parts + (f.get("reasons") or []))
 
