@@ -93,7 +93,7 @@ class Evidence:
     retrans_segs: int | None = None                       # segments the sender's namespace retransmitted
 
 
-class Verdict:
+class Findings:
     """The checks' outcomes as they are found: the worst status wins; each reason is kept in words, with
     its level."""
 
@@ -114,7 +114,7 @@ class Verdict:
 def judge(ev: Evidence) -> dict:
     """The run's `fidelity` section: status, reasons (words, worst first), notes (what was not judged and
     why), each check's figures, and the tolerances they were held to."""
-    v = Verdict()
+    v = Findings()
     window = traffic_window(ev.samples)
     changed_at = first_change_s(ev.events)
     _cpu(v, ev, window)
@@ -175,7 +175,7 @@ def cpu_intervals(samples: dict, window: tuple[float, float] | None) -> list[dic
     return out
 
 
-def _cpu(v: Verdict, ev: Evidence, window) -> None:
+def _cpu(v: Findings, ev: Evidence, window) -> None:
     if ev.samples is None:
         return
     iv = cpu_intervals(ev.samples, window)
@@ -245,7 +245,7 @@ def _name(d: dict) -> str:
     return f"{d['id']}" + (f" (path {', '.join(d['paths'])})" if d.get("paths") else "")
 
 
-def _shaping(v: Verdict, ev: Evidence, until: float | None) -> None:
+def _shaping(v: Findings, ev: Evidence, until: float | None) -> None:
     series = (ev.samples or {}).get("qdiscs") or {}
     if not series:
         return
@@ -268,7 +268,7 @@ def _shaping(v: Verdict, ev: Evidence, until: float | None) -> None:
         v.notes.append(f"shaping judged before the first change only ({until:.2f} s)")
 
 
-def _loss(v: Verdict, ev: Evidence, changed_at: float | None) -> None:
+def _loss(v: Findings, ev: Evidence, changed_at: float | None) -> None:
     """netem's drops in each direction against its configured loss; drops beyond it are the queue's when
     the queue came near its limit, and unexplained otherwise."""
     if changed_at is not None:
@@ -299,7 +299,7 @@ def _loss(v: Verdict, ev: Evidence, changed_at: float | None) -> None:
     v.checks["loss"] = figures
 
 
-def _drops(v: Verdict, ev: Evidence) -> None:
+def _drops(v: Findings, ev: Evidence) -> None:
     softnet = (ev.samples or {}).get("softnet") or {}
     b, a = softnet.get("before"), softnet.get("after")
     out = {}
@@ -314,7 +314,7 @@ def _drops(v: Verdict, ev: Evidence) -> None:
     v.checks["drops"] = out
 
 
-def _retransmissions(v: Verdict, ev: Evidence, changed_at: float | None) -> None:
+def _retransmissions(v: Findings, ev: Evidence, changed_at: float | None) -> None:
     """Segments retransmitted beyond the packets the run's shaped directions dropped (all of them, the
     ACKs' too: a generous count) were lost nowhere: timeouts and reordering of a late emulation."""
     if ev.retrans_segs is None or changed_at is not None:
@@ -333,7 +333,7 @@ def _retransmissions(v: Verdict, ev: Evidence, changed_at: float | None) -> None
                      "packets: the rest were timeouts or reordering, not losses")
 
 
-def _delay(v: Verdict, ev: Evidence) -> None:
+def _delay(v: Findings, ev: Evidence) -> None:
     figures = {}
     for name, conf in ev.paths.items():
         floor = (ev.pings.get(name) or {}).get("rtt_min_ms")
@@ -377,7 +377,7 @@ def explained_rtt_ms(ev: Evidence, path: str, window, until: float | None) -> fl
     return total
 
 
-def _load_rtt(v: Verdict, ev: Evidence, window, until: float | None) -> None:
+def _load_rtt(v: Findings, ev: Evidence, window, until: float | None) -> None:
     """The sender's mean RTT during the traffic against the most any of the run's paths explains: beyond
     it, the emulation itself held the packets."""
     if not ev.sender_rtt_ms or not ev.run_paths or ev.samples is None:
@@ -401,7 +401,7 @@ def _load_rtt(v: Verdict, ev: Evidence, window, until: float | None) -> None:
         v.flag(WARN, said)
 
 
-def _events(v: Verdict, events: dict | None) -> None:
+def _events(v: Findings, events: dict | None) -> None:
     if not events:
         return
     bound = events.get("drift_bound_ms") or DRIFT_BOUND_MS
