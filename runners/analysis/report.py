@@ -157,7 +157,7 @@ def report_set(run_dir: Path, baseline: Path | None, svg: bool = False, junit: P
         return EXIT_INPUT
     if rep.verdicts:
         print(verdict_table(rep.verdicts), flush=True)
-    if rep.unfaithful:
+    if rep.unfaithful and rep.verdicts:   # the summary above named them; here, how to count them anyway
         info(f"fidelity: {len(rep.unfaithful)} run(s) unfaithful ({', '.join(rep.unfaithful)}): "
              + ("counted in the verdicts (--keep-unfaithful)" if keep_unfaithful else
                 f"left out of the verdicts (`run-scenario report {run_dir} --keep-unfaithful` counts them)"))
