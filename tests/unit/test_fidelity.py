@@ -408,3 +408,24 @@ def test_shipped_labs_in_the_tcg_guest_are_faithful(case):
     else:
         b = out["checks"]["shaping"]["h1/h1-eth1"]
         assert b["qlen_max"] > 40 and b["backlogged_s"] < 1 and r["metrics"]["throughput_mbps"] < 4   # 2.2 s before
+
+
+def test_a_result_sets_report_leaves_unfaithful_runs_out_unless_kept(tmp_path, capsys):
+    from runners.analysis.report import make_report, report_set
+
+    from .test_experiments import fake_result_set
+
+    d = fake_result_set(tmp_path, "set", {"p001"}, reps=(1, 3))
+    doc = json.loads((d / "results.json").read_text())
+    for r in doc["runs"]:
+        r["fidelity"] = {"status": UNFAITHFUL if r["repeat"] == 3 else OK, "reasons": ["x"], "levels": [UNFAITHFUL]}
+    (d / "results.json").write_text(json.dumps(doc))
+    v = make_report(d, plots=False).verdicts[0]
+    assert (v.n_left, v.n_right, v.unfaithful_left_out) == (2, 2, 2) and "2 unfaithful run(s) left out" in v.detail
+    kept = make_report(d, plots=False, keep_unfaithful=True).verdicts[0]
+    assert (kept.n_left, kept.n_right, kept.unfaithful_left_out) == (3, 3, 0)
+    assert json.loads((d / "verdicts.json").read_text())[0]["unfaithful_left_out"] == 0
+    report_set(d, None, plots=False)
+    out = capsys.readouterr().out
+    assert "fidelity: 2 run(s) unfaithful (" in out and "left out of the verdicts" in out and "--keep-unfaithful" in out
+    assert "p001-r003-mptcp-A" in out and "p001-r003-mptcp-B" in out
