@@ -18,7 +18,8 @@ from runners.results.metadata import native_metadata
 def build_parser() -> argparse.ArgumentParser:
     p = argparse.ArgumentParser(prog="run-scenario shell", description="Build a scenario's network, shape and "
                                 "verify it, configure MPTCP as a run would, print its paths, and open Mininet's CLI "
-                                "with the testbed's commands: paths, subflows, endpoints, counters, traffic "
+                                "with the testbed's commands: paths, subflows, endpoints, counters, traffic, and path, "
+                                "link and shape to change a path now "
                                 "(`testbed` lists them). Leaving it (exit, Ctrl-D) cleans up as a run does.")
     point_arguments(p)
     p.add_argument("--backend", choices=["auto", *BACKENDS], default="auto")
