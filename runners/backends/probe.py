@@ -118,6 +118,19 @@ def _can_ask_mptcp() -> bool:
     return os.geteuid() == 0 and (PROC / "net/mptcp/enabled").exists()
 
 
+def missing_mptcp_sysctls(scenario: Scenario) -> list[str]:
+    """`mptcp.sysctls` keys this kernel lacks (blackhole_timeout came with 6.12), found before anything
+    starts; nothing when the kernel has no MPTCP at all (said once, above)."""
+    if not (PROC / "net/mptcp/enabled").exists():
+        return []
+    lacking = [k for k in sorted(scenario.mptcp.sysctls.values()) if not (PROC / "net/mptcp" / k).exists()]
+    if not lacking:
+        return []
+    have = sorted(p.name for p in (PROC / "net/mptcp").iterdir())
+    return [f"mptcp.sysctls {', '.join(lacking)}: this kernel ({os.uname().release}) has no "
+            f"{', '.join('net.mptcp.' + k for k in lacking)} (it has: {' '.join(have)})"]
+
+
 def probe(scenario: Scenario) -> ProbeReport:
     # the probes that start processes run side by side: each start is 0.1-0.2 s in a TCG guest. The
     # endpoint flags' answers are cached (kernel_features) for _probe's checks and metadata's inventory.
@@ -184,6 +197,7 @@ def _probe(scenario: Scenario, netem: tuple[bool, str] | None, iperf3: dict) -> 
             if not ok:
                 flags = " ".join(kernel_features.ENDPOINT_FLAG_PROBES[name])
                 rep.missing.append(f"{what}: this kernel refuses `ip mptcp endpoint add ... {flags}` ({why})")
+    rep.missing += missing_mptcp_sysctls(scenario)
     rep.facts["mptcp_features"] = kernel_features.inventory(bool(ip["iperf3_native_mptcp"]))
     sched_file = PROC / "net/mptcp/scheduler"
     rep.facts["mptcp_scheduler_sysctl"] = sched_file.exists()

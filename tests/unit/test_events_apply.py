@@ -11,7 +11,7 @@ from topologies.events import plan_changes, restore_commands, up_argvs
 from topologies.kinds import plan
 
 from runners.collect import event_record, mptcp_monitor
-from runners.pipeline.events import endpoint_line
+from runners.pipeline.events import batch_tool, endpoint_line
 from runners.pipeline.mptcp_config import mptcp_argvs, sysctls
 
 FIX = Path(__file__).resolve().parents[1] / "fixtures" / "events"
@@ -78,6 +78,21 @@ def test_a_routed_link_up_gives_back_both_families_routes_through_it():
     assert r1[0][:3] == ["ip", "addr", "replace"] and any(a[-1] == "nodad" for a in r1)   # IPv6 needs its address back
     routes = [a for a in r1 if "route" in a]
     assert routes and all(a[a.index("dev") + 1] == "r1-eth2" and "add" not in a for a in routes), r1
+    # one `ip -batch` line each: no family option (a batch line cannot carry one), so no process per command
+    assert all(batch_tool(nc.argvs) == "ip" for nc in up.commands), up.commands
+    sc = scenario(ROUTED, ["{name: d, at: 5s, link: v4core, do: down}",
+                                                                   "{name: u, at: 8s, link: v4core, do: up}"])
+    _, up = changes(sc, "v4")
+    assert ["ip", "route", "replace", "10.1.4.0/24", "via", "10.1.2.2", "dev", "r1-eth1"] in argvs(up, "r1")
+
+
+def test_a_default_route_loses_its_family_option_for_the_batch_and_keeps_its_family():
+    from topologies.events import _without_family
+    assert _without_family(["ip", "-6", "route", "replace", "default", "via", "fe80::1", "dev", "x", "table", "7"]) \
+        == ["ip", "route", "replace", "::/0", "via", "fe80::1", "dev", "x", "table", "7"]
+    assert _without_family(["ip", "-4", "route", "replace", "default", "dev", "x"]) == \
+        ["ip", "route", "replace", "0.0.0.0/0", "dev", "x"]
+    assert _without_family(["ip", "-4", "rule", "add", "from", "10.0.0.1"])[1] == "-4"    # not a route: kept
 
 
 def test_a_shape_change_keeps_what_it_does_not_name_and_recomputes_the_limit():

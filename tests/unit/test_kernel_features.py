@@ -61,3 +61,24 @@ def test_the_native_probe_refuses_endpoints_from_the_same_answers_metadata_recor
     assert refused == ["signal endpoints with a port (mptcp.signal_ports): this kernel refuses "
                        "`ip mptcp endpoint add ... signal port 5300` (Error: invalid flag.)"]
     assert rep.facts["mptcp_features"]["endpoint_flags"]["port"] is False
+
+
+def test_the_probe_names_mptcp_sysctls_the_kernel_lacks_before_anything_starts(tmp_path, monkeypatch):
+    """A 6.1 kernel has no net.mptcp.blackhole_timeout (6.12 does): the probe says so, naming the key, the
+    kernel and what it has, instead of the run failing once its network is built."""
+    from runners.backends import probe
+    from scenarios.spec.loader import parse_scenario
+
+    mptcp = tmp_path / "net" / "mptcp"
+    mptcp.mkdir(parents=True)
+    for name in ("enabled", "stale_loss_cnt", "close_timeout"):
+        (mptcp / name).write_text("1\n")
+    monkeypatch.setattr(probe, "PROC", tmp_path)
+    text = ("name: t\ntopology:\n  kind: dual-homed\n  paths: [{name: A, bw: 10}, {name: B, bw: 10}]\ntraffic: {duration: 5}\n"
+            "mptcp: {sysctls: %s}\n")
+    assert probe.missing_mptcp_sysctls(parse_scenario(text % "{stale_loss_cnt: 2, close_timeout: 10s}")) == []
+    (msg,) = probe.missing_mptcp_sysctls(parse_scenario(text % "{stale_loss_cnt: 2, blackhole_timeout: 0s}"))
+    assert msg.startswith("mptcp.sysctls blackhole_timeout: this kernel (") and \
+        "has no net.mptcp.blackhole_timeout (it has: close_timeout enabled stale_loss_cnt)" in msg, msg
+    (mptcp / "enabled").unlink()      # no MPTCP at all: said once elsewhere, not once per key
+    assert probe.missing_mptcp_sysctls(parse_scenario(text % "{blackhole_timeout: 0s}")) == []
