@@ -36,7 +36,7 @@ esac
 pkgs=(mininet openvswitch-switch iperf3 mptcpize iproute2 iputils-ping ethtool nftables kmod procps psmisc
       dash net-tools python3 python3-venv python3-pip git)
 # The test suite checks the Vagrantfile with `vagrant validate` (no box needed), and runs the
-# README's first command in a clean Debian 12 root made by debootstrap (tests/fresh).
+# README's commands in clean Debian 12 and 13 roots made by debootstrap (tests/fresh).
 pkgs+=(vagrant debootstrap)
 # ... and opens each result set's report.html in headless Chromium (tests/unit/test_report_page.py).
 pkgs+=(chromium)

@@ -39,7 +39,7 @@ def pytest_configure(config):
                                        "(run in a micro-VM when this machine has neither)")
     config.addinivalue_line("markers", "vm_host: boots micro-VMs from the host to inject faults at the VM level "
                                        "(needs virtme-ng and qemu, which setup.sh installs)")
-    config.addinivalue_line("markers", "fresh_machine: the README's first command in a clean Debian 12 root "
+    config.addinivalue_line("markers", "fresh_machine: the README's commands in a clean Debian 12 and 13 root "
                                        "(debootstrap, chroot; needs root and Debian's mirror)")
 
 

@@ -1,173 +1,104 @@
-"""A new user's first run, on a clean Debian 12: the README's first command, from a fresh root.
+"""A new user's first run, on a clean Debian 12 and a clean Debian 13: the README's first command, then
+its second (the unit suite), in a fresh root of each release.
 
-A minimal Debian 12 root is made with debootstrap (its tarball is cached, and so
-are the .deb and pip downloads: reusing downloads is fine, reusing an installed
-system is not), unpacked anew for every run, and this checkout is copied in.
-Inside it, as root in a chroot with /proc, /sys and /dev, the README's first
-command runs as written except for the backend, which is forced to the VM:
+In each root (tests/fresh/chroot.py: debootstrap's minimal root, unpacked anew, this checkout copied
+in), as root in a chroot with /proc, /sys and /dev, the README's first command runs as written except
+for the backend, which is forced to the VM:
 
     ./setup.sh && .venv/bin/run-scenario scenarios/two-paths.yaml --backend vm
 
-So a package that setup.sh forgets fails here, as it would for a new user,
-whatever the developers' own machine has installed. Needs root, debootstrap
+So a package that setup.sh forgets fails here, as it would for a new user, whatever the developers'
+own machine has installed; so does an `ERROR:` line of pip's, or its deprecated editable install.
+Then the unit suite runs in the root. The host's mount table and links are read before and after:
+nothing a root ran may stay. Debian 13 runs only when setup.sh, requirements*, pyproject.toml or
+setup.py changed since its last pass on this machine (tests/fresh/gate.py). Needs root, debootstrap
 and access to Debian's mirror (and PyPI), which setup.sh needs anyway.
 """
 from __future__ import annotations
 
 import json
 import os
+import re
 import shutil
-import signal
-import subprocess
 import time
 from pathlib import Path
 
 import pytest
 
-REPO = Path(__file__).resolve().parents[2]
-CACHE = Path(os.environ.get("TESTBED_FRESH_CACHE", "/var/cache/mptcp-testbed/fresh-machine"))
-MIRROR = "http://deb.debian.org/debian"
-SUITE = "bookworm"
+from tests.fresh import gate
+from tests.fresh.chroot import CACHE, REPO, Chroot, copy_checkout, host_state, left_behind, log
+
 FIRST_COMMAND = "./setup.sh && .venv/bin/run-scenario scenarios/two-paths.yaml --backend vm"
+UNIT_SUITE = ".venv/bin/python -m pytest tests/unit -q -p no:cacheprovider"
+CHECKOUT = "/home/user/mptcp-testbed"
 
 pytestmark = pytest.mark.fresh_machine
 
 
-def _log(msg: str) -> None:
-    print(f"[fresh machine {time.strftime('%H:%M:%S')}] {msg}", flush=True)
-
-
-def base_tarball() -> Path:
-    """debootstrap's minimal Debian 12, made once and kept as a tarball."""
-    tarball = CACHE / f"{SUITE}-minbase.tar"
-    if tarball.exists():
-        return tarball
-    work = CACHE / "debootstrap"
-    shutil.rmtree(work, ignore_errors=True)
-    CACHE.mkdir(parents=True, exist_ok=True)
-    _log(f"debootstrap --variant=minbase {SUITE} (once; the tarball is cached in {CACHE})")
-    subprocess.run(["debootstrap", "--variant=minbase", SUITE, str(work), MIRROR], check=True,
-                   stdout=subprocess.DEVNULL, timeout=1200)
-    tmp = tarball.with_suffix(".tmp")
-    subprocess.run(["tar", "-C", str(work), "-cf", str(tmp), "."], check=True, timeout=600)
-    os.replace(tmp, tarball)
-    shutil.rmtree(work, ignore_errors=True)
-    return tarball
-
-
-def copy_checkout(dest: Path) -> None:
-    """The files git knows (tracked, and new ones not ignored): what a clone of this tree would hold."""
-    names = subprocess.run(["git", "-C", str(REPO), "ls-files", "-z", "--cached", "--others", "--exclude-standard"],
-                           capture_output=True, check=True).stdout.split(b"\0")
-    for name in filter(None, (n.decode() for n in names)):
-        src = REPO / name
-        if src.is_file():
-            (dest / name).parent.mkdir(parents=True, exist_ok=True)
-            shutil.copy2(src, dest / name)
-
-
-class Chroot:
-    """A fresh root with the kernel file systems mounted; everything undone on exit."""
-
-    def __init__(self, root: Path):
-        self.root = root
-        self.mounts: list[Path] = []
-
-    def __enter__(self) -> "Chroot":
-        subprocess.run(["tar", "-C", str(self.root), "-xf", str(base_tarball())], check=True, timeout=600)
-        self._copy_network_trust()
-        # a chroot must not start the packages' services on the host (a real machine would start them)
-        policy = self.root / "usr/sbin/policy-rc.d"
-        policy.write_text("#!/bin/sh\nexit 101\n")
-        policy.chmod(0o755)
-        self._mount(["-t", "proc", "proc"], "proc")
-        self._mount(["-t", "sysfs", "sysfs"], "sys")
-        self._mount(["--rbind", "/dev"], "dev")
-        subprocess.run(["mount", "--make-rslave", str(self.root / "dev")], check=True)
-        for host_dir, inside in ((CACHE / "debs", "var/cache/apt/archives"), (CACHE / "pip", "root/.cache/pip")):
-            host_dir.mkdir(parents=True, exist_ok=True)
-            self._mount(["--bind", str(host_dir)], inside)
-        return self
-
-    def _copy_network_trust(self) -> None:
-        """The machine's own network setup, which any new machine here has and no package installs:
-        its resolver, the certificate authorities its registries' proxies use (kept where
-        update-ca-certificates finds them again when ca-certificates is installed), and pip's config."""
-        for name in ("etc/resolv.conf", "etc/pip.conf", "etc/ssl/certs/ca-certificates.crt"):
-            src = Path("/") / name
-            if src.is_file():
-                (self.root / name).unlink(missing_ok=True)
-                (self.root / name).parent.mkdir(parents=True, exist_ok=True)
-                shutil.copy(src, self.root / name)
-        local_cas = Path("/usr/local/share/ca-certificates")
-        if local_cas.is_dir():
-            shutil.copytree(local_cas, self.root / local_cas.relative_to("/"), dirs_exist_ok=True)
-        for name in ("etc/apt/apt.conf.d/99artifact-registry",):
-            if (Path("/") / name).is_file():
-                shutil.copy(Path("/") / name, self.root / name)
-
-    def _mount(self, args: list[str], inside: str) -> None:
-        target = self.root / inside
-        target.mkdir(parents=True, exist_ok=True)
-        subprocess.run(["mount", *args, str(target)], check=True)
-        self.mounts.append(target)
-
-    def run(self, command: str, cwd: str, timeout: float) -> subprocess.CompletedProcess:
-        env = {"PATH": "/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin", "HOME": "/root",
-               "LANG": "C.UTF-8", "TERM": "dumb"}
-        # the machine's network settings (certificate bundles, proxies, pip's timeout), as a login here has
-        env.update({k: v for k, v in os.environ.items()
-                    if k.endswith(("_proxy", "_PROXY", "CA_BUNDLE", "_CERT_FILE", "_CERT_DIR"))
-                    or k in ("PIP_CERT", "PIP_DEFAULT_TIMEOUT", "PIP_INDEX_URL", "PIP_EXTRA_INDEX_URL")})
-        return subprocess.run(["chroot", str(self.root), "/bin/bash", "-c", f"cd {cwd} && {command}"],
-                               env=env, stdin=subprocess.DEVNULL, stdout=subprocess.PIPE, stderr=subprocess.STDOUT,
-                               text=True, timeout=timeout)
-
-    def __exit__(self, *exc) -> None:
-        self._kill_processes_inside()
-        for target in reversed(self.mounts):
-            subprocess.run(["umount", "-R", "-l", str(target)], capture_output=True)
-        shutil.rmtree(self.root, ignore_errors=True)
-
-    def _kill_processes_inside(self) -> None:
-        """qemu or a daemon still running from the fresh root (a failed or timed-out run)."""
-        for pid in filter(str.isdigit, os.listdir("/proc")):
-            try:
-                if os.readlink(f"/proc/{pid}/root") == str(self.root):
-                    os.kill(int(pid), signal.SIGKILL)
-            except OSError:
-                continue
-
-
-@pytest.fixture
-def fresh_root(tmp_path_factory):
+@pytest.fixture(params=list(gate.RELEASES))
+def suite(request) -> str:
+    runs, why = gate.decide(request.param, REPO, CACHE)
+    log(why)
+    if not runs:
+        pytest.skip(why)
     if os.geteuid() != 0:
         pytest.fail("the fresh-machine test needs root (chroot, mounts); run the suite as root as CI does")
     if not shutil.which("debootstrap"):
         pytest.fail("debootstrap is not installed: ./setup.sh installs it")
-    root = Path(tmp_path_factory.mktemp("fresh")) / "root"
+    return request.param
+
+
+def pip_complaints(output: str) -> list[str]:
+    """pip's lines that a clean setup must not print: errors (a dependency conflict, as trixie's os-ken
+    stack gave without tzdata, issue 32) and the editable install through setup.py that pip 25.3 drops."""
+    return [line for line in output.splitlines()
+            if line.startswith("ERROR:") or "Legacy editable install" in line or "setup.py develop" in line]
+
+
+def test_readme_commands_on_a_fresh_debian(suite, tmp_path_factory):
+    release = gate.RELEASES[suite]
+    root = Path(tmp_path_factory.mktemp(f"fresh-{suite}")) / "root"
     root.mkdir()
-    with Chroot(root) as chroot:
-        yield chroot
-
-
-def test_readme_first_command_on_a_fresh_debian_12(fresh_root):
+    before = host_state()
     t0 = time.monotonic()
-    dest = fresh_root.root / "home/user/mptcp-testbed"
-    dest.mkdir(parents=True)
-    copy_checkout(dest)
-    _log(f"fresh root unpacked and checkout copied in {time.monotonic() - t0:.0f} s; running: {FIRST_COMMAND}")
-    t1 = time.monotonic()
-    r = fresh_root.run(FIRST_COMMAND, "/home/user/mptcp-testbed", timeout=900)
-    took = time.monotonic() - t1
-    _log(f"first command exited {r.returncode} after {took:.0f} s")
-    assert r.returncode == 0, f"the README's first command failed on a fresh Debian 12:\n{r.stdout[-6000:]}"
-    results = sorted((dest / "results/two-paths").iterdir())[-1]
+    with Chroot(root, suite) as chroot:
+        dest = root / CHECKOUT.lstrip("/")
+        dest.mkdir(parents=True)
+        copy_checkout(dest)
+        log(f"{release}: fresh root unpacked and checkout copied in {time.monotonic() - t0:.0f} s; running: "
+            f"{FIRST_COMMAND}")
+        t1 = time.monotonic()
+        first = chroot.run(FIRST_COMMAND, CHECKOUT, timeout=1200)
+        log(f"{release}: first command exited {first.returncode} after {time.monotonic() - t1:.0f} s")
+        assert first.returncode == 0, f"the README's first command failed on a fresh {release}:\n{first.stdout[-6000:]}"
+        assert not pip_complaints(first.stdout), f"setup.sh on {release}:\n" + "\n".join(pip_complaints(first.stdout))
+        check_first_run(dest / "results/two-paths", release)
+        t2 = time.monotonic()
+        unit = chroot.run(UNIT_SUITE, CHECKOUT, timeout=900)
+        summary = (unit.stdout.strip().splitlines() or ["(no output)"])[-1]
+        log(f"{release}: unit suite exited {unit.returncode} after {time.monotonic() - t2:.0f} s: {summary}")
+        assert unit.returncode == 0, f"the unit suite failed on a fresh {release}:\n{failures(unit.stdout)}"
+    assert not chroot.stray_mounts, f"{release}: mounts left under the root (undone): {chroot.stray_mounts}"
+    left = left_behind(before, host_state())
+    assert not left, f"{release}: the host has gained {left}"
+    log(f"{release}: passed in {time.monotonic() - t0:.0f} s; the host's mount table and links are as before")
+    if suite not in gate.EVERY_RUN:
+        log(f"{release}: pass recorded in {gate.record_pass(suite, REPO, CACHE)}")
+
+
+def check_first_run(results_dir: Path, release: str) -> None:
+    results = sorted(results_dir.iterdir())[-1]
     doc = json.loads((results / "results.json").read_text())
     by_mode = {run["mode"]: run["metrics"]["throughput_mbps"] for run in doc["runs"]}
     assert by_mode["mptcp"] > 1.6 * by_mode["tcp"], by_mode
     meta = json.loads((results / "metadata.json").read_text())
     assert meta["backend"] == "vm" and meta["status"] == "ok", meta
     assert (results / "plots" / "box-throughput_mbps.png").exists()
-    _log(f"MPTCP {by_mode['mptcp']:.2f} vs TCP {by_mode['tcp']:.2f} Mbit/s; the scenario took "
-         f"{meta['vm']['wall_seconds_with_boot']:.0f} s with its VM boot")
+    log(f"{release}: MPTCP {by_mode['mptcp']:.2f} vs TCP {by_mode['tcp']:.2f} Mbit/s on kernel "
+        f"{meta['vm'].get('kernel')}; the scenario took {meta['vm']['wall_seconds_with_boot']:.0f} s with its VM boot")
+
+
+def failures(output: str) -> str:
+    """pytest's short summary (its FAILED/ERROR lines) and the output's tail."""
+    short = [line for line in output.splitlines() if re.match(r"(FAILED|ERROR) ", line)]
+    return "\n".join(short) + "\n...\n" + output[-6000:]

@@ -1,0 +1,75 @@
+"""Which Debian releases the fresh-machine test builds a root for on this run.
+
+Debian 12 (bookworm), the CI machine's own release, runs every time. Debian 13 (trixie) costs another
+root, setup.sh and VM boot (minutes), and what it tests beyond bookworm is how setup.sh and the Python
+packaging meet its packages: so it runs only when the files that decide that (SETUP_FILES) differ from
+those of its last pass on this machine. A pass leaves a stamp in the fresh-machine cache: the hash of
+those files. Nothing else writes it, so a failed or interrupted run is tried again next time.
+TESTBED_FRESH_ALL=1 runs every release whatever the stamp says.
+"""
+from __future__ import annotations
+
+import hashlib
+import json
+import os
+import time
+from pathlib import Path
+
+RELEASES = {"bookworm": "Debian 12", "trixie": "Debian 13"}
+EVERY_RUN = {"bookworm"}
+SETUP_FILES = ("setup.sh", "requirements*", "pyproject.toml", "setup.py")
+FORCE = "TESTBED_FRESH_ALL"
+
+
+def setup_files(repo: Path) -> list[Path]:
+    """The checkout's files that decide what setup.sh installs, sorted by name."""
+    return sorted({p for pattern in SETUP_FILES for p in repo.glob(pattern) if p.is_file()})
+
+
+def setup_hash(repo: Path) -> str:
+    """sha256 over each setup file's name and contents (a file added or renamed changes it too)."""
+    h = hashlib.sha256()
+    for path in setup_files(repo):
+        h.update(path.name.encode() + b"\0" + path.read_bytes() + b"\0")
+    return h.hexdigest()
+
+
+def stamp_path(cache: Path, suite: str) -> Path:
+    return cache / f"{suite}-passed.json"
+
+
+def read_stamp(cache: Path, suite: str) -> dict:
+    """The last pass's stamp, {} when there is none (or it is unreadable: then the release runs)."""
+    try:
+        stamp = json.loads(stamp_path(cache, suite).read_text())
+    except (OSError, ValueError):
+        return {}
+    return stamp if isinstance(stamp, dict) else {}
+
+
+def decide(suite: str, repo: Path, cache: Path, env=os.environ) -> tuple[bool, str]:
+    """(whether `suite` runs now, why: a sentence for the log or the skip)."""
+    name = f"{RELEASES[suite]} ({suite})"
+    if suite in EVERY_RUN:
+        return True, f"{name} runs every time"
+    if env.get(FORCE) == "1":
+        return True, f"{name} runs: {FORCE}=1"
+    stamp = read_stamp(cache, suite)
+    files = ", ".join(p.name for p in setup_files(repo))
+    if not stamp.get("hash"):
+        return True, f"{name} runs: no pass recorded on this machine ({stamp_path(cache, suite)})"
+    if stamp["hash"] != setup_hash(repo):
+        return True, f"{name} runs: {files} changed since its pass of {stamp.get('passed', '?')}"
+    return False, (f"{name} skipped: {files} are as they were at its pass of {stamp.get('passed', '?')} on this "
+                   f"machine (stamp {stamp_path(cache, suite)}); {FORCE}=1 runs it anyway")
+
+
+def record_pass(suite: str, repo: Path, cache: Path) -> Path:
+    """Write `suite`'s stamp (only after a pass): the setup files' hash, names and the date."""
+    cache.mkdir(parents=True, exist_ok=True)
+    path = stamp_path(cache, suite)
+    tmp = path.with_suffix(".tmp")
+    tmp.write_text(json.dumps({"hash": setup_hash(repo), "files": [p.name for p in setup_files(repo)],
+                               "passed": time.strftime("%Y-%m-%d %H:%M:%S UTC", time.gmtime())}, indent=1) + "\n")
+    os.replace(tmp, path)
+    return path
