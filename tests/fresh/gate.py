@@ -64,12 +64,13 @@ def decide(suite: str, repo: Path, cache: Path, env=os.environ) -> tuple[bool, s
                    f"machine (stamp {stamp_path(cache, suite)}); {FORCE}=1 runs it anyway")
 
 
-def record_pass(suite: str, repo: Path, cache: Path) -> Path:
-    """Write `suite`'s stamp (only after a pass): the setup files' hash, names and the date."""
+def record_pass(suite: str, tested: Path, cache: Path) -> Path:
+    """Write `suite`'s stamp (only after a pass): the hash, names and date of the setup files in `tested`,
+    the copy that ran (the checkout's own may have changed since)."""
     cache.mkdir(parents=True, exist_ok=True)
     path = stamp_path(cache, suite)
     tmp = path.with_suffix(".tmp")
-    tmp.write_text(json.dumps({"hash": setup_hash(repo), "files": [p.name for p in setup_files(repo)],
+    tmp.write_text(json.dumps({"hash": setup_hash(tested), "files": [p.name for p in setup_files(tested)],
                                "passed": time.strftime("%Y-%m-%d %H:%M:%S UTC", time.gmtime())}, indent=1) + "\n")
     os.replace(tmp, path)
     return path

@@ -65,6 +65,10 @@ def test_readme_commands_on_a_fresh_debian(suite, tmp_path_factory):
         dest = root / CHECKOUT.lstrip("/")
         dest.mkdir(parents=True)
         copy_checkout(dest)
+        tested = root.parent / "setup-files"   # what this root ran, for the pass's stamp (the root goes on exit)
+        tested.mkdir()
+        for path in gate.setup_files(dest):
+            shutil.copy(path, tested / path.name)
         log(f"{release}: fresh root unpacked and checkout copied in {time.monotonic() - t0:.0f} s; running: "
             f"{FIRST_COMMAND}")
         t1 = time.monotonic()
@@ -83,7 +87,7 @@ def test_readme_commands_on_a_fresh_debian(suite, tmp_path_factory):
     assert not left, f"{release}: the host has gained {left}"
     log(f"{release}: passed in {time.monotonic() - t0:.0f} s; the host's mount table and links are as before")
     if suite not in gate.EVERY_RUN:
-        log(f"{release}: pass recorded in {gate.record_pass(suite, REPO, CACHE)}")
+        log(f"{release}: pass recorded in {gate.record_pass(suite, tested, CACHE)}")
 
 
 def check_first_run(results_dir: Path, release: str) -> None:

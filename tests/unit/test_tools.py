@@ -52,3 +52,31 @@ def test_vm_backend_reports_every_missing_piece_before_booting(monkeypatch):
     else:
         raise AssertionError("plan_vm did not refuse")
     assert "busybox-static" in text and "qemu-system-x86" in text
+
+
+def fake_iperf3(folder: Path, version: str, mptcp_line: str) -> Path:
+    """An iperf3 that answers --version and --help only. `mptcp_line` stands for the option line that
+    iperf3 3.19 and later print when built with MPTCP (Ubuntu 26.04's 3.20); 3.12 (Debian 12) and 3.18
+    (Debian 13) print none."""
+    path = folder / f"iperf3-{version}"
+    path.write_text("#!/bin/sh\n"
+                    f"[ \"$1\" = --version ] && {{ echo 'iperf {version} (cJSON 1.7.15)'; exit 0; }}\n"
+                    "echo 'Usage: iperf3 [-s|-c host] [options]'\n"
+                    "echo '  -p, --port      #         server port to listen on/connect to'\n"
+                    + (f"echo '{mptcp_line}'\n" if mptcp_line else "")
+                    + "exit 1\n")
+    path.chmod(0o755)
+    return path
+
+
+def test_the_probe_prefers_iperf3s_own_mptcp_over_mptcpize(tmp_path):
+    """iperf3 with --mptcp (3.19+, e.g. Ubuntu 26.04's 3.20) runs MPTCP itself: no mptcpize needed or used."""
+    from runners.backends import probe
+    from runners.traffic.iperf3 import Iperf, iperf_server_argv
+
+    native = probe.iperf3_facts(str(fake_iperf3(tmp_path, "3.20", "  -m, --mptcp               use MPTCP")))
+    assert native["iperf3_version"] == "3.20" and native["iperf3_native_mptcp"] is True
+    older = probe.iperf3_facts(str(fake_iperf3(tmp_path, "3.18", "")))
+    assert older["iperf3_version"] == "3.18" and older["iperf3_native_mptcp"] is False
+    assert iperf_server_argv(Iperf(native_mptcp=native["iperf3_native_mptcp"]), 5201, True)[:2] == ["iperf3", "--mptcp"]
+    assert iperf_server_argv(Iperf(native_mptcp=older["iperf3_native_mptcp"]), 5201, True)[:2] == ["mptcpize", "run"]
