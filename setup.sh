@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# Install everything the testbed needs on Debian 12 or Ubuntu 22.04+, as root:
+# Install everything the testbed needs on Debian 12 or 13 (tested) or Ubuntu 22.04+ (not tried), as root:
 # distribution packages (Mininet, Open vSwitch, iperf3, mptcpize, iproute2, ...),
 # what the VM backend boots (qemu, a distribution kernel), and a venv (.venv)
 # with the pinned Python dependencies and `run-scenario`.
@@ -28,7 +28,7 @@ fi
 . /etc/os-release
 case "${ID:-}:${VERSION_ID:-}" in
   debian:12*|debian:13*|ubuntu:22.04|ubuntu:24.04|ubuntu:2[4-9].*) ;;
-  *) echo "setup.sh: warning: tested on Debian 12 and Ubuntu 22.04/24.04, this is ${PRETTY_NAME:-unknown}" >&2 ;;
+  *) echo "setup.sh: warning: made for Debian 12 and 13 and Ubuntu 22.04+, this is ${PRETTY_NAME:-unknown}" >&2 ;;
 esac
 
 # Keep in step with runners/backends/programs.py, which names every program a backend runs and its package
