@@ -9,7 +9,8 @@ for the backend, which is forced to the VM:
 
 So a package that setup.sh forgets fails here, as it would for a new user, whatever the developers'
 own machine has installed; so does an `ERROR:` line of pip's, or its deprecated editable install.
-Then the unit suite runs in the root. The host's mount table and links are read before and after:
+Then lab 5 (a switched scenario with the os-ken controller) runs where the root's os-ken is not the
+CI machine's (SWITCHED_IN), and the unit suite. The host's mount table and links are read before and after:
 nothing a root ran may stay. Debian 13 runs only when setup.sh, requirements*, pyproject.toml or
 setup.py changed since its last pass on this machine (tests/fresh/gate.py). Needs root, debootstrap
 and access to Debian's mirror (and PyPI), which setup.sh needs anyway.
@@ -30,6 +31,11 @@ from tests.fresh.chroot import CACHE, REPO, Chroot, copy_checkout, host_state, l
 
 FIRST_COMMAND = "./setup.sh && .venv/bin/run-scenario scenarios/two-paths.yaml --backend vm"
 UNIT_SUITE = ".venv/bin/python -m pytest tests/unit -q -p no:cacheprovider"
+# A switched scenario with the os-ken controller (lab 5: OVS and the steering app), in the roots whose
+# python3-os-ken CI does not run otherwise: the integration tests' guest sees the CI machine's own root,
+# Debian 12's os-ken 2.5.0, every run; Debian 13's 3.0.1 (other oslo libraries) only here.
+SWITCHED = ".venv/bin/run-scenario labs/lab5-steering.yaml --backend vm"
+SWITCHED_IN = {"trixie"}
 CHECKOUT = "/home/user/mptcp-testbed"
 
 pytestmark = pytest.mark.fresh_machine
@@ -77,10 +83,16 @@ def test_readme_commands_on_a_fresh_debian(suite, tmp_path_factory):
         assert first.returncode == 0, f"the README's first command failed on a fresh {release}:\n{first.stdout[-6000:]}"
         assert not pip_complaints(first.stdout), f"setup.sh on {release}:\n" + "\n".join(pip_complaints(first.stdout))
         check_first_run(dest / "results/two-paths", release)
-        t2 = time.monotonic()
+        if suite in SWITCHED_IN:
+            t2 = time.monotonic()
+            switched = chroot.run(SWITCHED, CHECKOUT, timeout=900)
+            log(f"{release}: {SWITCHED} exited {switched.returncode} after {time.monotonic() - t2:.0f} s")
+            assert switched.returncode == 0, f"lab 5 failed on a fresh {release}:\n{switched.stdout[-6000:]}"
+            check_switched_run(dest / "results/lab5-steering", release)
+        t3 = time.monotonic()
         unit = chroot.run(UNIT_SUITE, CHECKOUT, timeout=900)
         summary = (unit.stdout.strip().splitlines() or ["(no output)"])[-1]
-        log(f"{release}: unit suite exited {unit.returncode} after {time.monotonic() - t2:.0f} s: {summary}")
+        log(f"{release}: unit suite exited {unit.returncode} after {time.monotonic() - t3:.0f} s: {summary}")
         assert unit.returncode == 0, f"the unit suite failed on a fresh {release}:\n{failures(unit.stdout)}"
     assert not chroot.stray_mounts, f"{release}: mounts left under the root (undone): {chroot.stray_mounts}"
     left = left_behind(before, host_state())
@@ -100,6 +112,19 @@ def check_first_run(results_dir: Path, release: str) -> None:
     assert (results / "plots" / "box-throughput_mbps.png").exists()
     log(f"{release}: MPTCP {by_mode['mptcp']:.2f} vs TCP {by_mode['tcp']:.2f} Mbit/s on kernel "
         f"{meta['vm'].get('kernel')}; the scenario took {meta['vm']['wall_seconds_with_boot']:.0f} s with its VM boot")
+
+
+def check_switched_run(results_dir: Path, release: str) -> None:
+    """Both switches reached the controller, it steered flows, and lab 5's expectations held."""
+    results = sorted(results_dir.iterdir())[-1]
+    events = [json.loads(line) for line in (results / "controller" / "report.jsonl").read_text().splitlines()]
+    connected = sorted(e["switch"] for e in events if e["event"] == "switch-connected")
+    assert connected == ["s1", "s2"] and any(e["event"] == "flow" for e in events), events[:5]
+    verdicts = {v["name"]: v["outcome"] for v in json.loads((results / "verdicts.json").read_text())}
+    assert verdicts == {"two-subflows": "pass", "transfer-shortened": "pass"}, verdicts
+    meta = json.loads((results / "metadata.json").read_text())
+    log(f"{release}: lab 5 through os-ken: {verdicts} on kernel {meta['vm'].get('kernel')}, "
+        f"{meta['vm']['wall_seconds_with_boot']:.0f} s with its VM boot")
 
 
 def failures(output: str) -> str:
