@@ -34,6 +34,20 @@ def setup_hash(repo: Path) -> str:
     return h.hexdigest()
 
 
+def file_hashes(repo: Path) -> dict[str, str]:
+    """{each setup file's name: sha256 of its contents}, so that a run can say which of them changed."""
+    return {p.name: hashlib.sha256(p.read_bytes()).hexdigest() for p in setup_files(repo)}
+
+
+def changed_files(stamp: dict, repo: Path) -> list[str]:
+    """The setup files that differ from the stamp's (added and removed ones too); all of them when the
+    stamp does not name each file's hash."""
+    then, now = stamp.get("file_hashes"), file_hashes(repo)
+    if not isinstance(then, dict):
+        return sorted(now)
+    return sorted(name for name in set(then) | set(now) if then.get(name) != now.get(name))
+
+
 def stamp_path(cache: Path, suite: str) -> Path:
     return cache / f"{suite}-passed.json"
 
@@ -59,7 +73,8 @@ def decide(suite: str, repo: Path, cache: Path, env=os.environ) -> tuple[bool, s
     if not stamp.get("hash"):
         return True, f"{name} runs: no pass recorded on this machine ({stamp_path(cache, suite)})"
     if stamp["hash"] != setup_hash(repo):
-        return True, f"{name} runs: {files} changed since its pass of {stamp.get('passed', '?')}"
+        return True, (f"{name} runs: {', '.join(changed_files(stamp, repo))} changed since its pass of "
+                      f"{stamp.get('passed', '?')}")
     return False, (f"{name} skipped: {files} are as they were at its pass of {stamp.get('passed', '?')} on this "
                    f"machine (stamp {stamp_path(cache, suite)}); {FORCE}=1 runs it anyway")
 
@@ -71,6 +86,7 @@ def record_pass(suite: str, tested: Path, cache: Path) -> Path:
     path = stamp_path(cache, suite)
     tmp = path.with_suffix(".tmp")
     tmp.write_text(json.dumps({"hash": setup_hash(tested), "files": [p.name for p in setup_files(tested)],
+                               "file_hashes": file_hashes(tested),
                                "passed": time.strftime("%Y-%m-%d %H:%M:%S UTC", time.gmtime())}, indent=1) + "\n")
     os.replace(tmp, path)
     return path

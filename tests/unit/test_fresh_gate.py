@@ -42,7 +42,19 @@ def test_trixie_runs_again_when_a_setup_file_changes_or_appears(checkout, tmp_pa
     gate.record_pass("trixie", checkout, cache)
     (checkout / change).write_text("changed\n")
     runs, why = gate.decide("trixie", checkout, cache, env={})
-    assert runs and "changed since its pass of" in why
+    assert runs and why.startswith(f"Debian 13 (trixie) runs: {change} changed since its pass of"), why
+
+
+def test_a_removed_setup_file_is_named_and_an_older_stamp_names_them_all(checkout, tmp_path):
+    cache = tmp_path / "cache"
+    gate.record_pass("trixie", checkout, cache)
+    (checkout / "setup.py").unlink()
+    assert "runs: setup.py changed since" in gate.decide("trixie", checkout, cache, env={})[1]
+    stamp = gate.read_stamp(cache, "trixie")
+    del stamp["file_hashes"]   # as the first stamps were written
+    gate.stamp_path(cache, "trixie").write_text(json.dumps(stamp))
+    assert "runs: pyproject.toml, requirements.txt, setup.sh changed since" in gate.decide("trixie", checkout, cache,
+                                                                                           env={})[1]
 
 
 def test_other_files_do_not_make_trixie_run_again(checkout, tmp_path):
