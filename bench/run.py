@@ -240,7 +240,7 @@ def phases(out: Path, rows: list[dict]) -> None:
     def default_scenario(label: str) -> None:
         t0 = time.monotonic()
         r = subprocess.run([sys.executable, "-m", "runners.cli", str(REPO / "scenarios" / "two-paths.yaml"),
-                            "--backend", "vm", "--out", str(out / "phases")],
+                            "--backend", "vm", "--out", str(out / "phases"), "--keep-vm", "0s"],
                            cwd=REPO, capture_output=True, text=True, timeout=1800)
         wall = time.monotonic() - t0
         if r.returncode != 0:

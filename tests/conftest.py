@@ -24,6 +24,9 @@ from pathlib import Path
 import pytest
 
 REPO = Path(__file__).resolve().parent.parent
+# The first VM run of a session would leave its guest up as a warm VM (runners.backends.vm.keep): the
+# suite boots cold, as CI does, and leaves none behind; a test that wants one asks with --keep-vm.
+os.environ["TESTBED_KEEP_VM"] = "0"
 IN_VM = os.environ.get("TESTBED_IN_VM") == "1"
 # CI stops the whole job at 90 min: stop the VM before that, so the tests that did not finish are named
 VM_TESTS_TIMEOUT = float(os.environ.get("TESTBED_VM_TESTS_TIMEOUT", 80 * 60))

@@ -17,6 +17,7 @@ from pathlib import Path
 from runners.backends import BACKENDS
 from runners.backends.vm.kernel_sets import (kernel_base, kernel_sweep, kernels_here, missing_kernels_report, record_kernel,
     sweeps_kernels, vm_kernels_problem)
+from runners.backends.vm.keep import keep_setting
 from runners.backends.vm.kernels import native_refusal
 from runners.cli import subcommand_listing
 from runners.cli.common import costs_for, estimate_backend
@@ -40,8 +41,11 @@ backends:
           non-backports one, or the newest meeting `requires.kernel`, or --kernel)
           and run the native backend inside it. Uses KVM when it can boot a stock
           kernel, else TCG emulation (slower: ~12 s to boot and power off, measured
-          2026-11-23). When a warm VM is up (`run-scenario vm up`), runs go to it
-          instead: no boot.
+          2026-11-23). The first such run leaves its guest up as a warm VM, which
+          stops itself after 10 min without a job (--keep-vm; none with
+          --keep-vm 0s, TESTBED_KEEP_VM=0, or when CI is set): the next runs, with
+          any --out, go to it and do not boot. `run-scenario vm status` shows it,
+          `run-scenario vm down` stops it.
   auto    native when the probe passes, else vm (the default).
 
 results:
@@ -103,6 +107,11 @@ def build_parser() -> argparse.ArgumentParser:
                         "above the image: an INSTALL_MOD_PATH (DIR/lib/modules/<release>) or that folder")
     p.add_argument("--vm-memory", default="2G", metavar="SIZE", help="vm backend: guest memory (default: 2G)")
     p.add_argument("--vm-cpus", type=int, metavar="N", help="vm backend: guest CPUs (default: host CPUs, at most 4)")
+    p.add_argument("--keep-vm", metavar="DURATION",
+                   help="vm backend: leave the guest up as a warm VM for the next runs until it has had no job "
+                        "for DURATION (600s, 10min, 1h; default 10min; 0s: boot a VM for this run only, as "
+                        "TESTBED_KEEP_VM=0 does; none is kept when CI is set unless asked here or there). A "
+                        "warm VM already up is used either way")
     p.add_argument("--shard", metavar="K/N", help="run only shard K of N of the sweep's points (combine with merge)")
     p.add_argument("--resume", metavar="DIR", help="continue an interrupted result set: finished runs are kept, "
                    "and --repeat, --variant, --until-conclusive and --max-repeat are the set's unless given again")
@@ -173,6 +182,9 @@ def _before_anything_starts(args, exp, backend: str) -> str | None:
                 modules_dir(image, Path(args.modules))
         except VmError as e:
             return str(e)
+    if args.resume:
+        from runners.backends.vm.warm import take_back
+        take_back(Path(args.resume), log=info)   # a killed run's job in a warm VM, first: it writes into the set
     return after_a_killed_run(Path(args.resume), backend) if args.resume else None
 
 
@@ -367,10 +379,14 @@ def _run_guest_job(parser, args, argv: list[str], started_at: float, age: float)
 
 
 def _check_arguments(args, parser) -> None:
-    """The run's arguments, checked and completed (a usage error exits 2): --repeat, --shard, --capture, a
-    resumed set's scenario and options, --kernel and --modules."""
+    """The run's arguments, checked and completed (a usage error exits 2): --repeat, --keep-vm (and
+    TESTBED_KEEP_VM), --shard, --capture, a resumed set's scenario and options, --kernel and --modules."""
     if args.repeat is not None and not 1 <= args.repeat <= 1000:
         parser.error("--repeat must be between 1 and 1000")
+    try:
+        keep_setting(args.keep_vm, os.environ)
+    except ValueError as e:
+        parser.error(str(e))
     try:
         parse_shard(args.shard)
     except argparse.ArgumentTypeError as e:

@@ -19,13 +19,27 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--vm-memory", default="2G", metavar="SIZE", help="guest memory (default: 2G)")
     p.add_argument("--vm-cpus", type=int, metavar="N", help="guest CPUs (default: host CPUs, at most 4)")
     p.add_argument("--share", action="append", default=[], metavar="DIR",
-                   help="another results folder the guest may write (default: results/ of this checkout)")
+                   help="up: another results folder the guest writes directly (default: results/ of this "
+                        "checkout); results for any other folder go through the warm VM's spool")
+    p.add_argument("--keep-vm", metavar="DURATION",
+                   help="up: stop by itself after DURATION without a job (600s, 10min, 1h; default: stay up "
+                        "until `run-scenario vm down`)")
     return p
 
 
 def main(argv: list[str]) -> int:
     p = build_parser()
     a = p.parse_args(argv)
+    keep_seconds = None
+    if a.keep_vm is not None:
+        from runners.backends.vm.keep import parse_keep
+        try:
+            keep_seconds = parse_keep(a.keep_vm)
+        except ValueError as e:
+            p.error(f"--keep-vm {e}")
+        if keep_seconds == 0:
+            p.error("--keep-vm 0s: `vm up` keeps a VM up; give an idle time, or leave --keep-vm out to keep "
+                    "it until `run-scenario vm down`")
     from runners.backends.vm import warm as warmvm
     from runners.backends.vm.boot import VmError
 
@@ -37,6 +51,10 @@ def main(argv: list[str]) -> int:
         err(str(e))
         return EXIT_FAIL
     if a.action == "status":
+        for vm in warmvm.running():
+            if vm.stopped_idle() and not warmvm.alive(vm):   # it did as told: tidy its state, say so
+                print(f"warm VM: {vm.health()}")
+                warmvm.stop(vm, log=lambda m: None)
         vms = warmvm.running() or [warmvm.default()]
         oks = []
         for vm in vms:
@@ -54,9 +72,17 @@ def main(argv: list[str]) -> int:
         d.mkdir(parents=True, exist_ok=True)
     vm = warmvm.slot_for(image)
     vm.home.mkdir(parents=True, exist_ok=True)
+    if vm.problem() is None and (vm.state() or {}).get("booted_by") == "run":
+        # a run left it up: keep it, as `vm up` would have booted it (a guest's CPUs, memory and shared
+        # folders are fixed at boot; results for other folders go through its spool)
+        st = warmvm.adopt(vm, keep_seconds)
+        print(f"warm VM: already up (pid {st['pid']}, kernel {st['kernel']}, left by a run); it now "
+              + ("stays up until `run-scenario vm down`" if keep_seconds is None else
+                 f"stops after {a.keep_vm} without a job"))
+        return EXIT_OK
     try:
         warmvm.up(vm, warmvm.plan_warm(image, a.vm_memory, a.vm_cpus, vm, shares,
-                                       Path(a.modules) if a.modules else None))
+                                       Path(a.modules) if a.modules else None), keep_seconds=keep_seconds)
     except VmError as e:
         err(str(e))
         return EXIT_FAIL

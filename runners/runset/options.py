@@ -35,6 +35,7 @@ class RunOptions:
     verbose: bool
     quiet: bool
     pause_after: str | None
+    keep_vm: str | None               # --keep-vm: a warm VM's idle time (runners.backends.vm.keep)
     # the process: the command line as typed, and when it started (for metadata.json's phases)
     argv: list[str]
     started_at: float

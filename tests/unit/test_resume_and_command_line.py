@@ -80,8 +80,8 @@ def testbed(tmp_path, monkeypatch):
         guests.append(list(argv))
         return cli.main(list(argv))
     monkeypatch.setattr(vm, "run_in_vm", lambda plan, **kw: guest(plan.guest_argv[3:]))
-    monkeypatch.setattr(warmvm, "submit", lambda warm, argv, out=None: guest(argv))
-    monkeypatch.setattr(host, "_usable_warm_vm", lambda plan, run_dir: None)
+    monkeypatch.setattr(warmvm, "submit", lambda warm, argv, out=None, **kw: guest(argv))
+    monkeypatch.setattr(host, "_usable_warm_vm", lambda plan, options: None)
     # what `clean` would find on this machine: only the temporary folders made here
     for name in ("leftover_processes", "leftover_netns", "leftover_links", "leftover_bridges"):
         monkeypatch.setattr(leftovers, name, lambda *a: [])
@@ -103,7 +103,8 @@ def no_report(monkeypatch):
 
 
 def use_warm_vm(monkeypatch):
-    monkeypatch.setattr(host, "_usable_warm_vm", lambda plan, run_dir: SimpleNamespace(state=lambda: {}))
+    monkeypatch.setattr(host, "_usable_warm_vm", lambda plan, options: SimpleNamespace(state=lambda: {},
+                                                                                       shares=lambda folder: True))
 
 
 def newest_set(tb) -> Path:

@@ -2,6 +2,7 @@
 import io
 import json
 import os
+import shutil
 import signal
 import subprocess
 import sys
@@ -122,3 +123,118 @@ def test_a_warm_jobs_vm_metadata_is_the_guest_that_ran_it():
     ran = as_booted_by_warm_vm(job, state)
     assert (ran.cpus, ran.memory, ran.cpu_model) == (2, "2G", "qemu64,+ssse3")
     assert as_booted_by_warm_vm(job, {}) == job      # an older state file: the job's own plan, as before
+
+
+def wait_for(predicate, within: float = 15.0) -> bool:
+    deadline = time.time() + within
+    while not predicate():
+        if time.time() > deadline:
+            return False
+        time.sleep(0.05)
+    return True
+
+
+def test_an_idle_guest_stops_itself_after_its_idle_time(guest):
+    vm, proc = guest
+    warmvm.set_keep(vm, 600)
+    assert "stops after 10 min without a job: 600 s left" in warmvm.idle_line(vm, vm.state(), 0)
+    assert warmvm.submit(vm, ["--check", str(REPO / "scenarios" / "two-paths.yaml")], out=io.StringIO()) == 0
+    assert vm.state()["keep_seconds"] == 600 and proc.poll() is None
+    warmvm.set_keep(vm, 1)     # the watchdog reads it once a second
+    assert wait_for(lambda: proc.poll() is not None), "the idle guest did not stop"
+    assert proc.returncode == 0 and vm.stopped_idle()
+    assert vm.health() == "stopped itself after 1 s without a job"
+    assert "stopped itself, idle" in warmvm.outlived(vm)     # `clean` tidies its state
+
+
+def test_a_job_is_never_lost_to_the_idle_stop(tmp_path):
+    """Both sides write, then look: the guest that sees a job stays; the host that sees the mark waits."""
+    from runners.backends.vm.warm_guest import _stop_when_idle
+
+    spool = tmp_path / "spool"
+    (spool / "jobs").mkdir(parents=True)
+    (spool / "keep.json").write_text('{"idle_seconds": 0}')
+    (spool / "jobs" / "1.json").write_text('{"argv": []}')
+    assert not _stop_when_idle(spool, spool / "jobs", time.monotonic() - 5)
+    assert not (spool / "stopped-idle").exists()
+    (spool / "jobs" / "1.done").write_text('{"code": 0}')
+    assert _stop_when_idle(spool, spool / "jobs", time.monotonic() - 5) and (spool / "stopped-idle").exists()
+    (spool / "keep.json").write_text('{"idle_seconds": null}')    # `vm up` without --keep-vm: never
+    assert not _stop_when_idle(spool, spool / "jobs", time.monotonic() - 10**6)
+
+
+def test_a_job_that_comes_as_the_guest_stopped_is_withdrawn(guest):
+    vm, proc = guest
+    (vm.spool / "stopped-idle").write_text("{}")
+    os.killpg(proc.pid, signal.SIGKILL)
+    proc.wait()
+    with pytest.raises(warmvm.WarmVmStopped):
+        warmvm.submit(vm, ["--check", str(REPO / "scenarios" / "two-paths.yaml")], out=io.StringIO())
+    assert not list((vm.spool / "jobs").glob("*.json"))
+
+
+def test_clean_finds_a_guest_idle_past_its_time_and_not_a_healthy_one(guest):
+    vm, _ = guest
+    assert warmvm.outlived(vm) is None          # `vm up` without --keep-vm: up until `vm down`
+    warmvm.set_keep(vm, 600)
+    assert warmvm.outlived(vm) is None
+    old = time.time() - 600 - 61
+    os.utime(vm.spool / "idle", (old, old))
+    assert "idle for 661 s, past its idle time of 10 min" in warmvm.outlived(vm)
+
+
+def test_stopping_a_warm_vm_moves_what_its_spool_kept_into_the_result_folder(guest, tmp_path):
+    from runners.backends.vm.spool_out import Stage
+
+    vm, _ = guest
+    target = tmp_path / "out" / "set"
+    target.mkdir(parents=True)
+    stage = Stage.create(vm.stages, "1.0-1", target)
+    (stage.files / "results.json").write_text('{"format": 1, "runs": []}\n')
+    assert warmvm.stop(vm, log=lambda m: None)
+    assert (target / "results.json").read_text() == '{"format": 1, "runs": []}\n'
+    assert not vm.spool.exists()
+
+
+def test_resume_takes_back_a_killed_runs_job_and_its_results(guest, tmp_path, monkeypatch):
+    """The host died after its job ended: the next --resume of the folder moves the results in."""
+    from runners.backends.vm.spool_out import Stage
+
+    vm, _ = guest
+    monkeypatch.setattr(warmvm, "WARM_DIR", vm.home)
+    target = tmp_path / "out" / "set"
+    target.mkdir(parents=True)
+    stage = Stage.create(vm.stages, "2.0-7", target)
+    (stage.files / "metadata.json").write_text('{"status": "ok"}\n')
+    for suffix, text in ((".json", '{"argv": []}'), (".done", '{"code": 0}')):
+        (vm.spool / "jobs" / f"2.0-7{suffix}").write_text(text)
+    assert len(warmvm.take_back(target, log=lambda m: None)) == 1
+    assert (target / "metadata.json").read_text() == '{"status": "ok"}\n'
+    assert not stage.home.exists() and not list((vm.spool / "jobs").iterdir())
+    assert warmvm.take_back(target, log=lambda m: None) == []
+
+
+@pytest.mark.skipif(os.geteuid() != 0, reason="binds a folder in a mount namespace of the job's own (root)")
+def test_a_job_writes_into_a_folder_the_vm_does_not_share_through_its_spool(guest, tmp_path_factory):
+    """The guest binds the stage at the result folder's path for the job only; the host moves it in."""
+    from runners.backends.vm.spool_out import Stage
+    from tests.unit.test_experiments import fake_result_set
+
+    vm, _ = guest
+    elsewhere = tmp_path_factory.mktemp("elsewhere")     # not under the folders the fixture's VM shares
+    direct = fake_result_set(elsewhere / "direct", "set", {"p001"})
+    target = elsewhere / "out" / "set"
+    shutil.copytree(direct, target)
+    assert not vm.shares(target)
+    from runners.cli import main
+    assert main(["report", str(direct)]) == 0
+    stage = Stage.create(vm.stages, "3.0-1", target)
+    stage.seed()
+    out = io.StringIO()
+    assert warmvm.submit(vm, ["report", str(target)], out=out, job_id="3.0-1", mounts=[(stage.files, target)],
+                         on_poll=stage.poll) == 0, out.getvalue()
+    stage.finish()
+    assert f"plots: {target}/plots" in out.getvalue()
+    names = lambda d: sorted(str(p.relative_to(d)) for p in d.rglob("*"))    # noqa: E731
+    assert names(target) == names(direct) and (target / "stats.csv").read_text() == (direct / "stats.csv").read_text()
+    assert str(target) not in Path("/proc/self/mountinfo").read_text()    # the binding went with the job

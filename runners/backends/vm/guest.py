@@ -42,6 +42,7 @@ HOST_ONLY = {
     "svg": False, "no_plots": False, "junit": None,         # the report: the host writes it (no_report)
     "quiet": False,         # the host shows the guest's errors only and keeps every line in run.log
     "pause_after": None,    # native backend only: refused with the VM's
+    "keep_vm": None,        # the host's warm VM; none is booted inside the guest
     "argv": None, "started_at": None, "process_age": None,  # the guest's own process
 }
 

@@ -139,6 +139,7 @@ def _run_one_vm(options, exp, run_dir: Path, kernel, requirement: str | None) ->
     of those options.only_points), its job written from `options`; the host then adds what only it knows to
     metadata.json. The guest's exit code."""
     from runners.backends.vm.boot import VmError, plan_vm, run_in_vm
+    from runners.backends.vm.warm import WarmVmStopped
     from runners.errors import Terminated
 
     label = options.only_kernel
@@ -158,11 +159,16 @@ def _run_one_vm(options, exp, run_dir: Path, kernel, requirement: str | None) ->
     if options.capture_spec is not None and not plan.kvm:
         info("capture: under TCG every captured packet costs the emulated CPU; rates may come out lower")
     t0 = time.time()
-    warm = _usable_warm_vm(plan, run_dir)
+    warm = _usable_warm_vm(plan, options) or _boot_warm_vm(plan, options)
     try:
-        if warm is not None:
-            code = _submit_warm(warm, guest, quiet=options.quiet)
-        else:
+        while warm is not None:
+            try:
+                code = _submit_warm(warm, guest, run_dir, quiet=options.quiet)
+                break
+            except WarmVmStopped:   # it stopped itself, idle, as the job came: the job did not start
+                _forget(warm)
+                warm = _boot_warm_vm(plan, options)
+        if warm is None:
             code = run_in_vm(plan, log=info, silence=vm_silence_limit(exp), quiet=options.quiet)
     except VmError as e:
         err(str(e))
@@ -242,8 +248,9 @@ def _mark_stopped(run_dir: Path, status: str, **more) -> None:
         pass
 
 
-def _usable_warm_vm(plan, run_dir: Path):
-    """The warm VM, when one is up (or was, and is replaced) and can run this job; else None."""
+def _usable_warm_vm(plan, options):
+    """The warm VM, when one is up (or was, and is replaced) and can run this job; else None. A warm VM
+    runs jobs for any result folder: those it does not share go through its spool (_submit_warm)."""
     from runners.backends.vm import warm as warmvm
     from runners.backends.vm.boot import VmError
 
@@ -254,22 +261,76 @@ def _usable_warm_vm(plan, run_dir: Path):
             info(f"warm VM: runs kernel {', '.join(up)}, this run needs {plan.kernel.name}: booting a VM for it")
         return None
     st = vm.state()
-    if not vm.shares(run_dir):
-        print(f"warm VM: does not share {run_dir} (it shares {', '.join(st['rwdirs'])}; see `run-scenario vm up "
-              "--share`): booting a VM for this run", flush=True)
-        return None
     problem = vm.problem()
+    if problem is not None and vm.stopped_idle():   # it did what it was told: not a failure to report
+        _forget(vm)
+        return None
     if problem is not None:
         kept = warmvm.keep_console(vm) if "gone" in problem or "wedged" in problem else None
         info(f"warm VM: {problem}; replacing it" + (f" (its console is kept in {kept})" if kept else ""))
-        warmvm.stop(vm, log=lambda m: None)
+        warmvm.stop(vm, log=info)
         try:
             warmvm.up(vm, warmvm.plan_warm(Path(st["kernel_image"]), st["memory"], st["cpus"], vm,
                                            [Path(d) for d in st["rwdirs"] if Path(d) != vm.spool],
-                                           Path(st["modules"]) if st.get("modules") else None))
+                                           Path(st["modules"]) if st.get("modules") else None),
+                      keep_seconds=st.get("keep_seconds"), booted_by=st.get("booted_by", "vm up"))
         except VmError as e:
             info(f"warm VM: could not replace it ({e}): booting a VM for this run")
             return None
+    _keep_as_asked(vm, options)
+    return vm
+
+
+def _keep_as_asked(vm, options) -> None:
+    """A run that names its idle time (--keep-vm, TESTBED_KEEP_VM) sets it for the warm VM it uses."""
+    from runners.backends.vm import warm as warmvm
+    from runners.backends.vm.keep import ENV, keep_setting
+
+    asked = keep_setting(options.keep_vm, os.environ)
+    if asked.why in ("--keep-vm", ENV) and asked.seconds > 0:
+        warmvm.set_keep(vm, asked.seconds)
+
+
+def _forget(vm) -> None:
+    """A warm VM that stopped itself: its state cleared (and what its spool kept moved out), quietly."""
+    from runners.backends.vm import warm as warmvm
+
+    warmvm.stop(vm, log=lambda m: None)
+
+
+def _boot_warm_vm(plan, options):
+    """No warm VM runs this kernel: boot this run's guest as one and leave it up for the next runs, for
+    --keep-vm's idle time (default 10 min; none with --keep-vm 0s, TESTBED_KEEP_VM=0, under CI). None
+    when none is kept (or it could not boot): the run boots a VM of its own, as before."""
+    from runners.backends.vm import warm as warmvm
+    from runners.backends.vm.boot import VmError
+    from runners.backends.vm.keep import describe, keep_setting
+    from runners.paths import RESULTS
+
+    keep = keep_setting(options.keep_vm, os.environ)
+    if keep.seconds <= 0:
+        return None
+    vm = warmvm.slot_for(plan.kernel)
+    vm.home.mkdir(parents=True, exist_ok=True)
+    shares = []
+    try:
+        RESULTS.mkdir(parents=True, exist_ok=True)
+        shares.append(RESULTS)   # the default results folder is written directly; any other through the spool
+    except OSError:
+        pass
+    try:
+        warmvm.up(vm, warmvm.plan_warm(plan.kernel, plan.memory, plan.cpus, vm, shares,
+                                       Path(plan.modules) if plan.modules else None),
+                  log=info, keep_seconds=keep.seconds, booted_by="run")
+    except VmError as e:
+        info(f"warm VM: could not boot one ({e}): booting a VM for this run only")
+        warmvm.stop(vm, log=lambda m: None)
+        return None
+    except BaseException:   # Ctrl-C or SIGTERM during its boot: the user wants nothing left running
+        warmvm.stop(vm, log=lambda m: None)
+        raise
+    info(f"warm VM: left up for the next runs; it stops after {describe(keep.seconds)} without one "
+         "(now: `run-scenario vm down`; never kept: --keep-vm 0s)")
     return vm
 
 
@@ -294,13 +355,28 @@ class _QuietGuest:
         pass
 
 
-def _submit_warm(vm, guest_argv: list[str], quiet: bool = False) -> int:
-    from runners.backends.vm.warm import WarmVmGone, submit
+def _submit_warm(vm, guest_argv: list[str], run_dir: Path, quiet: bool = False) -> int:
+    """The job in the warm VM. A result folder it does not share gets a stage in its spool, seen by
+    the job at the folder's own path and moved into the folder run by run (runners.backends.vm.spool_out)."""
+    from runners.backends.vm import warm as warmvm
+    from runners.backends.vm.spool_out import Stage
 
     info("warm VM: running the job without a boot")
+    job_id = warmvm.new_job_id()
+    stage = None
+    if not vm.shares(run_dir):
+        stage = Stage.create(vm.stages, job_id, run_dir)
+        stage.seed()
     try:
         # drop `python -m runners.cli`: the guest calls its main()
-        return submit(vm, guest_argv[3:], out=_QuietGuest() if quiet else None)
-    except WarmVmGone as e:
+        return warmvm.submit(vm, guest_argv[3:], out=_QuietGuest() if quiet else None, job_id=job_id,
+                             mounts=[(stage.files, Path(run_dir).resolve())] if stage else [],
+                             on_poll=stage.poll if stage else None)
+    except warmvm.WarmVmStopped:
+        raise
+    except warmvm.WarmVmGone as e:
         err(str(e))
         return EXIT_FAIL
+    finally:
+        if stage is not None:
+            stage.finish()

@@ -19,7 +19,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from runners.paths import RESULTS  # noqa: F401  (run-scenario vm up shares it with the guest)
-from runners.backends.vm import root_cache
+from runners.backends.vm import keep, root_cache, spool_out
 from runners.backends.vm.boot import VmError, VmPlan, kernel_release, plan_vm, vng_binary, vng_env
 
 def _warm_dir() -> Path:
@@ -39,6 +39,10 @@ BOOT_TIMEOUT = 600.0
 
 class WarmVmGone(RuntimeError):
     """The warm VM died or stopped answering while a job ran."""
+
+
+class WarmVmStopped(WarmVmGone):
+    """The warm VM stopped itself, idle, as the job came: the job did not start (boot another)."""
 
 
 @dataclass
@@ -66,11 +70,28 @@ class WarmVm:
             return "out of date: the testbed's code changed after it booted"
         return trouble
 
+    @property
+    def stages(self) -> Path:
+        """Result sets of folders it does not share, while their jobs run (runners.backends.vm.spool_out)."""
+        return self.spool / "stages"
+
+    def idle_since(self) -> float | None:
+        """When the guest last became idle, on the host's clock; None while a job runs (or before ready)."""
+        try:
+            return (self.spool / "idle").stat().st_mtime
+        except OSError:
+            return None
+
+    def stopped_idle(self) -> bool:
+        return (self.spool / "stopped-idle").exists()
+
     def health(self) -> str | None:
         """None when the guest is up and answering (what a running job depends on); else what is wrong."""
         st = self.state()
         if st is None:
             return "not started"
+        if self.stopped_idle():
+            return f"stopped itself after {keep.describe(st.get('keep_seconds') or 0)} without a job"
         if not _alive(st["pid"]):
             return f"its process {st['pid']} is gone (qemu exited or was killed)"
         if not (self.spool / "ready").exists():
@@ -97,6 +118,12 @@ def code_fingerprint() -> str:
             st = f.stat()
             h.update(f"{f}:{st.st_size}:{st.st_mtime_ns}\n".encode())
     return h.hexdigest()[:16]
+
+
+def alive(vm: WarmVm) -> bool:
+    """Its qemu still runs."""
+    st = vm.state()
+    return st is not None and _alive(st["pid"])
 
 
 def _alive(pid: int) -> bool:
@@ -147,12 +174,34 @@ def slot_for(kernel_image: Path) -> WarmVm:
     return WarmVm(WARM_DIR.parent / f"{WARM_DIR.name}-{kernel_release(kernel_image)}")
 
 
-def up(vm: WarmVm, plan: VmPlan, log=print) -> dict:
-    """Boot the guest and wait until it has imported the testbed; return its state."""
+def set_keep(vm: WarmVm, seconds: float | None) -> None:
+    """The guest stops itself after `seconds` without a job (None: only `vm down` stops it). Its
+    watchdog reads the file once a second; the state says it for `vm status`."""
+    _write_json(vm.spool / "keep.json", {"idle_seconds": seconds})
+    st = vm.state()
+    if st is not None and st.get("keep_seconds") != seconds:
+        st["keep_seconds"] = seconds
+        _write_json(vm.state_file, st)
+
+
+def adopt(vm: WarmVm, keep_seconds: float | None) -> dict:
+    """`vm up` finds the warm VM a run left up: it is kept as `vm up` keeps one (its idle time now
+    `keep_seconds`, and it counts as started by `vm up`); its state."""
+    set_keep(vm, keep_seconds)
+    st = vm.state()
+    st["booted_by"] = "vm up"
+    _write_json(vm.state_file, st)
+    return st
+
+
+def up(vm: WarmVm, plan: VmPlan, log=print, keep_seconds: float | None = None, booted_by: str = "vm up") -> dict:
+    """Boot the guest and wait until it has imported the testbed; return its state. `keep_seconds`: it
+    stops itself after so long without a job (None: it stays up until `vm down`)."""
     if vm.problem() is None:
         raise VmError(f"a warm VM is already up (pid {vm.state()['pid']}); `run-scenario vm down` first")
     stop(vm, log=lambda m: None)
     vm.spool.mkdir(parents=True, exist_ok=True)
+    set_keep(vm, keep_seconds)
     vng = vng_binary()
     from runners.backends.vm.boot import GUEST_SCRIPT, compile_bytecode
     compile_bytecode()
@@ -169,7 +218,8 @@ def up(vm: WarmVm, plan: VmPlan, log=print) -> dict:
              "modules": plan.modules,
              "accel": "kvm" if plan.kvm else "tcg", "cpu_model": plan.cpu_model, "cpus": plan.cpus,
              "memory": plan.memory,
-             "rwdirs": list(plan.rwdirs), "started": t0, "code": code_fingerprint(), "root_cached": cached}
+             "rwdirs": list(plan.rwdirs), "started": t0, "code": code_fingerprint(), "root_cached": cached,
+             "keep_seconds": keep_seconds, "booted_by": booted_by}
     _write_json(vm.state_file, state)
     log(f"booting the warm VM: kernel {state['kernel']}, {state['accel'].upper()}, {plan.cpus} CPUs, {plan.memory}"
         + (", root cached (forgotten before each job)" if cached else ""))
@@ -212,9 +262,34 @@ def stop(vm: WarmVm, log=print, grace: float = 20.0) -> bool:
             break
         time.sleep(1.0)
         _reap(st["pid"])
+    # no job writes into a stage now: what a killed host did not move goes to its result folder
+    spool_out.salvage(vm.stages, log=log)
     _clear(vm)
     log(f"warm VM (pid {st['pid']}) stopped")
     return True
+
+
+def take_back(run_dir: Path, log=print, within: float = 120.0) -> list[str]:
+    """--resume of a folder whose run was killed while its job ran in a warm VM through the spool: the
+    job is interrupted (as Ctrl-C would), and once it has ended, what it wrote is moved into the folder
+    (runners.backends.vm.spool_out). One line per job taken back."""
+    done = []
+    for vm in running():
+        for stage in spool_out.stages_for(vm.stages, run_dir):
+            job = vm.spool / "jobs" / f"{stage.home.name}.json"
+            if job.exists() and not job.with_suffix(".done").exists() and vm.health() is None:
+                job.with_suffix(".cancel").write_text("INT\n")
+                deadline = time.time() + within
+                while not job.with_suffix(".done").exists() and vm.health() is None and time.time() < deadline:
+                    time.sleep(0.2)
+                if not job.with_suffix(".done").exists() and vm.health() is None:
+                    continue   # still writing: leave it for the warm VM's stop, which moves it then
+            stage.finish()
+            for suffix in (".json", ".log", ".done", ".cancel"):
+                job.with_suffix(suffix).unlink(missing_ok=True)
+            done.append(f"the killed run's job in the warm VM (pid {vm.state()['pid']}), its results moved in")
+            log(f"resume: stopped {done[-1]}")
+    return done
 
 
 def keep_console(vm: WarmVm) -> Path | None:
@@ -233,6 +308,8 @@ def keep_console(vm: WarmVm) -> Path | None:
 
 def _reap(pid: int) -> None:
     """vm up's own child (in tests and `vm down` from the same process) becomes a zombie otherwise."""
+    if pid <= 0:   # waitpid would take any child, or a process group's
+        return
     try:
         os.waitpid(pid, os.WNOHANG)
     except ChildProcessError:
@@ -261,8 +338,41 @@ def status_lines(vm: WarmVm) -> tuple[bool, list[str]]:
              f"  pid {st['pid']}, kernel {st['kernel']} ({st['accel'].upper()}), {st['cpus']} CPUs, {st['memory']}"
              + (", root cached" if st.get("root_cached") else ""),
              f"  up for {time.time() - st['started']:.0f} s; jobs finished {done}, queued or running {queued}",
-             f"  shares: {', '.join(st.get('rwdirs', []))}"]
+             f"  {idle_line(vm, st, queued)}",
+             f"  shares: {', '.join(st.get('rwdirs', []))} (results for other folders go through its spool)"]
     return problem is None, lines
+
+
+def idle_line(vm: WarmVm, st: dict, queued: int, now: float | None = None) -> str:
+    """When it stops by itself: the time left, or that it does not."""
+    seconds = st.get("keep_seconds")
+    if seconds is None:
+        return "stays up until `run-scenario vm down`"
+    if queued or vm.idle_since() is None:
+        return f"stops after {keep.describe(seconds)} without a job (a job is running or queued)"
+    left = keep.time_left(seconds, vm.idle_since(), time.time() if now is None else now)
+    return (f"stops after {keep.describe(seconds)} without a job: {left:.0f} s left "
+            "(`run-scenario vm down` stops it now)")
+
+
+def outlived(vm: WarmVm, now: float | None = None) -> str | None:
+    """What is wrong with a warm VM that should not be up any more (`run-scenario clean`): one idle past
+    its idle time (its watchdog did not stop it), a wedged one, or the state of one that is gone."""
+    st = vm.state()
+    if st is None:
+        return None
+    now = time.time() if now is None else now
+    if not _alive(st["pid"]):
+        how = "stopped itself, idle" if vm.stopped_idle() else "is gone"
+        return f"the state of a warm VM that {how} (pid {st['pid']}): {vm.home}"
+    trouble = vm.health()
+    if trouble is not None and trouble.startswith("wedged"):
+        return f"warm VM pid {st['pid']} (kernel {st['kernel']}): {trouble}"
+    idle = vm.idle_since()
+    if keep.outlived(st.get("keep_seconds"), idle, now):
+        return (f"warm VM pid {st['pid']} (kernel {st['kernel']}): idle for {now - idle:.0f} s, past its idle "
+                f"time of {keep.describe(st['keep_seconds'])}")
+    return None
 
 
 def _write_json(path: Path, doc: dict) -> None:
@@ -271,18 +381,25 @@ def _write_json(path: Path, doc: dict) -> None:
     os.replace(tmp, path)
 
 
-def submit(vm: WarmVm, argv: list[str], out=None, poll: float = 0.05) -> int:
-    """Queue a run-scenario job in the guest, copy its output here as it comes, return its exit code.
+def new_job_id() -> str:
+    return f"{time.time():.6f}-{os.getpid()}"
 
-    Ctrl-C and SIGTERM are passed on to the job (it cleans up as any run does).
+
+def submit(vm: WarmVm, argv: list[str], out=None, poll: float = 0.05, job_id: str | None = None,
+           mounts: list[tuple[Path, Path]] = (), on_poll=None) -> int:
+    """Queue a run-scenario job in the guest, copy its output here as it comes, return its exit code.
+    `mounts`: (stage, result folder) to bind for the job; `on_poll`: called as it runs (the mover).
+
+    Ctrl-C and SIGTERM are passed on to the job (it cleans up as any run does). WarmVmStopped when the
+    guest stopped itself, idle, as the job came (it did not start).
     """
     out = out or sys.stdout    # at call time: run.log's tee may be in place
     jobs = vm.spool / "jobs"
     jobs.mkdir(parents=True, exist_ok=True)
-    job_id = f"{time.time():.6f}-{os.getpid()}"
-    job = jobs / f"{job_id}.json"
+    job = jobs / f"{job_id or new_job_id()}.json"
     ahead = len([p for p in jobs.glob("*.json") if not p.with_suffix(".done").exists()])
-    _write_json(job, {"argv": argv})
+    _write_json(job, {"argv": argv, "mounts": [[str(a), str(b)] for a, b in mounts]})
+    _wait_unless_stopping(vm, job)
     if ahead:
         out.write(f"warm VM: queued behind {ahead} job(s)\n")
         out.flush()
@@ -297,6 +414,8 @@ def submit(vm: WarmVm, argv: list[str], out=None, poll: float = 0.05) -> int:
     try:
         while True:
             offset = _copy_new(log_path, offset, out)
+            if on_poll is not None:
+                on_poll()
             if done_path.exists():
                 _copy_new(log_path, offset, out)
                 result = json.loads(done_path.read_text())
@@ -319,6 +438,19 @@ def submit(vm: WarmVm, argv: list[str], out=None, poll: float = 0.05) -> int:
     for suffix in (".json", ".log", ".done", ".cancel"):
         job.with_suffix(suffix).unlink(missing_ok=True)
     return int(result["code"])
+
+
+def _wait_unless_stopping(vm: WarmVm, job: Path, within: float = 30.0) -> None:
+    """The host's half of the idle stop's handshake (warm_guest._stop_when_idle): the job is written;
+    if the guest has marked itself stopping, wait until it takes the job back (the mark goes) or is
+    gone. WarmVmStopped, the job withdrawn, when it went."""
+    deadline = time.time() + within
+    while vm.stopped_idle():
+        if not alive(vm) or time.time() > deadline:
+            job.unlink(missing_ok=True)
+            raise WarmVmStopped("the warm VM stopped itself, idle, as this job came")
+        _reap((vm.state() or {}).get("pid", 0))
+        time.sleep(0.1)
 
 
 def _copy_new(path: Path, offset: int, out) -> int:

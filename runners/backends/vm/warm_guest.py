@@ -4,7 +4,9 @@ Started by `run-scenario vm up` as the guest's command. It imports the
 testbed once (seconds under TCG), then watches the spool folder that the host
 shares with it:
 
-  spool/jobs/<id>.json    a job: {"argv": [...]} for `run-scenario` (written by the host)
+  spool/jobs/<id>.json    a job: {"argv": [...]} for `run-scenario` (written by the host), with "mounts":
+                          [[stage, result folder]] when the warm VM does not share the result folder
+                          (runners.backends.vm.spool_out: the stage is bound there for this job only)
   spool/jobs/<id>.log     the job's console output, as it comes
   spool/jobs/<id>.cancel  the host asks to interrupt it (contents: INT or TERM)
   spool/jobs/<id>.done    {"code": N, "cleaned": [...]}: the job ended
@@ -12,6 +14,10 @@ shares with it:
   spool/ready             written once the imports are done
   spool/stop              the host asks the server to exit (the VM then powers off)
   spool/history.jsonl     one line per finished job (exit code, seconds, leftovers removed)
+  spool/keep.json         {"idle_seconds": N or null}: stop after N s without a job (the host writes it)
+  spool/idle              written when the guest becomes idle (its time is the host's: `vm status`),
+                          removed when a job starts
+  spool/stopped-idle      the guest stops because it was idle too long (see _stop_when_idle)
 
 Jobs run in name order (the host names them by submission time). After each
 job, whatever a run can leave behind is looked for and removed, and the
@@ -99,6 +105,30 @@ def _forget_cached_root() -> bool:
     return True
 
 
+CLONE_NEWNS, MS_BIND, MS_REC, MS_PRIVATE = 0x00020000, 4096, 16384, 1 << 18
+
+
+def bind_in_own_namespace(mounts: list[list[str]]) -> None:
+    """In the job's process, before it starts: a mount namespace of its own, and each stage bound at its
+    result folder's path, so that the job writes its results where a cold boot's guest would, and the
+    binding goes with the job's last process. OSError when the kernel refuses."""
+    import ctypes
+
+    libc = ctypes.CDLL(None, use_errno=True)
+
+    def check(ret: int, what: str) -> None:
+        if ret != 0:
+            e = ctypes.get_errno()
+            raise OSError(e, f"{what}: {os.strerror(e)}")
+    check(libc.unshare(CLONE_NEWNS), "unshare(CLONE_NEWNS)")
+    check(libc.mount(b"none", b"/", None, MS_REC | MS_PRIVATE, None), "making / private")
+    for source, target in mounts:
+        # the host made the folder; in the guest's overlay of /tmp or /home it may not show yet
+        os.makedirs(target, exist_ok=True)
+        check(libc.mount(os.fsencode(source), os.fsencode(target), None, MS_BIND, None),
+              f"binding {source} at {target}")
+
+
 def run_job(job: Path) -> dict:
     spec = json.loads(job.read_text())
     t0 = time.monotonic()
@@ -106,6 +136,12 @@ def run_job(job: Path) -> dict:
     pid = os.fork()
     if pid == 0:
         log = os.open(job.with_suffix(".log"), os.O_WRONLY | os.O_CREAT | os.O_APPEND, 0o644)
+        if spec.get("mounts"):
+            try:
+                bind_in_own_namespace(spec["mounts"])
+            except OSError as e:
+                os.write(log, f"error: warm VM: cannot put the job's results where it writes them: {e}\n".encode())
+                os._exit(1)
         main_in_this_child(list(spec["argv"]), log, log)
     cancel = job.with_suffix(".cancel")
     sent = False
@@ -128,6 +164,38 @@ def run_job(job: Path) -> dict:
     return {"code": code, "cleaned": cleaned, "seconds": round(time.monotonic() - t0, 3)}
 
 
+def _pending(jobs: Path) -> list[Path]:
+    return sorted(p for p in jobs.glob("*.json") if not p.with_suffix(".done").exists())
+
+
+def _idle_limit(spool: Path) -> float | None:
+    """keep.json's idle time; None (never stop) when there is none or it cannot be read."""
+    try:
+        value = json.loads((spool / "keep.json").read_text()).get("idle_seconds")
+    except (OSError, ValueError, AttributeError):
+        return None
+    return float(value) if isinstance(value, (int, float)) and not isinstance(value, bool) else None
+
+
+def _stop_when_idle(spool: Path, jobs: Path, idle_since: float) -> bool:
+    """True when the guest has been idle for its idle time and may power off.
+
+    A host may queue a job at that very moment. Both sides write first and look second: the guest
+    writes `stopped-idle`, then looks for a job (and stays, removing the mark, if one came); the host
+    writes its job, then looks for the mark, and waits until it is gone (the guest stayed for the job)
+    or the guest is (runners.backends.vm.warm.submit). Either the guest sees the job or the host sees
+    the mark."""
+    limit = _idle_limit(spool)
+    if limit is None or time.monotonic() - idle_since < limit:
+        return False
+    _write(spool / "stopped-idle", json.dumps({"idle_seconds": limit}) + "\n")
+    if _pending(jobs):
+        (spool / "stopped-idle").unlink(missing_ok=True)
+        return False
+    print(f"warm VM: no job for {limit:g} s: stopping", flush=True)
+    return True
+
+
 def serve(spool: Path, preload: bool = True) -> int:
     jobs = spool / "jobs"
     jobs.mkdir(parents=True, exist_ok=True)
@@ -139,19 +207,29 @@ def serve(spool: Path, preload: bool = True) -> int:
     _write(spool / "ready", json.dumps({"preload_seconds": round(time.monotonic() - t0, 3),
                                         "kernel": os.uname().release}) + "\n")
     print(f"warm VM: ready ({os.uname().release}); waiting for jobs in {jobs}", flush=True)
+    idle_since, looked = time.monotonic(), 0.0
+    _write(spool / "idle", "\n")
     try:
         while not (spool / "stop").exists():
-            pending = sorted(p for p in jobs.glob("*.json") if not p.with_suffix(".done").exists())
+            pending = _pending(jobs)
             if not pending:
+                if time.monotonic() - looked >= 1.0:    # keep.json is read over 9p: once a second is enough
+                    looked = time.monotonic()
+                    if _stop_when_idle(spool, jobs, idle_since):
+                        break
                 time.sleep(0.1)   # a job waits half of this on average before it starts
                 continue
             job = pending[0]
+            (spool / "idle").unlink(missing_ok=True)
             print(f"warm VM: job {job.stem}", flush=True)
             result = run_job(job)
             _write(job.with_suffix(".done"), json.dumps(result) + "\n")
             with open(spool / "history.jsonl", "a") as history:   # `vm status` counts these
                 history.write(json.dumps({"job": job.stem, **result}) + "\n")
             _forget_cached_root()   # the bulk of it (0.2 s in TCG) while idle; the next job's own is then ~0.01 s
+            if not _pending(jobs):
+                idle_since = time.monotonic()
+                _write(spool / "idle", "\n")
     finally:
         halt.set()
     return 0
