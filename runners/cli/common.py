@@ -49,7 +49,7 @@ def estimate_backend(requested: str, exp) -> tuple[str, str | None]:
     from runners.backends.vm import warm as warmvm
 
     choice = choose_backend(requested, [pt.scenario for pt in exp.points])
-    if choice.name == "vm" and warmvm.running():
+    if choice.name == "vm" and any(vm.health() is None for vm in warmvm.running()):
         return "warm vm", choice.auto_note
     return choice.name, choice.auto_note
 

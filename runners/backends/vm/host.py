@@ -260,7 +260,13 @@ def _usable_warm_vm(plan, options):
         if up:
             info(f"warm VM: runs kernel {', '.join(up)}, this run needs {plan.kernel.name}: booting a VM for it")
         return None
+    if vm.health() == "still booting":    # another command boots it: wait for it (warm.booting)
+        info("warm VM: another command is booting it; waiting")
+        with warmvm.booting(vm):
+            pass
     st = vm.state()
+    if st is None:
+        return None
     problem = vm.problem()
     if problem is not None and vm.stopped_idle():   # it did what it was told: not a failure to report
         _forget(vm)
@@ -318,10 +324,11 @@ def _boot_warm_vm(plan, options):
         shares.append(RESULTS)   # the default results folder is written directly; any other through the spool
     except OSError:
         pass
+    asked = time.time()
     try:
-        warmvm.up(vm, warmvm.plan_warm(plan.kernel, plan.memory, plan.cpus, vm, shares,
-                                       Path(plan.modules) if plan.modules else None),
-                  log=info, keep_seconds=keep.seconds, booted_by="run")
+        st = warmvm.up(vm, warmvm.plan_warm(plan.kernel, plan.memory, plan.cpus, vm, shares,
+                                            Path(plan.modules) if plan.modules else None),
+                       log=info, keep_seconds=keep.seconds, booted_by="run", reuse=True)
     except VmError as e:
         info(f"warm VM: could not boot one ({e}): booting a VM for this run only")
         warmvm.stop(vm, log=lambda m: None)
@@ -329,8 +336,9 @@ def _boot_warm_vm(plan, options):
     except BaseException:   # Ctrl-C or SIGTERM during its boot: the user wants nothing left running
         warmvm.stop(vm, log=lambda m: None)
         raise
-    info(f"warm VM: left up for the next runs; it stops after {describe(keep.seconds)} without one "
-         "(now: `run-scenario vm down`; never kept: --keep-vm 0s)")
+    if st["started"] >= asked:    # booted here, not by another command meanwhile
+        info(f"warm VM: left up for the next runs; it stops after {describe(keep.seconds)} without one "
+             "(now: `run-scenario vm down`; never kept: --keep-vm 0s)")
     return vm
 
 

@@ -9,6 +9,8 @@ and killed, and the next job boots a replacement.
 """
 from __future__ import annotations
 
+import contextlib
+import fcntl
 import json
 import os
 import signal
@@ -194,11 +196,31 @@ def adopt(vm: WarmVm, keep_seconds: float | None) -> dict:
     return st
 
 
-def up(vm: WarmVm, plan: VmPlan, log=print, keep_seconds: float | None = None, booted_by: str = "vm up") -> dict:
+@contextlib.contextmanager
+def booting(vm: WarmVm):
+    """One boot per slot at a time: two runs that both found no warm VM must not both boot one into the
+    same slot (the second would stop the first's as "still booting"). Held while up() boots; a run that
+    finds the VM still booting waits on it too. The kernel releases it when its holder dies."""
+    vm.home.mkdir(parents=True, exist_ok=True)
+    with open(vm.home / "boot.lock", "a") as lock:
+        fcntl.flock(lock, fcntl.LOCK_EX)
+        yield
+
+
+def up(vm: WarmVm, plan: VmPlan, log=print, keep_seconds: float | None = None, booted_by: str = "vm up",
+       reuse: bool = False) -> dict:
     """Boot the guest and wait until it has imported the testbed; return its state. `keep_seconds`: it
-    stops itself after so long without a job (None: it stays up until `vm down`)."""
-    if vm.problem() is None:
-        raise VmError(f"a warm VM is already up (pid {vm.state()['pid']}); `run-scenario vm down` first")
+    stops itself after so long without a job (None: it stays up until `vm down`). `reuse`: one that is
+    up (another command booted it meanwhile) is fine: its state, no boot."""
+    with booting(vm):
+        if vm.problem() is None:
+            if reuse:
+                return vm.state()
+            raise VmError(f"a warm VM is already up (pid {vm.state()['pid']}); `run-scenario vm down` first")
+        return _boot(vm, plan, log, keep_seconds, booted_by)
+
+
+def _boot(vm: WarmVm, plan: VmPlan, log, keep_seconds: float | None, booted_by: str) -> dict:
     stop(vm, log=lambda m: None)
     vm.spool.mkdir(parents=True, exist_ok=True)
     set_keep(vm, keep_seconds)
