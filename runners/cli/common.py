@@ -63,7 +63,8 @@ def costs_for(exp, backend: str, out: Path):
     except (OSError, ValueError):
         meta = {}
     same = (meta.get("backend") == "native") == (backend == "native") and meta.get("status") == "ok"
-    warm = bool((meta.get("vm") or {}).get("warm"))
+    # a warm VM's first run paid its boot: it measured a run with a boot
+    warm = bool((meta.get("vm") or {}).get("warm")) and not (meta.get("phases") or {}).get("vm_boot_and_exit")
     if same and (backend == "native" or warm == (backend == "warm vm")):
         costs = measured_costs(meta, f"results/{exp.scenario.name}/latest")
         if costs is not None:

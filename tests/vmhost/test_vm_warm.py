@@ -1,0 +1,80 @@
+"""Warm by default, booted for real (TCG here): the first VM run leaves its guest up, the next ones use it
+with any --out (through its spool), their result sets the same files as a cold run's, --resume works on
+such a set, and `vm down` leaves nothing."""
+import json
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from runners.linux.leftovers import find_leftovers
+
+pytestmark = pytest.mark.vm_host
+REPO = Path(__file__).resolve().parents[2]
+
+
+def shape(doc):
+    """A JSON document's structure: its keys, nested, and its lists' lengths; not its values."""
+    if isinstance(doc, dict):
+        return {k: shape(v) for k, v in doc.items()}
+    if isinstance(doc, list):
+        return [shape(v) for v in doc]
+    return None
+
+
+def files(result_set: Path) -> list[str]:
+    return sorted(str(p.relative_to(result_set)) for p in result_set.rglob("*") if p.is_file())
+
+
+def the_set(out: Path) -> Path:
+    sets = list(out.glob("*/2*"))
+    assert len(sets) == 1, sets
+    return sets[0]
+
+
+@pytest.fixture
+def warm_env(tmp_path):
+    """This test's own warm VM slot, warm by default as for a user (the suite sets TESTBED_KEEP_VM=0)."""
+    env = {**os.environ, "TESTBED_WARM_DIR": str(tmp_path / "warm")}
+    env.pop("TESTBED_KEEP_VM", None)
+    env.pop("CI", None)
+    yield env
+    subprocess.run([sys.executable, "-m", "runners.cli", "vm", "down"], cwd=REPO, env=env, timeout=120)
+    assert not (tmp_path / "warm" / "state.json").exists()
+
+
+def test_two_warm_runs_pay_one_boot_and_write_what_a_cold_run_writes(tmp_path, warm_env):
+    short = tmp_path / "short.yaml"
+    short.write_text((REPO / "scenarios" / "two-paths.yaml").read_text().replace("duration: 10", "duration: 2"))
+
+    def run(out: str, *extra: str) -> str:
+        r = subprocess.run([sys.executable, "-m", "runners.cli", str(short), "--backend", "vm",
+                            "--out", str(tmp_path / out), *extra], cwd=REPO, capture_output=True, text=True,
+                           timeout=600, env=warm_env)
+        assert r.returncode == 0, r.stdout + r.stderr
+        return r.stdout
+
+    cold = run("cold", "--keep-vm", "0s")
+    assert "booting micro-VM" in cold and not (tmp_path / "warm" / "state.json").exists()
+    first = run("warm1")
+    assert "booting the warm VM" in first and "it stops after 10 min without one" in first
+    second = run("warm2")
+    assert "running the job without a boot" in second and "booting" not in second
+    cold_set, warm_set = the_set(tmp_path / "cold"), the_set(tmp_path / "warm2")
+    assert files(warm_set) == files(cold_set)
+    c, w = (json.loads((d / "results.json").read_text()) for d in (cold_set, warm_set))
+    assert w["metadata"]["vm"]["warm"] and not c["metadata"]["vm"]["warm"]
+    assert set(w["metadata"]["phases"]) - set(c["metadata"]["phases"]) == {"warm_vm_job_overhead"}
+    for doc in (c, w):
+        doc["metadata"].pop("phases")
+    assert shape(w) == shape(c)
+    assert json.loads((warm_set / "metadata.json").read_text())["guest_argv"][0] == str(warm_set / "scenario.yaml")
+    status = subprocess.run([sys.executable, "-m", "runners.cli", "vm", "status"], cwd=REPO, capture_output=True,
+                            text=True, timeout=60, env=warm_env)
+    assert status.returncode == 0 and "s left" in status.stdout, status.stdout
+    resumed = run("unused", "--resume", str(warm_set))
+    assert "running the job without a boot" in resumed and "0 to go" in resumed, resumed
+    assert files(warm_set) == files(cold_set)
+    assert find_leftovers() == []
