@@ -10,7 +10,9 @@ from runners.errors import EXIT_FAIL, EXIT_OK
 
 def build_parser() -> argparse.ArgumentParser:
     p = argparse.ArgumentParser(prog="run-scenario vm", description="A warm VM: a guest kept running (one per "
-                                "kernel), so that runs with the vm backend start without a boot.")
+                                "kernel), so that runs with the vm backend start without a boot. The first such "
+                                "run leaves one up by itself, until it has had no job for 10 min (run-scenario "
+                                "--keep-vm); `vm up` keeps one until `vm down`.")
     p.add_argument("action", choices=["up", "status", "down"])
     p.add_argument("--kernel", metavar="KERNEL", help="up: the kernel to boot, a release prefix (6.12) or an image's "
                    "path (default: as for --backend vm); one warm VM per kernel may be up. down: only this "
