@@ -350,7 +350,8 @@ def _clear(vm: WarmVm) -> None:
 def status_lines(vm: WarmVm) -> tuple[bool, list[str]]:
     st = vm.state()
     if st is None:
-        return False, ["warm VM: not running (start one with `run-scenario vm up`)"]
+        return False, ["warm VM: not running (the next run that needs the VM leaves one up; `run-scenario vm up` "
+                       "starts one now)"]
     problem = vm.problem()
     jobs = vm.spool / "jobs"
     history = vm.spool / "history.jsonl"
