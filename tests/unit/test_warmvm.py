@@ -100,6 +100,7 @@ def test_status_without_a_warm_vm(tmp_path):
 
 def test_one_warm_vm_per_kernel_each_found_by_its_image(tmp_path, monkeypatch):
     monkeypatch.setattr(warmvm, "WARM_DIR", tmp_path / "warm-vm")
+    monkeypatch.delenv("TESTBED_WARM_DIR", raising=False)
     k61, k612 = Path("/boot/vmlinuz-6.1.0-56-amd64"), Path("/boot/vmlinuz-6.12.95+deb12-amd64")
     assert warmvm.slot_for(k612).home == tmp_path / "warm-vm"          # the default slot while it is free
     for vm, image in ((warmvm.default(), k61), (warmvm.WarmVm(tmp_path / "warm-vm-6.12.95+deb12-amd64"), k612)):
@@ -110,6 +111,10 @@ def test_one_warm_vm_per_kernel_each_found_by_its_image(tmp_path, monkeypatch):
     assert warmvm.for_kernel(Path("/boot/vmlinuz-6.9.1")) is None
     assert len(warmvm.running()) == 2
     assert warmvm.slot_for(Path("/boot/vmlinuz-6.9.1")).home == tmp_path / "warm-vm-6.9.1"   # the default is taken
+    # their stages on disk, one folder per slot (/run, where their state is, is a tmpfs on most machines)
+    assert warmvm.for_kernel(k612).stages.parent == warmvm.default().stages.parent
+    assert warmvm.for_kernel(k612).stages.name == "warm-vm-6.12.95+deb12-amd64"
+    assert str(warmvm.default().stages).startswith("/var/tmp/")
 
 
 def test_a_warm_jobs_vm_metadata_is_the_guest_that_ran_it():
@@ -202,6 +207,7 @@ def test_resume_takes_back_a_killed_runs_job_and_its_results(guest, tmp_path, mo
 
     vm, _ = guest
     monkeypatch.setattr(warmvm, "WARM_DIR", vm.home)
+    monkeypatch.setenv("TESTBED_WARM_DIR", str(vm.home))     # its stages in its home, as the fixture's
     target = tmp_path / "out" / "set"
     target.mkdir(parents=True)
     stage = Stage.create(vm.stages, "2.0-7", target)

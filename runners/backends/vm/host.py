@@ -286,7 +286,7 @@ def _usable_warm_vm(plan, options):
         warmvm.stop(vm, log=info)
         try:
             warmvm.up(vm, warmvm.plan_warm(Path(st["kernel_image"]), st["memory"], st["cpus"], vm,
-                                           [Path(d) for d in st["rwdirs"] if Path(d) != vm.spool],
+                                           [Path(d) for d in st["rwdirs"] if Path(d) not in (vm.spool, vm.stages)],
                                            Path(st["modules"]) if st.get("modules") else None),
                       keep_seconds=st.get("keep_seconds"), booted_by=st.get("booted_by", "vm up"), reuse=True)
         except VmError as e:

@@ -2,7 +2,8 @@
 host moves what is finished into the real result folder, run by run.
 
 A running guest cannot be given another shared folder, so a run whose result folder (its `--out`) is not
-one the warm VM shares gets a stage, `<spool>/stages/<job id>/set`, which the guest sees mounted at the
+one the warm VM shares gets a stage, `<stages>/<job id>/set` (a folder the warm VM shares for them:
+runners.backends.vm.warm.WarmVm.stages), which the guest sees mounted at the
 result folder's own path (runners.backends.vm.warm_guest binds it there for that job only): every path the
 run records is the result folder's, as in a cold boot. The host
 

@@ -34,6 +34,12 @@ def _warm_dir() -> Path:
     return Path(runtime) / "mptcp-testbed-warm-vm"
 
 
+def _stages_root() -> Path:
+    """Where the warm VMs' stages go (runners.backends.vm.spool_out): on disk, not in /run, a tmpfs in
+    memory on most machines, which a run's captures could fill."""
+    return Path("/var/tmp") / (f"mptcp-testbed-{os.getuid()}" if os.geteuid() else "mptcp-testbed") / "warm-stages"
+
+
 WARM_DIR = _warm_dir()
 STALE_SECONDS = 30.0      # a heartbeat older than this: the guest is wedged
 BOOT_TIMEOUT = 600.0
@@ -50,6 +56,7 @@ class WarmVmStopped(WarmVmGone):
 @dataclass
 class WarmVm:
     home: Path
+    stages_dir: Path | None = None    # default: in its home (tests); the machine's slots: _stages_root()
 
     @property
     def spool(self) -> Path:
@@ -74,8 +81,9 @@ class WarmVm:
 
     @property
     def stages(self) -> Path:
-        """Result sets of folders it does not share, while their jobs run (runners.backends.vm.spool_out)."""
-        return self.spool / "stages"
+        """Result sets of folders it does not share, while their jobs run (runners.backends.vm.spool_out);
+        a folder it shares with the guest, beside the spool."""
+        return self.stages_dir or self.home / "stages"
 
     def idle_since(self) -> float | None:
         """When the guest last became idle, on the host's clock; None while a job runs (or before ready)."""
@@ -146,14 +154,19 @@ def _under(path: Path, base: Path) -> bool:
         return False
 
 
+def _slot(home: Path) -> WarmVm:
+    """A slot of this machine's: its stages on disk (TESTBED_WARM_DIR's, for a test's own VM, in its home)."""
+    return WarmVm(home, None if os.environ.get("TESTBED_WARM_DIR") else _stages_root() / home.name)
+
+
 def default() -> WarmVm:
-    return WarmVm(WARM_DIR)
+    return _slot(WARM_DIR)
 
 
 def all_vms() -> list[WarmVm]:
     """Every warm VM slot: the default one, and one per further kernel (`vm up --kernel 6.12` while
     another kernel's VM is up), so that a kernel sweep finds a warm VM for each of its kernels."""
-    return [default()] + [WarmVm(p) for p in sorted(WARM_DIR.parent.glob(f"{WARM_DIR.name}-*")) if p.is_dir()]
+    return [default()] + [_slot(p) for p in sorted(WARM_DIR.parent.glob(f"{WARM_DIR.name}-*")) if p.is_dir()]
 
 
 def running() -> list[WarmVm]:
@@ -173,7 +186,7 @@ def slot_for(kernel_image: Path) -> WarmVm:
         return mine
     if default().state() is None:
         return default()
-    return WarmVm(WARM_DIR.parent / f"{WARM_DIR.name}-{kernel_release(kernel_image)}")
+    return _slot(WARM_DIR.parent / f"{WARM_DIR.name}-{kernel_release(kernel_image)}")
 
 
 def set_keep(vm: WarmVm, seconds: float | None) -> None:
@@ -261,7 +274,9 @@ def _boot(vm: WarmVm, plan: VmPlan, log, keep_seconds: float | None, booted_by: 
 def plan_warm(kernel: Path | None, memory: str, cpus: int | None, vm: WarmVm,
               extra_rwdirs: list[Path], modules: Path | None = None) -> VmPlan:
     guest = [sys.executable, "-m", "runners.backends.vm.warm_guest", "--spool", str(vm.spool)]
-    return plan_vm(guest, [vm.spool, *extra_rwdirs], kernel=kernel, memory=memory, cpus=cpus, modules=modules)
+    vm.stages.mkdir(parents=True, exist_ok=True)
+    return plan_vm(guest, [vm.spool, vm.stages, *extra_rwdirs], kernel=kernel, memory=memory, cpus=cpus,
+                   modules=modules)
 
 
 def stop(vm: WarmVm, log=print, grace: float = 20.0) -> bool:
@@ -344,6 +359,7 @@ def _clear(vm: WarmVm) -> None:
     for name in ("state.json", "console.log"):
         (vm.home / name).unlink(missing_ok=True)
     shutil.rmtree(vm.spool, ignore_errors=True)
+    shutil.rmtree(vm.stages, ignore_errors=True)    # salvaged first (stop)
     shutil.rmtree(vm.home / "cmd", ignore_errors=True)
 
 
@@ -362,7 +378,7 @@ def status_lines(vm: WarmVm) -> tuple[bool, list[str]]:
              + (", root cached" if st.get("root_cached") else ""),
              f"  up for {time.time() - st['started']:.0f} s; jobs finished {done}, queued or running {queued}",
              f"  {idle_line(vm, st, queued)}",
-             f"  shares: {', '.join(st.get('rwdirs', []))} (results for other folders go through its spool)"]
+             f"  shares: {', '.join(st.get('rwdirs', []))} (results for other folders: through {vm.stages})"]
     return problem is None, lines
 
 
