@@ -22,7 +22,7 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--vm-cpus", type=int, metavar="N", help="guest CPUs (default: host CPUs, at most 4)")
     p.add_argument("--share", action="append", default=[], metavar="DIR",
                    help="up: another results folder the guest writes directly (default: results/ of this "
-                        "checkout); results for any other folder go through the warm VM's spool")
+                        "checkout); results for any other folder go through a stage it shares")
     p.add_argument("--keep-vm", metavar="DURATION",
                    help="up: stop by itself after DURATION without a job (600s, 10min, 1h; default: stay up "
                         "until `run-scenario vm down`)")
@@ -76,7 +76,7 @@ def main(argv: list[str]) -> int:
     vm.home.mkdir(parents=True, exist_ok=True)
     if vm.problem() is None and (vm.state() or {}).get("booted_by") == "run":
         # a run left it up: keep it, as `vm up` would have booted it (a guest's CPUs, memory and shared
-        # folders are fixed at boot; results for other folders go through its spool)
+        # folders are fixed at boot; results for other folders go through its stages)
         st = warmvm.adopt(vm, keep_seconds)
         print(f"warm VM: already up (pid {st['pid']}, kernel {st['kernel']}, left by a run); it now "
               + ("stays up until `run-scenario vm down`" if keep_seconds is None else

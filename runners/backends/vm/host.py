@@ -259,7 +259,7 @@ def _mark_stopped(run_dir: Path, status: str, **more) -> None:
 
 def _usable_warm_vm(plan, options):
     """The warm VM, when one is up (or was, and is replaced) and can run this job; else None. A warm VM
-    runs jobs for any result folder: those it does not share go through its spool (_submit_warm)."""
+    runs jobs for any result folder: those it does not share go through a stage (_submit_warm)."""
     from runners.backends.vm import warm as warmvm
     from runners.backends.vm.boot import VmError
 
@@ -307,7 +307,7 @@ def _keep_as_asked(vm, options) -> None:
 
 
 def _forget(vm) -> None:
-    """A warm VM that stopped itself: its state cleared (and what its spool kept moved out), quietly."""
+    """A warm VM that stopped itself: its state cleared (and what its stages kept moved out), quietly."""
     from runners.backends.vm import warm as warmvm
 
     warmvm.stop(vm, log=lambda m: None)
@@ -373,7 +373,7 @@ class _QuietGuest:
 
 
 def _submit_warm(vm, guest_argv: list[str], run_dir: Path, quiet: bool = False) -> int:
-    """The job in the warm VM. A result folder it does not share gets a stage in its spool, seen by
+    """The job in the warm VM. A result folder it does not share gets a stage (WarmVm.stages), seen by
     the job at the folder's own path and moved into the folder run by run (runners.backends.vm.spool_out)."""
     from runners.backends.vm import warm as warmvm
     from runners.backends.vm.spool_out import Stage

@@ -1,4 +1,4 @@
-"""A warm VM's results for a folder it does not share: the guest writes into a stage in its spool, and the
+"""A warm VM's results for a folder it does not share: the guest writes into a stage the VM shares, and the
 host moves what is finished into the real result folder, run by run.
 
 A running guest cannot be given another shared folder, so a run whose result folder (its `--out`) is not
@@ -150,7 +150,7 @@ def salvage(stages: Path, log=print) -> list[Path]:
         if target.is_dir():
             stage.finish()
             filled.append(target)
-            log(f"warm VM: moved what a stopped job left in its spool into {target}")
+            log(f"warm VM: moved what a stopped job left in its stage into {target}")
         else:
             shutil.rmtree(home, ignore_errors=True)
     return filled
