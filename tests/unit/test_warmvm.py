@@ -244,3 +244,27 @@ def test_a_job_writes_into_a_folder_the_vm_does_not_share_through_its_spool(gues
     names = lambda d: sorted(str(p.relative_to(d)) for p in d.rglob("*"))    # noqa: E731
     assert names(target) == names(direct) and (target / "stats.csv").read_text() == (direct / "stats.csv").read_text()
     assert str(target) not in Path("/proc/self/mountinfo").read_text()    # the binding went with the job
+
+
+def test_a_job_removed_or_unreadable_between_look_and_read_is_not_run(tmp_path):
+    """The host removes a finished job's .json, then its .done: a look in between sees a queued job."""
+    from runners.backends.vm.warm_guest import _read_job
+
+    jobs = tmp_path / "jobs"
+    jobs.mkdir()
+    assert _read_job(jobs / "gone.json") == (jobs / "gone.json", None)
+    (jobs / "bad.json").write_text("{not json")
+    assert _read_job(jobs / "bad.json")[1] is None
+    assert json.loads((jobs / "bad.json").with_suffix(".done").read_text())["code"] == 2   # its host is answered
+    (jobs / "ok.json").write_text('{"argv": ["--check", "x.yaml"]}')
+    assert _read_job(jobs / "ok.json")[1] == {"argv": ["--check", "x.yaml"]}
+
+
+def test_the_guest_is_idle_again_after_each_job_whatever_it_saw_of_the_job_files(guest):
+    """Seen in the VM: a look between the host's removal of a finished job's .json and of its .done took it
+    for a queued job, and the guest kept its older idle time (it stopped early, `vm status` said busy)."""
+    vm, _ = guest
+    for _ in range(3):
+        assert warmvm.submit(vm, ["--check", str(REPO / "scenarios" / "two-paths.yaml")], out=io.StringIO()) == 0
+        assert wait_for(lambda: vm.idle_since() is not None, within=5)
+        assert time.time() - vm.idle_since() < 5

@@ -322,7 +322,7 @@ def take_back(run_dir: Path, log=print, within: float = 120.0) -> list[str]:
                 if not job.with_suffix(".done").exists() and vm.health() is None:
                     continue   # still writing: leave it for the warm VM's stop, which moves it then
             stage.finish()
-            for suffix in (".json", ".log", ".done", ".cancel"):
+            for suffix in (".json", ".log", ".done", ".cancel"):   # .json first: never a queued job again
                 job.with_suffix(suffix).unlink(missing_ok=True)
             done.append(f"the killed run's job in the warm VM (pid {vm.state()['pid']}), its results moved in")
             log(f"resume: stopped {done[-1]}")
@@ -474,7 +474,7 @@ def submit(vm: WarmVm, argv: list[str], out=None, poll: float = 0.05, job_id: st
     for item in result.get("cleaned", []):
         out.write(f"warm VM: after the job, removed a leftover: {item}\n")
     out.flush()
-    for suffix in (".json", ".log", ".done", ".cancel"):
+    for suffix in (".json", ".log", ".done", ".cancel"):   # .json first: a .json without .done is a queued job
         job.with_suffix(suffix).unlink(missing_ok=True)
     return int(result["code"])
 

@@ -130,8 +130,7 @@ def bind_in_own_namespace(mounts: list[list[str]]) -> None:
               f"binding {source} at {target}")
 
 
-def run_job(job: Path) -> dict:
-    spec = json.loads(job.read_text())
+def run_job(job: Path, spec: dict) -> dict:
     t0 = time.monotonic()
     in_vm = _forget_cached_root()    # the job reads the host's files as they are now, not as an earlier job saw them
     pid = os.fork()
@@ -163,6 +162,22 @@ def run_job(job: Path) -> dict:
     # host, where a clean-up would stop other people's runs (it once killed a test suite's VM)
     cleaned = remove_leftovers(ovs_was_running=False) if in_vm else []   # no OVS runs in the guest between jobs
     return {"code": code, "cleaned": cleaned, "seconds": round(time.monotonic() - t0, 3)}
+
+
+def _read_job(job: Path) -> tuple[Path, dict | None]:
+    """The job and what it asks; None when there is none to run after all: its host removed it since the
+    look (a finished job's files go .json first, then .done: one looked at in between seemed queued; a
+    withdrawn one), or it cannot be read (answered with exit 2, so that its host does not wait)."""
+    try:
+        spec = json.loads(job.read_text())
+        if not isinstance(spec, dict) or not isinstance(spec.get("argv"), list):
+            raise ValueError("no argv")
+    except FileNotFoundError:
+        return job, None
+    except (OSError, ValueError) as e:
+        _write(job.with_suffix(".done"), json.dumps({"code": 2, "cleaned": [], "error": f"unreadable job: {e}"}) + "\n")
+        return job, None
+    return job, spec
 
 
 def _pending(jobs: Path) -> list[Path]:
@@ -223,17 +238,21 @@ def serve(spool: Path, preload: bool = True) -> int:
                 # every 0.1 s kept a fifth of a host core busy under TCG, 2026-11-25)
                 time.sleep(0.1 if time.monotonic() - idle_since < BRISK_SECONDS else 0.5)
                 continue
-            job = pending[0]
+            job, spec = _read_job(pending[0])
+            if spec is None:
+                continue
             (spool / "idle").unlink(missing_ok=True)
             print(f"warm VM: job {job.stem}", flush=True)
-            result = run_job(job)
+            result = run_job(job, spec)
             _write(job.with_suffix(".done"), json.dumps(result) + "\n")
             with open(spool / "history.jsonl", "a") as history:   # `vm status` counts these
                 history.write(json.dumps({"job": job.stem, **result}) + "\n")
             _forget_cached_root()   # the bulk of it (0.2 s in TCG) while idle; the next job's own is then ~0.01 s
-            if not _pending(jobs):
-                idle_since = time.monotonic()
-                _write(spool / "idle", "\n")
+            # idle from here, whatever _pending() says now: the host removes a finished job's files as it
+            # reads them, and a look between its removal of the .json and of the .done took the job for
+            # one still queued (the guest then kept its older idle time and stopped early, in the VM)
+            idle_since = time.monotonic()
+            _write(spool / "idle", "\n")
     finally:
         halt.set()
     return 0
