@@ -49,14 +49,14 @@ def test_two_warm_runs_pay_one_boot_and_write_what_a_cold_run_writes(tmp_path, w
     short = tmp_path / "short.yaml"
     short.write_text((REPO / "scenarios" / "two-paths.yaml").read_text().replace("duration: 10", "duration: 2"))
 
-    def run(out: str, *extra: str) -> str:
+    def run(out: str, *extra: str, **env: str) -> str:
         r = subprocess.run([sys.executable, "-m", "runners.cli", str(short), "--backend", "vm",
                             "--out", str(tmp_path / out), *extra], cwd=REPO, capture_output=True, text=True,
-                           timeout=600, env=warm_env)
+                           timeout=600, env={**warm_env, **env})
         assert r.returncode == 0, r.stdout + r.stderr
         return r.stdout
 
-    cold = run("cold", "--keep-vm", "0s")
+    cold = run("cold", TESTBED_KEEP_VM="0")     # the same command line as the warm runs
     assert "booting micro-VM" in cold and not (tmp_path / "warm" / "state.json").exists()
     first = run("warm1")
     assert "booting the warm VM" in first and "it stops after 10 min without one" in first
@@ -69,6 +69,7 @@ def test_two_warm_runs_pay_one_boot_and_write_what_a_cold_run_writes(tmp_path, w
     assert set(w["metadata"]["phases"]) - set(c["metadata"]["phases"]) == {"warm_vm_job_overhead"}
     for doc in (c, w):
         doc["metadata"].pop("phases")
+        doc["runs"].sort(key=lambda r: r["id"])    # each set shuffles its order
     assert shape(w) == shape(c)
     assert json.loads((warm_set / "metadata.json").read_text())["guest_argv"][0] == str(warm_set / "scenario.yaml")
     status = subprocess.run([sys.executable, "-m", "runners.cli", "vm", "status"], cwd=REPO, capture_output=True,
