@@ -159,3 +159,25 @@ def test_salvage_drops_a_stage_whose_folder_is_gone(tmp_path):
     stage = Stage.create(tmp_path / "stages", "job", tmp_path / "deleted-since")
     assert salvage(tmp_path / "stages", log=lambda m: None) == []
     assert not stage.home.exists()
+
+
+def test_a_folder_that_cannot_take_the_results_is_said_once_and_the_stage_kept(staged, capsys, monkeypatch):
+    import errno
+
+    from runners.backends.vm.host import _Mover
+
+    target, stage, guest = staged
+    mover = _Mover(stage)
+
+    def full(snap, dst):
+        raise OSError(errno.ENOSPC, "No space left on device")
+    monkeypatch.setattr(spool_out, "_atomic_write", full)     # the result folder's disk is full
+    write_run(guest, 1)
+    mover.poll()
+    write_run(guest, 2)
+    mover.poll()
+    mover.finish()
+    said = capsys.readouterr().err
+    assert mover.failed and said.count("cannot be moved into") == 1 and f"kept in {stage.files}" in said
+    assert "No space left on device" in said
+    assert consistent(stage.files) == [a_run(1)["id"], a_run(2)["id"]]     # nothing lost: the stage stays

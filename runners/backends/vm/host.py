@@ -380,20 +380,51 @@ def _submit_warm(vm, guest_argv: list[str], run_dir: Path, quiet: bool = False) 
 
     info("warm VM: running the job without a boot")
     job_id = warmvm.new_job_id()
-    stage = None
+    stage = mover = None
     if not vm.shares(run_dir):
         stage = Stage.create(vm.stages, job_id, run_dir)
         stage.seed()
+        mover = _Mover(stage)
     try:
         # drop `python -m runners.cli`: the guest calls its main()
-        return warmvm.submit(vm, guest_argv[3:], out=_QuietGuest() if quiet else None, job_id=job_id,
+        code = warmvm.submit(vm, guest_argv[3:], out=_QuietGuest() if quiet else None, job_id=job_id,
                              mounts=[(stage.files, Path(run_dir).resolve())] if stage else [],
-                             on_poll=stage.poll if stage else None)
+                             on_poll=mover.poll if mover else None)
     except warmvm.WarmVmStopped:
         raise
     except warmvm.WarmVmGone as e:
         err(str(e))
-        return EXIT_FAIL
+        code = EXIT_FAIL
     finally:
-        if stage is not None:
-            stage.finish()
+        if mover is not None:
+            mover.finish()
+    return EXIT_FAIL if mover is not None and mover.failed else code
+
+
+class _Mover:
+    """The stage's moves while the job runs and after it; a folder that cannot take them (full, read-only,
+    removed) is said once, and the job goes on: what it writes stays in the stage for salvage."""
+
+    def __init__(self, stage):
+        self.stage, self.failed = stage, False
+
+    def poll(self) -> None:
+        if not self.failed:
+            try:
+                self.stage.poll()
+            except OSError as e:
+                self._say(e)
+
+    def finish(self) -> None:
+        if self.failed:
+            return
+        try:
+            self.stage.finish()
+        except OSError as e:
+            self._say(e)
+
+    def _say(self, e: OSError) -> None:
+        self.failed = True
+        err(f"warm VM: the results cannot be moved into {self.stage.target} ({e.strerror or e}); they are kept in "
+            f"{self.stage.files} and moved there by `run-scenario --resume {self.stage.target}` or when the warm "
+            "VM stops")
