@@ -23,7 +23,7 @@ from runners.analysis.stats import describe
 from runners.analysis.summary import summary
 from runners.analysis.verdicts import (ACROSS_KERNELS, AT_A_POINT, FAIL, INCONCLUSIVE, PASS, Verdict, evaluate_points,
     regressions)
-from runners.console.output import info
+from runners.console.output import err, info
 from runners.errors import EXIT_FAIL, EXIT_INPUT, EXIT_OK
 from runners.results.derived import case_of, group_runs
 from runners.results.fidelity import unfaithful
@@ -138,7 +138,20 @@ def summary_and_report(run_dir: Path, options, code: int) -> int:
     store = ResultStore(run_dir)
     store.metadata = read_metadata_file(run_dir)
     store.finish_metadata(phases={**store.metadata.get("phases", {}), "report": round(time.monotonic() - t0, 3)})
-    return verdict_code if code == EXIT_OK else code
+    if code != EXIT_OK:
+        return code
+    strict = strict_fidelity_code(doc["runs"]) if options.strict_fidelity else EXIT_OK
+    return verdict_code if verdict_code != EXIT_OK else strict
+
+
+def strict_fidelity_code(runs: list[dict]) -> int:
+    """--strict-fidelity: a set with unfaithful runs ends with exit 1, naming them (their records stay)."""
+    bad = [r["id"] for r in runs if unfaithful(r)]
+    if not bad:
+        return EXIT_OK
+    err(f"--strict-fidelity: {len(bad)} run(s) unfaithful: {', '.join(bad)} (the emulator did not keep up; "
+        "their reasons are in the summary above and in results.json)")
+    return EXIT_FAIL
 
 
 def report_set(run_dir: Path, baseline: Path | None, svg: bool = False, junit: Path | None = None,

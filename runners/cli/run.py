@@ -21,6 +21,7 @@ from runners.backends.vm.keep import keep_setting
 from runners.backends.vm.kernels import native_refusal
 from runners.cli import subcommand_listing
 from runners.cli.common import costs_for, estimate_backend
+from runners.cli.plan_check import check_plan
 from runners.console import output
 from runners.console.output import err, info
 from runners.errors import EXIT_FAIL, EXIT_INPUT, EXIT_KERNEL_REFUSED, EXIT_OK
@@ -65,10 +66,16 @@ experiments:
 subcommands:
 """ + subcommand_listing() + """
 
+calibration:
+  --check, --dry-run and a run compare the plan (each point's path rates, their sum, its
+  clients) with this machine's calibration for the backend and kernel it would use, and warn
+  naming the paths and the limit when it is beyond; `run-scenario calibrate` measures it.
+
 exit codes:
-  0 ok; 1 failure while running (finished runs are kept) or a failed verdict;
-  2 bad input or bad command line (nothing was started); 130 Ctrl-C; 143 SIGTERM or SIGHUP
-  (a closed terminal); each cleans up first.
+  0 ok; 1 failure while running (finished runs are kept), a failed verdict, or with
+  --strict-fidelity an unfaithful run; 2 bad input or bad command line, or with
+  --strict-fidelity a plan beyond the calibration (nothing was started); 130 Ctrl-C;
+  143 SIGTERM or SIGHUP (a closed terminal); each cleans up first.
 
 examples:
   run-scenario scenarios/two-paths.yaml
@@ -145,6 +152,11 @@ def build_parser() -> argparse.ArgumentParser:
                    help="stop after the network is built, after it is shaped, or after each run, so you can look "
                    "around from another terminal (an nsenter line per host is printed); Enter continues, or "
                    "SIGUSR1 when not on a terminal. Native backend only")
+    p.add_argument("--strict-fidelity", action="store_true",
+                   help="refuse a plan beyond what `run-scenario calibrate` measured this machine reproduces "
+                   "faithfully (exit 2, nothing started; without a calibration the plan is not compared), and end a "
+                   "set in which a run was unfaithful with exit 1 naming those runs (the set runs to its end and "
+                   "keeps their records)")
     p.add_argument("--check", action="store_true", help="only validate the scenario file(s) and exit (a swept "
                    "kernel this machine lacks is a warning saying how to add it; one given with --kernel: exit 2)")
     p.add_argument("--dry-run", action="store_true", help="print the job table (points, modes, primaries, "
@@ -278,6 +290,9 @@ def _check_files(args) -> int:
             print(f"{f}: ok ({size_of(exp, args.repeat)})" + (f"; to run it: {note}" if note else ""), flush=True)
             if report:   # the file is valid: another machine may have the kernel
                 print("\n".join(f"warning: {line}" for line in report), file=sys.stderr, flush=True)
+            if check_plan(exp, estimate_backend(args.backend, exp)[0], args.kernel, args.strict_fidelity, f) \
+                    and args.strict_fidelity:
+                bad += 1
         except ScenarioError as e:
             print(e.render(), file=sys.stderr)
             bad += 1
@@ -305,6 +320,8 @@ def _dry_run(args, exp) -> int:
         print("\n".join(report))
     if asked:
         print(f"{args.scenario[0]}: --kernel {', '.join(asked)}: not on this machine", file=sys.stderr)
+        return EXIT_INPUT
+    if check_plan(exp, backend, args.kernel, args.strict_fidelity, args.scenario[0]) and args.strict_fidelity:
         return EXIT_INPUT
     return EXIT_OK
 
@@ -430,6 +447,9 @@ def _run(options: RunOptions, exp) -> int:
         return EXIT_FAIL
     if choice.auto_note:
         info(choice.auto_note)
+    if not options.vm_guest and check_plan(exp, choice.name, options.kernel, options.strict_fidelity,
+                                           options.scenario[0]) and options.strict_fidelity:
+        return EXIT_INPUT
     blocked = _before_anything_starts(options, exp, choice.name)
     if blocked:
         err(blocked)

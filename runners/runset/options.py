@@ -36,6 +36,7 @@ class RunOptions:
     quiet: bool
     pause_after: str | None
     keep_vm: str | None               # --keep-vm: a warm VM's idle time (runners.backends.vm.keep)
+    strict_fidelity: bool             # a plan beyond the calibration refused; unfaithful runs: exit 1
     # the process: the command line as typed, and when it started (for metadata.json's phases)
     argv: list[str]
     started_at: float

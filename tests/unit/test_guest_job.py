@@ -31,7 +31,7 @@ def every_field(tmp_path: Path) -> dict:
                   modules="mods", vm_memory="3G", vm_cpus=2, shard="1/2", resume="results/s/old", until_conclusive=True,
                   max_repeat=6, baseline="base", allow_commands=True, variant=["v1", "v2"], svg=True, no_plots=True,
                   junit="j.xml", yes=True, capture_spec=CaptureSpec(("client", "routers"), 96), verbose=True,
-                  quiet=True, pause_after="run", keep_vm="5min", argv=["s.yaml", "--repeat", "3"], started_at=1.5, process_age=0.25,
+                  quiet=True, pause_after="run", keep_vm="5min", strict_fidelity=True, argv=["s.yaml", "--repeat", "3"], started_at=1.5, process_age=0.25,
                   run_dir=str(run_dir), scenario_file="ignored: the job takes exp.file", vm_guest=False,
                   no_report=False, no_run_log=False, only_kernel="6.1", only_points="p001,p003")
     assert set(values) == {f.name for f in dataclasses.fields(RunOptions)}

@@ -43,6 +43,9 @@ HOST_ONLY = {
     "quiet": False,         # the host shows the guest's errors only and keeps every line in run.log
     "pause_after": None,    # native backend only: refused with the VM's
     "keep_vm": None,        # the host's warm VM; none is booted inside the guest
+    # the host compares the plan with its calibration before the guest starts, and ends the set with exit 1
+    # on unfaithful runs after it (summary_and_report); a guest's exit 1 would read as a kernel's runs failed
+    "strict_fidelity": False,
     "argv": None, "started_at": None, "process_age": None,  # the guest's own process
 }
 

@@ -44,8 +44,8 @@ def _write(path: Path, text: str) -> None:
     os.replace(tmp, path)
 
 
-def _preload() -> None:
-    """What every job imports: paid once here, inherited by every fork."""
+def preload_testbed() -> None:
+    """What every job imports: paid once here, inherited by every fork (and by each probe of `calibrate`)."""
     import mininet.net  # noqa: F401
     import runners.backends.native  # noqa: F401
     import runners.cli.run  # noqa: F401
@@ -219,7 +219,7 @@ def serve(spool: Path, preload: bool = True) -> int:
     threading.Thread(target=_heartbeat, args=(spool, halt), daemon=True).start()
     t0 = time.monotonic()
     if preload:
-        _preload()
+        preload_testbed()
     _write(spool / "ready", json.dumps({"preload_seconds": round(time.monotonic() - t0, 3),
                                         "kernel": os.uname().release}) + "\n")
     print(f"warm VM: ready ({os.uname().release}); waiting for jobs in {jobs}", flush=True)

@@ -1,0 +1,155 @@
+"""A machine's calibration: what it reproduces faithfully on one backend and kernel (`run-scenario
+calibrate` measures it; docs/fidelity.md). Where the file lives, its name, reading and writing it, and its
+table.
+
+One file per machine, backend and kernel, in the cache folder of the user who ran the command:
+`$XDG_CACHE_HOME/mptcp-testbed/calibration/` (default `~/.cache/...`); under sudo, the sudo user's
+(SUDO_UID, as results are handed over to that user: runners.cli.run.hand_over), and the files belong to
+that user. TESTBED_CALIBRATION_DIR overrides the folder (the tests use it). Written whole or not at all.
+"""
+from __future__ import annotations
+
+import hashlib
+import json
+import os
+import pwd
+import re
+import socket
+from pathlib import Path
+
+VERSION = 1
+PATH_COUNTS = (1, 2, 4, 8)     # paths at once that a calibration measures
+
+
+def sudo_user(env=os.environ) -> tuple[int, int] | None:
+    """(uid, gid) of the user who ran sudo, when this process is root under sudo; else None."""
+    if os.geteuid() != 0 or not env.get("SUDO_UID", "").isdigit() or not env.get("SUDO_GID", "").isdigit():
+        return None
+    return int(env["SUDO_UID"]), int(env["SUDO_GID"])
+
+
+def calibration_dir(env=os.environ) -> Path:
+    """The folder of this user's calibrations (under sudo: the sudo user's, whose environment sudo did not
+    keep, so their home's .cache)."""
+    if env.get("TESTBED_CALIBRATION_DIR"):
+        return Path(env["TESTBED_CALIBRATION_DIR"])
+    who = sudo_user(env)
+    if who is not None:
+        try:
+            return Path(pwd.getpwuid(who[0]).pw_dir) / ".cache" / "mptcp-testbed" / "calibration"
+        except KeyError:   # a uid without a passwd entry: root's own cache
+            pass
+    cache = Path(env["XDG_CACHE_HOME"]) if env.get("XDG_CACHE_HOME") else Path.home() / ".cache"
+    return cache / "mptcp-testbed" / "calibration"
+
+
+def machine_id() -> str:
+    """This machine, readably: its host name and a short hash of /etc/machine-id (a cache folder may be
+    shared by several machines over NFS; host names repeat across clones)."""
+    try:
+        mid = Path("/etc/machine-id").read_text().strip()
+    except OSError:
+        mid = ""
+    host = re.sub(r"[^A-Za-z0-9.-]", "-", socket.gethostname())[:40] or "host"
+    return f"{host}-{hashlib.sha256((mid or host).encode()).hexdigest()[:8]}"
+
+
+def file_for(backend: str, kernel: str, env=os.environ, machine: str | None = None) -> Path:
+    """The calibration file of this machine for a backend (`native` or `vm`; a warm VM is `vm`) and a
+    kernel release."""
+    backend = "vm" if backend in ("vm", "warm vm") else backend
+    safe = re.sub(r"[^A-Za-z0-9._+-]", "_", kernel)
+    return calibration_dir(env) / f"{machine or machine_id()}-{backend}-{safe}.json"
+
+
+class CalibrationError(ValueError):
+    """A calibration file that cannot be used; the message names the file and what is wrong."""
+
+
+def read(path: Path) -> dict | None:
+    """The calibration in `path`; None when there is none; CalibrationError when it cannot be used."""
+    try:
+        doc = json.loads(Path(path).read_text())
+    except FileNotFoundError:
+        return None
+    except OSError as e:
+        raise CalibrationError(f"calibration {path}: cannot read it ({e.strerror or e})") from None
+    except ValueError as e:
+        raise CalibrationError(f"calibration {path}: not JSON ({e})") from None
+    if not isinstance(doc, dict) or doc.get("version") != VERSION or not isinstance(doc.get("limits"), dict):
+        raise CalibrationError(f"calibration {path}: not a version {VERSION} calibration (run `run-scenario "
+                               "calibrate` again)")
+    return doc
+
+
+def write(path: Path, doc: dict, env=os.environ) -> None:
+    """Write the calibration whole (a temporary file renamed into place); under sudo, the folders made and
+    the file belong to the sudo user."""
+    from runners.results.store import atomic_write
+
+    made = [p for p in [path.parent, *path.parent.parents] if not p.exists()]
+    atomic_write(path, json.dumps(doc, indent=1) + "\n")
+    give_to_user([*made, path], env)
+
+
+def give_to_user(paths, env=os.environ) -> None:
+    """Under sudo: these files and folders to the sudo user (as a result set is handed over)."""
+    who = sudo_user(env)
+    if who is None:
+        return
+    for p in paths:
+        try:
+            os.lchown(p, *who)
+        except OSError:
+            pass
+
+
+def path_limit(doc: dict, count: int) -> dict | None:
+    """The calibration's figures for `count` paths at once ({"rate_mbit", "failed_at", ...}), or None."""
+    return ((doc.get("limits") or {}).get("paths") or {}).get(str(count))
+
+
+def limit_text(lim: dict | None, unit: str = "Mbit/s") -> str:
+    """A limit as the table shows it: '240 Mbit/s (280 was not)', 'at least 800 (the most tried)'."""
+    if not lim or lim.get("value") is None and lim.get("failed_at") is None:
+        return "not measured"
+    value, failed = lim.get("value"), lim.get("failed_at")
+    if value is None:
+        return f"below {failed:g} {unit} (the least tried)"
+    if failed is None:
+        return f"at least {value:g} {unit} (the most tried)"
+    return f"{value:g} {unit} ({failed:g} was not)"
+
+
+def table(doc: dict) -> str:
+    """The calibration as a table (rich, as the run summary's)."""
+    import io
+
+    from rich.console import Console
+    from rich.table import Table
+
+    lim = doc.get("limits") or {}
+    vm = doc.get("vm") or {}
+    where = (f"{doc.get('backend')} backend, kernel {doc.get('kernel')}"
+             + (f", {vm.get('accel', '?').upper()} micro-VM with {vm.get('cpus')} CPUs" if vm else ""))
+    t = Table(title=f"calibration: {where} ({doc.get('date_utc', '?')})")
+    for col in ("what", "faithful here", "probes"):
+        t.add_column(col)
+    for n in PATH_COUNTS:
+        p = path_limit(doc, n) or {}
+        agg = f"; {n * p['value']:g} Mbit/s in all" if n > 1 and p.get("value") else ""
+        t.add_row(f"{n} path{'s' if n > 1 else ''} at once, per path", limit_text(p) + agg, str(p.get("probes", 0)))
+    h = lim.get("hosts") or {}
+    t.add_row(f"clients at {h.get('rate_mbit', '?'):g} Mbit/s each" if h.get("rate_mbit") else "clients",
+              limit_text(h, "clients"), str(h.get("probes", 0)))
+    d = lim.get("delay") or {}
+    if d.get("samples"):
+        t.add_row("RTT floor above the configured RTT (idle path)",
+                  f"+{d['min_ms']:g} to +{d['max_ms']:g} ms (median +{d['median_ms']:g}); RTTs from "
+                  f"{d['rtt_within_10pct_ms']:g} ms are within 10 %", str(d["samples"]))
+    else:
+        t.add_row("RTT floor above the configured RTT", "not measured", "0")
+    console = Console(record=True, width=120, force_terminal=False, file=io.StringIO())
+    console.print(t)
+    console.print(f"rule: {doc.get('rule', '?')}")
+    return console.export_text()

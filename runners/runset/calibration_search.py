@@ -1,0 +1,210 @@
+"""`run-scenario calibrate`'s search, pure: which probes to run, in which order, and what their outcomes
+say. The CLI (runners.cli.calibrate) runs each probe as a one-run scenario and hands back its record.
+
+A probe is one short run (PROBE_SECONDS of traffic): n disjoint paths at a rate each (TCP on one path,
+MPTCP over 2, 4 or 8), or n clients on a switch at a rate each. It is reproduced (RULE) when its run's
+fidelity is `ok` and it carried at least MIN_CARRIED of the configured rate: a sender the machine cannot
+drive to the rate never fills the queues, so the shaping checks have nothing to judge, yet the path
+did not deliver what it was configured to.
+
+The search for each dimension: from a start, double while probes pass (halve while they fail) until
+one passes and the next fails, then bisect (geometrically for rates, to two significant digits) until
+the two are within RESOLUTION of each other; every probe is skipped once the time budget would be
+exceeded, and the bracket found so far is kept."""
+from __future__ import annotations
+
+import math
+import statistics
+from dataclasses import dataclass, field
+from typing import Callable
+
+PROBE_SECONDS = 3.0
+PROBE_DELAY_MS = 5.0        # one way, every probe's links: a 10 ms RTT, queues fill within a second
+PROBE_QUEUE = 100
+MIN_CARRIED = 0.85          # of the configured rate: TCP's payload is 95.6 % of what netem counts
+RESOLUTION = 0.10           # bisect until the passing and the failing rate are within 10 %
+RATE_FLOOR, RATE_CEILING, RATE_START = 1.0, 10000.0, 100.0   # Mbit/s per path
+HOST_RATE = 25.0            # Mbit/s per client (E5's links)
+MAX_CLIENTS = 16            # a switched topology's most clients
+MIN_CLIENTS = 2
+RTT_SHARE = 0.10            # the smallest RTT the delay error is within 10 % of
+RULE = (f"a probe (one run of {PROBE_SECONDS:g} s) is reproduced when its fidelity is ok and it carried at least "
+        f"{MIN_CARRIED:.0%} of the configured rate; the limit is the highest reproduced, bisected to within "
+        f"{RESOLUTION:.0%} of the lowest not reproduced")
+
+
+@dataclass
+class Outcome:
+    """One probe's record, as the search reads it."""
+    kind: str                  # "paths" or "hosts"
+    count: int                 # paths at once, or clients
+    rate: float                # Mbit/s per path or per client
+    status: str | None         # the run's fidelity status (None: the run failed)
+    carried_mbps: float | None
+    reasons: list[str] = field(default_factory=list)
+    delay_excess_ms: list[float] = field(default_factory=list)   # per path: RTT floor minus configured
+    seconds: float = 0.0
+    folder: str = ""
+
+    @property
+    def configured_mbps(self) -> float:
+        return self.count * self.rate
+
+    @property
+    def passed(self) -> bool:
+        return (self.status == "ok" and self.carried_mbps is not None
+                and self.carried_mbps >= MIN_CARRIED * self.configured_mbps)
+
+    def why(self) -> str:
+        """Why it did not pass, in words ('' when it did)."""
+        if self.passed:
+            return ""
+        if self.status is None:
+            return "; ".join(self.reasons) or "the run failed"
+        if self.status != "ok":
+            return f"fidelity {self.status}: " + "; ".join(self.reasons)
+        return (f"carried {self.carried_mbps or 0:.3g} of {self.configured_mbps:g} Mbit/s "
+                f"(< {MIN_CARRIED:.0%})")
+
+    def to_dict(self) -> dict:
+        return {"kind": self.kind, "count": self.count, "rate_mbit": self.rate, "status": self.status,
+                "carried_mbps": self.carried_mbps, "passed": self.passed, "why": self.why(),
+                "delay_excess_ms": self.delay_excess_ms, "seconds": round(self.seconds, 2), "folder": self.folder}
+
+
+def outcome_of(kind: str, count: int, rate: float, doc: dict | None, failure: str = "") -> Outcome:
+    """A probe's outcome from its results.json (None: the run wrote none)."""
+    runs = (doc or {}).get("runs") or []
+    if not runs:
+        return Outcome(kind, count, rate, None, None, [failure or "no run was recorded"])
+    run = runs[0]
+    fid = run.get("fidelity") or {}
+    delay = ((fid.get("checks") or {}).get("delay") or {}).values()
+    return Outcome(kind, count, rate, fid.get("status") if run.get("status") == "ok" else None,
+                   (run.get("metrics") or {}).get("throughput_mbps"),
+                   list(fid.get("reasons") or ([] if run.get("status") == "ok" else [f"run {run.get('status')}"])),
+                   [d["excess_ms"] for d in delay if d.get("excess_ms") is not None])
+
+
+def two_digits(x: float) -> float:
+    """`x` rounded to two significant digits (283 -> 280): rates a reader can compare."""
+    if x <= 0:
+        return x
+    scale = 10 ** (math.floor(math.log10(x)) - 1)
+    return round(x / scale) * scale
+
+
+def rate_middle(lo: float, hi: float) -> float | None:
+    """The next rate to try between a passing `lo` and a failing `hi`; None once within RESOLUTION."""
+    if hi <= lo * (1 + RESOLUTION):
+        return None
+    mid = two_digits(math.sqrt(lo * hi))
+    return mid if lo < mid < hi else None
+
+
+def count_middle(lo: int, hi: int) -> int | None:
+    return (lo + hi) // 2 if hi - lo > 1 else None
+
+
+@dataclass
+class Bracket:
+    value: float | None = None       # the highest that passed
+    failed_at: float | None = None   # the lowest that failed above it
+    probes: int = 0
+
+    def to_dict(self) -> dict:
+        return {"value": self.value, "failed_at": self.failed_at, "probes": self.probes}
+
+
+def bracket(passes: Callable[[float], bool], start: float, floor: float, ceiling: float,
+            grow: Callable[[float], float], shrink: Callable[[float], float],
+            middle: Callable[[float, float], float | None], out_of_time: Callable[[], bool]) -> Bracket:
+    """The highest value that passes: up by `grow` while probes pass, down by `shrink` while they fail,
+    then `middle` between the two until it says they are close enough. Stops early when out of time."""
+    b = Bracket()
+    x = start
+    while not out_of_time():
+        b.probes += 1
+        if passes(x):
+            b.value = x
+        else:
+            b.failed_at = x
+        if b.value is not None and b.failed_at is not None:
+            break
+        if b.failed_at is None:            # all passed so far
+            if b.value >= ceiling:
+                return b
+            x = min(grow(b.value), ceiling)
+        else:                              # all failed so far
+            if b.failed_at <= floor:
+                return b
+            x = max(shrink(b.failed_at), floor)
+    while b.value is not None and b.failed_at is not None and not out_of_time():
+        m = middle(b.value, b.failed_at)
+        if m is None:
+            break
+        b.probes += 1
+        if passes(m):
+            b.value = m
+        else:
+            b.failed_at = m
+    return b
+
+
+def search_paths(measure: Callable[[int, float], bool], counts, out_of_time: Callable[[], bool],
+                 start: float = RATE_START, ceiling: float = RATE_CEILING) -> dict[str, dict]:
+    """Per count of paths at once, the highest rate per path that passes. The first count starts at
+    `start`; each next one at the aggregate the previous one carried, shared among its paths."""
+    found: dict[str, dict] = {}
+    guess = start
+    for n in counts:
+        b = bracket(lambda r, n=n: measure(n, r), two_digits(max(RATE_FLOOR, guess)), RATE_FLOOR, ceiling,
+                    lambda r: two_digits(r * 2), lambda r: two_digits(r / 2), rate_middle, out_of_time)
+        found[str(n)] = b.to_dict()
+        carried = b.value if b.value is not None else (b.failed_at or guess) / 2
+        nxt = next((m for m in counts if m > n), None)
+        if nxt:
+            guess = carried * n / nxt
+    return found
+
+
+def search_hosts(measure: Callable[[int], bool], out_of_time: Callable[[], bool], start: int = 4) -> dict:
+    """The most clients on one switch, each at HOST_RATE, that pass."""
+    b = bracket(lambda n: measure(int(n)), start, MIN_CLIENTS, MAX_CLIENTS, lambda n: min(MAX_CLIENTS, n * 2),
+                lambda n: max(MIN_CLIENTS, n // 2), count_middle, out_of_time)
+    return b.to_dict()
+
+
+def delay_figures(outcomes: list[Outcome]) -> dict:
+    """The RTT floor above the configured RTT, over the idle paths of every probe that passed (the pings
+    before its traffic); the smallest RTT whose error that is within RTT_SHARE of."""
+    xs = [x for o in outcomes if o.passed for x in o.delay_excess_ms]
+    if not xs:
+        return {"samples": 0}
+    worst = max(max(xs), 0.0)
+    return {"samples": len(xs), "min_ms": round(min(xs), 2), "median_ms": round(statistics.median(xs), 2),
+            "max_ms": round(max(xs), 2), "rtt_within_10pct_ms": round(worst / RTT_SHARE, 1)}
+
+
+def paths_yaml(count: int, rate: float, seconds: float = PROBE_SECONDS) -> str:
+    """A probe of `count` disjoint paths at `rate` each: TCP on one, MPTCP over several."""
+    names = [chr(ord("A") + i) for i in range(count)]
+    lines = [f"name: calibrate-{count}-paths", "topology:", "  kind: dual-homed", "  paths:"]
+    lines += [f"    - {{name: {x}, bw: {rate:g}, delay: {PROBE_DELAY_MS:g}ms, queue: {PROBE_QUEUE}}}" for x in names]
+    lines += ["traffic:", f"  duration: {seconds:g}", "runs:", f"  compare: [{'tcp' if count == 1 else 'mptcp'}]",
+              "  pause: 200ms"]
+    return "\n".join(lines) + "\n"
+
+
+def hosts_yaml(clients: int, rate: float = HOST_RATE, seconds: float = PROBE_SECONDS) -> str:
+    """A probe of `clients` clients on one Linux bridge, each on its own link at `rate`, all sending TCP
+    at once to the server, whose link is not shaped (so the clients' links are the bottlenecks)."""
+    names = [f"h{i}" for i in range(2, clients + 2)]
+    lines = [f"name: calibrate-{clients}-clients", "topology:", "  kind: switched", "  server: h1",
+             f"  clients: [{', '.join(names)}]", "  switches:", "    - {name: s1, type: bridge}", "  links:",
+             "    - {name: srv, between: [h1, s1]}"]
+    lines += [f"    - {{name: l{h}, between: [{h}, s1], bw: {rate:g}, delay: {PROBE_DELAY_MS:g}ms, "
+              f"queue: {PROBE_QUEUE}}}" for h in names]
+    lines += ["  paths:", "    - {name: A, client_if: 0, server_if: 0}", "traffic:", f"  duration: {seconds:g}",
+              "runs:", "  compare: [tcp]", "  pause: 200ms"]
+    return "\n".join(lines) + "\n"
