@@ -35,7 +35,7 @@ COMMANDS = {
     "shell": Command("runners.cli.shell", "shell FILE [--point ID] [--primary P]",
                      "the network, shaped and configured, in Mininet's CLI"),
     "calibrate": Command("runners.cli.calibrate", "calibrate [--backend B] [--kernel K]",
-                         "measure what this machine reproduces faithfully (rates, paths, clients, delay)"),
+                         "measure what this machine reproduces faithfully"),
 }
 RUN = "runners.cli.run"   # `run-scenario FILE ...`: no subcommand word
 # (`list` is listing.py: a submodule named list, once imported, would be this package's `list`, not the builtin)

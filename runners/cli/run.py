@@ -86,6 +86,8 @@ examples:
   run-scenario scenarios/two-paths.yaml --kernel 6.1 --kernel 6.12 --repeat 3
   run-scenario scenarios/kernels.yaml
   run-scenario --check scenarios/*.yaml
+  run-scenario calibrate --backend vm
+  run-scenario scenarios/e5-exp3.yaml --strict-fidelity
   run-scenario scenarios/e4-delay.yaml --repeat 5 --dry-run
   run-scenario --schema > scenario.schema.json
 """

@@ -115,9 +115,9 @@ def limit_text(lim: dict | None, unit: str = "Mbit/s") -> str:
         return "not measured"
     value, failed = lim.get("value"), lim.get("failed_at")
     if value is None:
-        return f"below {failed:g} {unit} (the least tried)"
+        return f"none: not at {failed:g} {unit}, the least tried"
     if failed is None:
-        return f"at least {value:g} {unit} (the most tried)"
+        return f"at least {value:g} {unit}, the most tried"
     return f"{value:g} {unit} ({failed:g} was not)"
 
 

@@ -19,16 +19,21 @@ from dataclasses import dataclass, field
 from typing import Callable
 
 PROBE_SECONDS = 3.0
+# left out of the probe's figures (iperf3 --omit): TCP's start. A 3 s run of one 100 Mbit/s path carried
+# 83 % of it in the TCG micro-VM with the start counted, against 95 % (its payload's share) over 10 s
+PROBE_OMIT_S = 1
 PROBE_DELAY_MS = 5.0        # one way, every probe's links: a 10 ms RTT, queues fill within a second
 PROBE_QUEUE = 100
 MIN_CARRIED = 0.85          # of the configured rate: TCP's payload is 95.6 % of what netem counts
 RESOLUTION = 0.10           # bisect until the passing and the failing rate are within 10 %
 RATE_FLOOR, RATE_CEILING, RATE_START = 1.0, 10000.0, 100.0   # Mbit/s per path
-HOST_RATE = 25.0            # Mbit/s per client (E5's links)
+# Mbit/s per client: the default scenario's rate. At E5's 25 Mbit/s even 4 clients were unfaithful in
+# the TCG micro-VM (CPUs saturated in half the samples), which leaves no count to compare plans with
+HOST_RATE = 10.0
 MAX_CLIENTS = 16            # a switched topology's most clients
 MIN_CLIENTS = 2
 RTT_SHARE = 0.10            # the smallest RTT the delay error is within 10 % of
-RULE = (f"a probe (one run of {PROBE_SECONDS:g} s) is reproduced when its fidelity is ok and it carried at least "
+RULE = (f"a probe (one run of {PROBE_SECONDS:g} s after {PROBE_OMIT_S} s of start left out) is reproduced when its fidelity is ok and it carried at least "
         f"{MIN_CARRIED:.0%} of the configured rate; the limit is the highest reproduced, bisected to within "
         f"{RESOLUTION:.0%} of the lowest not reproduced")
 
@@ -191,7 +196,8 @@ def paths_yaml(count: int, rate: float, seconds: float = PROBE_SECONDS) -> str:
     names = [chr(ord("A") + i) for i in range(count)]
     lines = [f"name: calibrate-{count}-paths", "topology:", "  kind: dual-homed", "  paths:"]
     lines += [f"    - {{name: {x}, bw: {rate:g}, delay: {PROBE_DELAY_MS:g}ms, queue: {PROBE_QUEUE}}}" for x in names]
-    lines += ["traffic:", f"  duration: {seconds:g}", "runs:", f"  compare: [{'tcp' if count == 1 else 'mptcp'}]",
+    lines += ["traffic:", f"  duration: {seconds:g}", f"  omit: {PROBE_OMIT_S}", "runs:",
+              f"  compare: [{'tcp' if count == 1 else 'mptcp'}]",
               "  pause: 200ms"]
     return "\n".join(lines) + "\n"
 
@@ -206,5 +212,5 @@ def hosts_yaml(clients: int, rate: float = HOST_RATE, seconds: float = PROBE_SEC
     lines += [f"    - {{name: l{h}, between: [{h}, s1], bw: {rate:g}, delay: {PROBE_DELAY_MS:g}ms, "
               f"queue: {PROBE_QUEUE}}}" for h in names]
     lines += ["  paths:", "    - {name: A, client_if: 0, server_if: 0}", "traffic:", f"  duration: {seconds:g}",
-              "runs:", "  compare: [tcp]", "  pause: 200ms"]
+              f"  omit: {PROBE_OMIT_S}", "runs:", "  compare: [tcp]", "  pause: 200ms"]
     return "\n".join(lines) + "\n"

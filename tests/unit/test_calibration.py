@@ -46,10 +46,10 @@ def test_the_search_says_when_nothing_or_everything_passed():
     grow, shrink = (lambda r: search.two_digits(r * 2)), (lambda r: search.two_digits(r / 2))
     none = search.bracket(lambda r: False, 100.0, 1.0, 10000.0, grow, shrink, search.rate_middle, never)
     assert none.value is None and none.failed_at == 1.0
-    assert cal.limit_text(none.to_dict()) == "below 1 Mbit/s (the least tried)"
+    assert cal.limit_text(none.to_dict()) == "none: not at 1 Mbit/s, the least tried"
     every = search.bracket(lambda r: True, 100.0, 1.0, 800.0, grow, shrink, search.rate_middle, never)
     assert every.value == 800.0 and every.failed_at is None
-    assert cal.limit_text(every.to_dict()) == "at least 800 Mbit/s (the most tried)"
+    assert cal.limit_text(every.to_dict()) == "at least 800 Mbit/s, the most tried"
 
 
 def test_a_search_out_of_time_keeps_its_bracket_and_runs_no_more_probes():
