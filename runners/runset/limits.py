@@ -76,9 +76,10 @@ def _rtt_ms(topo, path: str) -> float:
 
 
 def _switched_demand(topo, group: list[str]) -> Demand:
-    """Each client's flow on each path: at most its link's rate and the server's link's; each path's
-    flows together at most the server's link."""
-    flows, total, per_client = [], 0.0, {c: 0.0 for c in topo.clients}
+    """Each client's flow on each path: at most its link's rate and the server's link's; a client's flows
+    on one of its links together at most that link; each path's flows together at most the server's."""
+    flows, per_path, per_client = [], {}, {}
+    on_link: dict[tuple[str, int], list[float]] = {}
     for name in group:
         p = topo.path(name)
         server_bw = topo.host_links(topo.server)[p.server_if].bw
@@ -87,34 +88,42 @@ def _switched_demand(topo, group: list[str]) -> Demand:
             rates = [r for r in (topo.host_links(c)[p.client_if].bw, server_bw) if r is not None]
             if rates:
                 on_path.append((f"{c}/{name}", float(min(rates))))
-                per_client[c] += float(min(rates))
+                on_link.setdefault((c, p.client_if), []).append(float(min(rates)))
         flows += on_path
-        total += min([sum(r for _, r in on_path)] + ([float(server_bw)] if server_bw is not None else []))
+        per_path[name] = min([sum(r for _, r in on_path)] + ([float(server_bw)] if server_bw is not None else []))
+    for (c, i), rates in on_link.items():
+        bw = topo.host_links(c)[i].bw
+        per_client[c] = per_client.get(c, 0.0) + min([sum(rates)] + ([float(bw)] if bw is not None else []))
+    total = min(sum(per_path.values()), sum(per_client.values()))
     asked = [r for r in per_client.values() if r > 0]
     return Demand(flows, total, len(topo.clients), min(asked) if asked else None, {})
 
 
+def just_below(x: float) -> float:
+    """A limit from a rate that failed with none passing: that rate, and any above it, is beyond."""
+    return x * (1 - 1e-9)
+
+
 def aggregate_limit(cal: dict, n: int) -> tuple[float, str] | None:
-    """What `n` flows at once may carry in all, and how it was found; None when no count was measured."""
+    """What `n` flows at once may carry in all, and how it was found ('4 x 60'; '8 x 6 not reproduced'
+    where none passed, which makes that sum and above beyond); None when no count was measured."""
     known = []
     for k in PATH_COUNTS:
         lim = path_limit(cal, k) or {}
         if lim.get("value") is not None:
             known.append((k, k * lim["value"], f"{k} x {lim['value']:g}"))
-        elif lim.get("failed_at") is not None:   # nothing passed, down to the least rate tried
-            known.append((k, 0.0, f"{k} paths: none below {lim['failed_at']:g}"))
+        elif lim.get("failed_at") is not None:
+            known.append((k, k * just_below(lim["failed_at"]), f"{k} x {lim['failed_at']:g} not reproduced"))
     if not known:
         return None
     if n <= known[0][0]:
         return known[0][1], known[0][2]
     if n >= known[-1][0]:
-        return known[-1][1], known[-1][2] + (f", the most paths measured" if n > known[-1][0] else "")
+        return known[-1][1], known[-1][2] + (", the most paths measured" if n > known[-1][0] else "")
     for (k1, s1, t1), (k2, s2, t2) in zip(known, known[1:]):
         if k1 <= n <= k2:
-            if n == k1:
-                return s1, t1
-            if n == k2:
-                return s2, t2
+            if n in (k1, k2):
+                return (s1, t1) if n == k1 else (s2, t2)
             return s1 + (s2 - s1) * (n - k1) / (k2 - k1), f"between {t1} and {t2}"
     return None   # not reached: the counts are in order
 
@@ -125,18 +134,20 @@ def compare(point_id: str, scenario, cal: dict) -> list[Finding]:
     out: list[Finding] = []
     one = path_limit(cal, 1) or {}
     if one.get("value") is not None or one.get("failed_at") is not None:
-        top = one.get("value") or 0.0
+        top = one["value"] if one.get("value") is not None else just_below(one["failed_at"])
         fast = [(f, r) for f, r in d.flows if r > top]
         if fast:
             names = ", ".join(f"{f} ({r:g} Mbit/s)" for f, r in fast)
-            out.append(Finding(point_id, "path", f"{'path' if len(fast) == 1 else 'paths'} {names}: beyond the "
-                               f"{top:g} Mbit/s one path carries faithfully here", True))
+            limit = (f"the {top:g} Mbit/s one path carries faithfully here" if one.get("value") is not None else
+                     f"one path here: not reproduced at {one['failed_at']:g} Mbit/s, and no lower rate was")
+            out.append(Finding(point_id, "path", f"{'path' if len(fast) == 1 else 'paths'} {names}: beyond {limit}",
+                               True))
     n = len(d.flows)
     agg = aggregate_limit(cal, n) if n > 1 else None
     if agg is not None and d.total > agg[0]:
         out.append(Finding(point_id, "sum", f"{n} flows at once ({', '.join(f for f, _ in d.flows)}) ask "
-                           f"{d.total:g} Mbit/s in all: beyond the {agg[0]:.0f} Mbit/s {n} paths at once carry "
-                           f"faithfully here ({agg[1]})", True))
+                           f"{d.total:g} Mbit/s in all: beyond the {agg[0]:.4g} Mbit/s that {n} paths at once "
+                           f"carry faithfully here ({agg[1]})", True))
     out += _hosts(point_id, d, cal)
     out += _delays(point_id, d, cal)
     return out
@@ -146,10 +157,14 @@ def _hosts(point_id: str, d: Demand, cal: dict) -> list[Finding]:
     h = (cal.get("limits") or {}).get("hosts") or {}
     if d.clients < 2 or h.get("rate_mbit") is None or (h.get("value") is None and h.get("failed_at") is None):
         return []
-    most = h.get("value") or 0
+    most = h["value"] if h.get("value") is not None else h["failed_at"] - 1
     if d.clients > most and d.client_rate is not None and d.client_rate >= h["rate_mbit"]:
-        return [Finding(point_id, "hosts", f"{d.clients} clients at {d.client_rate:g} Mbit/s each: beyond the "
-                        f"{most} clients at {h['rate_mbit']:g} Mbit/s each this machine carries faithfully", True)]
+        limit = (f"the {most} clients at {h['rate_mbit']:g} Mbit/s each this machine carries faithfully"
+                 if h.get("value") is not None else
+                 f"this machine: {h['failed_at']} clients at {h['rate_mbit']:g} Mbit/s each were not reproduced, "
+                 "and no fewer were tried")
+        return [Finding(point_id, "hosts", f"{d.clients} clients at {d.client_rate:g} Mbit/s each: beyond {limit}",
+                        True)]
     return []
 
 

@@ -196,14 +196,14 @@ def test_four_paths_of_300_are_beyond_one_path_and_the_sum_naming_paths_and_limi
     assert [f.check for f in found if f.beyond] == ["path", "sum"]
     path, total = found[0].text, found[1].text
     assert "paths A (300 Mbit/s), B (300 Mbit/s), C (300 Mbit/s), D (300 Mbit/s)" in path and "220 Mbit/s one path" in path
-    assert "4 flows at once (A, B, C, D) ask 1200 Mbit/s in all: beyond the 240 Mbit/s 4 paths" in total
+    assert "4 flows at once (A, B, C, D) ask 1200 Mbit/s in all: beyond the 240 Mbit/s that 4 paths" in total
     assert "(4 x 60)" in total
 
 
 def test_paths_below_one_path_limit_can_still_be_beyond_the_sum(tcg):
     found = compare("p002", point(search.paths_yaml(3, 100)), tcg)   # 300 in all, between 2 x 125 and 4 x 60
     assert [f.check for f in found if f.beyond] == ["sum"]
-    assert "beyond the 245 Mbit/s 3 paths at once" in found[0].text and "between 2 x 125 and 4 x 60" in found[0].text
+    assert "beyond the 245 Mbit/s that 3 paths at once" in found[0].text and "between 2 x 125 and 4 x 60" in found[0].text
     assert aggregate_limit(tcg, 12) == (240.0, "8 x 30, the most paths measured")
 
 
@@ -227,8 +227,9 @@ def test_many_clients_at_the_calibrated_rate_are_beyond_the_hosts(tcg):
 def test_e5_exp3s_four_clients_are_counted_per_link_and_bounded_by_the_servers_links(tcg):
     exp = load_experiment(REPO / "scenarios" / "e5-exp3.yaml")
     d = demand(exp.points[0].scenario)
-    # 4 clients x 4 paths; each path's flows together at most the server's 25 Mbit/s link of that path
-    assert (d.clients, len(d.flows), d.total, d.client_rate) == (4, 16, 100.0, 100.0)
+    # 4 clients x 4 paths; each path's flows together at most the server's 25 Mbit/s link of that path, and
+    # a client's two paths on one of its links at most that link: 2 x 25 per client, not 4 x 25
+    assert (d.clients, len(d.flows), d.total, d.client_rate) == (4, 16, 100.0, 50.0)
     assert [f.check for f in compare("p001", exp.points[0].scenario, tcg) if f.beyond] == []
 
 
@@ -247,3 +248,15 @@ def test_what_the_calibration_did_not_measure_is_not_compared(tcg):
     assert unmeasured(tcg) == ["4 paths", "8 paths", "clients"]
     assert aggregate_limit(tcg, 8) == (250.0, "2 x 125, the most paths measured")
     assert [f.check for f in compare("p001", point(search.hosts_yaml(16, 25)), tcg)] == ["sum"]   # not hosts
+
+
+def test_a_limit_where_nothing_passed_makes_that_rate_and_above_beyond(tcg):
+    tcg["limits"]["paths"]["1"] = {"value": None, "failed_at": 100, "probes": 1}
+    tcg["limits"]["hosts"] = {"value": None, "failed_at": 4, "probes": 1, "rate_mbit": 10}
+    assert [f for f in compare("p001", point(search.paths_yaml(1, 50)), tcg) if f.beyond] == []
+    found = [f for f in compare("p001", point(search.paths_yaml(1, 100)), tcg) if f.beyond]
+    assert [f.check for f in found] == ["path"] and found[0].text == (
+        "path A (100 Mbit/s): beyond one path here: not reproduced at 100 Mbit/s, and no lower rate was")
+    assert [f for f in compare("p001", point(search.hosts_yaml(3, 10)), tcg) if f.beyond] == []
+    hosts = [f for f in compare("p001", point(search.hosts_yaml(4, 10)), tcg) if f.check == "hosts"]
+    assert hosts[0].text.endswith("4 clients at 10 Mbit/s each were not reproduced, and no fewer were tried")

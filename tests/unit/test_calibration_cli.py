@@ -47,7 +47,7 @@ def test_check_warns_naming_the_paths_and_the_limit(here, capsys):
     err = capsys.readouterr().err
     assert f"warning: {here.overload}: paths A (300 Mbit/s), B (300 Mbit/s), C (300 Mbit/s), D (300 Mbit/s): beyond " \
            "the 220 Mbit/s one path carries faithfully here" in err
-    assert "ask 1200 Mbit/s in all: beyond the 240 Mbit/s 4 paths at once carry faithfully here (4 x 60)" in err
+    assert "ask 1200 Mbit/s in all: beyond the 240 Mbit/s that 4 paths at once carry faithfully here (4 x 60)" in err
     assert f"(calibration of 2026-11-25: native, kernel {platform.release()})" in err
 
 
