@@ -14,13 +14,13 @@ The checks:
     n = 2, 4 or 8; between two counts, the straight line between their sums; above 8, the sum at 8);
   - hosts: more clients than the calibration carried at its client rate, when each client asks at
     least that rate (fewer, slower clients are held to the sum only);
-  - delay (a note, never beyond): a configured RTT below the one the RTT floor's error is 10 % of.
+  - delay (a note, never beyond): a configured RTT below the one the RTT floor's median error is 10 % of.
 A dimension the calibration did not measure is not checked, and said so."""
 from __future__ import annotations
 
 from dataclasses import dataclass
 
-from runners.runset.calibration import PATH_COUNTS, path_limit
+from runners.runset.calibration import PATH_COUNTS, path_limit, rtt_within_10pct
 
 
 @dataclass(frozen=True)
@@ -170,15 +170,15 @@ def _hosts(point_id: str, d: Demand, cal: dict) -> list[Finding]:
 
 def _delays(point_id: str, d: Demand, cal: dict) -> list[Finding]:
     dl = (cal.get("limits") or {}).get("delay") or {}
-    floor = dl.get("rtt_within_10pct_ms")
-    if not dl.get("samples") or not floor:
+    floor = rtt_within_10pct(dl)
+    if floor is None:
         return []
     short = sorted((p, rtt) for p, rtt in d.rtts.items() if rtt < floor)
     if not short:
         return []
     names = ", ".join(f"{p} ({rtt:g} ms)" for p, rtt in short)
-    return [Finding(point_id, "delay", f"the RTT of {names}: this machine adds +{dl['min_ms']:g} to "
-                    f"+{dl['max_ms']:g} ms to an RTT, more than 10 % below {floor:g} ms", False)]
+    return [Finding(point_id, "delay", f"the RTT of {names}: this machine adds +{dl['median_ms']:g} ms to an "
+                    f"RTT (median; +{dl['min_ms']:g} to +{dl['max_ms']:g}), more than 10 % below {floor:g} ms", False)]
 
 
 def unmeasured(cal: dict) -> list[str]:
