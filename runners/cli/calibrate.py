@@ -81,7 +81,7 @@ def main(argv: list[str]) -> int:
         p.error(f"--host-rate must be between 1 and 10000 Mbit/s (got {a.host_rate:g})")
     if a.in_guest:
         return _probe_into(Path(a.in_guest), a)
-    t0 = time.monotonic()
+    t0, host_before = time.monotonic(), _host_cpu()
     where = _where(p, a)
     if isinstance(where, int):
         return where
@@ -106,6 +106,7 @@ def main(argv: list[str]) -> int:
         err(f"calibration failed (exit {code}); the probes' folders and logs are in {work}")
         return EXIT_FAIL
     doc = _calibration(json.loads((work / MEASURED).read_text()), backend, kernel, vm, work, time.monotonic() - t0)
+    doc["host_cpu"] = _host_load(host_before, _host_cpu())
     target = cal.file_for(backend, kernel)
     cal.write(target, doc)
     _keep_newest_evidence(work)
@@ -178,6 +179,25 @@ def _calibration(measured: dict, backend: str, kernel: str, vm: dict | None, wor
 def _machine() -> dict:
     model = next((line.split(":", 1)[1].strip() for line in _cpuinfo().splitlines() if line.startswith("model name")), None)
     return {"id": cal.machine_id(), "cpu": model, "cores": os.cpu_count()}
+
+
+def _host_cpu() -> list[int]:
+    """This machine's CPU time so far (/proc/stat's first line: user ... steal), in ticks."""
+    try:
+        return [int(x) for x in Path("/proc/stat").read_text().split("\n", 1)[0].split()[1:9]]
+    except (OSError, ValueError):
+        return []
+
+
+def _host_load(before: list[int], after: list[int]) -> dict:
+    """How busy this machine was while it calibrated (a VM's qemu included; other people's work too,
+    which makes a calibration read lower) and its hypervisor's steal, as shares of its CPU time."""
+    d = [b - a for a, b in zip(before, after)]
+    total = sum(d)
+    if len(d) < 8 or total <= 0:
+        return {}
+    return {"busy_pct": round(100 * (total - d[3] - d[4]) / total, 1), "steal_pct": round(100 * d[7] / total, 1),
+            "loadavg": [round(x, 2) for x in os.getloadavg()]}
 
 
 def _cpuinfo() -> str:

@@ -159,4 +159,8 @@ def table(doc: dict) -> str:
     console = Console(record=True, width=120, force_terminal=False, file=io.StringIO())
     console.print(t)
     console.print(f"rule: {doc.get('rule', '?')}")
+    host = doc.get("host_cpu") or {}
+    if host:   # the VM's qemu is part of it; anything else running makes the calibration read lower
+        console.print(f"this machine meanwhile: {host['busy_pct']:g} % busy, {host['steal_pct']:g} % stolen by its "
+                      f"hypervisor; {doc.get('seconds', 0):.0f} s in all")
     return console.export_text()
