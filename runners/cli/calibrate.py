@@ -34,7 +34,7 @@ what it measures (each probe one run of {search.PROBE_SECONDS:g} s by default, l
   - the highest rate of one path (TCP), and per path of 2, 4 and 8 disjoint paths at once (MPTCP);
   - the most clients on one switch at --host-rate each (TCP, all at once);
   - the RTT floor's error on the idle paths (the pings before each probe that passed).
-  {search.RULE}.
+  {search.rule()} (with --seconds, runs of that length).
 
 where it goes:
   one file per machine, backend and kernel in $XDG_CACHE_HOME/mptcp-testbed/calibration/ (default
@@ -173,7 +173,7 @@ def _in_a_vm(a, work: Path, image: Path) -> dict | int:
 def _calibration(measured: dict, backend: str, kernel: str, vm: dict | None, work: Path, seconds: float) -> dict:
     return {"version": cal.VERSION, "machine": _machine(), "backend": backend, "kernel": kernel, "vm": vm,
             "date_utc": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()), "seconds": round(seconds, 1),
-            "rule": search.RULE, **measured, "evidence": str(work)}
+            "rule": search.rule(measured.get("settings", {}).get("probe_seconds", search.PROBE_SECONDS)), **measured, "evidence": str(work)}
 
 
 def _machine() -> dict:

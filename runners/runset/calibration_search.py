@@ -2,8 +2,8 @@
 say. The CLI (runners.cli.calibrate) runs each probe as a one-run scenario and hands back its record.
 
 A probe is one short run (PROBE_SECONDS of traffic): n disjoint paths at a rate each (TCP on one path,
-MPTCP over 2, 4 or 8), or n clients on a switch at a rate each. It is reproduced (RULE) when its run's
-fidelity is `ok` and it carried at least MIN_CARRIED of the configured rate: a sender the machine cannot
+MPTCP over 2, 4 or 8), or n clients on a switch at a rate each. It is reproduced (rule()) when its run's
+fidelity is `ok` and it carried at least MIN_CARRIED of the configured rate (rule()): a sender the machine cannot
 drive to the rate never fills the queues, so the shaping checks have nothing to judge, yet the path
 did not deliver what it was configured to.
 
@@ -33,9 +33,11 @@ HOST_RATE = 10.0
 MAX_CLIENTS = 16            # a switched topology's most clients
 MIN_CLIENTS = 2
 RTT_SHARE = 0.10            # the smallest RTT the delay error is within 10 % of
-RULE = (f"a probe (one run of {PROBE_SECONDS:g} s after {PROBE_OMIT_S} s of start left out) is reproduced when its fidelity is ok and it carried at least "
-        f"{MIN_CARRIED:.0%} of the configured rate; the limit is the highest reproduced, bisected to within "
-        f"{RESOLUTION:.0%} of the lowest not reproduced")
+def rule(seconds: float = PROBE_SECONDS) -> str:
+    """The rule in words, for probes of `seconds` of traffic."""
+    return (f"a probe (one run of {seconds:g} s after {PROBE_OMIT_S} s of start left out) is reproduced when its "
+            f"fidelity is ok and it carried at least {MIN_CARRIED:.0%} of the configured rate; the limit is the "
+            f"highest reproduced, bisected to within {RESOLUTION:.0%} of the lowest not reproduced")
 
 
 @dataclass
