@@ -3,7 +3,7 @@ say. The CLI (runners.cli.calibrate) runs each probe as a one-run scenario and h
 
 A probe is one short run (PROBE_SECONDS of traffic): n disjoint paths at a rate each (TCP on one path,
 MPTCP over 2, 4 or 8), or n clients on a switch at a rate each. It is reproduced (rule()) when its run's
-fidelity is `ok` and it carried at least MIN_CARRIED of the configured rate (rule()): a sender the machine cannot
+fidelity is `ok` and it carried at least MIN_CARRIED of the configured rate: a sender the machine cannot
 drive to the rate never fills the queues, so the shaping checks have nothing to judge, yet the path
 did not deliver what it was configured to.
 
