@@ -111,7 +111,8 @@ def test_the_delay_error_comes_from_the_probes_that_passed():
             search.outcome_of("paths", 1, 10, run_doc(throughput=9.5, excess=(1.1,))),
             search.outcome_of("paths", 1, 900, run_doc(status="unfaithful", excess=(40.0,)))]
     d = search.delay_figures(outs)
-    assert d == {"samples": 3, "min_ms": 0.9, "median_ms": 1.1, "max_ms": 2.0, "rtt_within_10pct_ms": 20.0}
+    assert d == {"samples": 3, "min_ms": 0.9, "median_ms": 1.1, "max_ms": 2.0}
+    assert cal.rtt_within_10pct(d) == 11.0 and cal.rtt_within_10pct({"samples": 0}) is None
     assert search.delay_figures([]) == {"samples": 0}
 
 
