@@ -30,7 +30,8 @@ DEFAULT_BUDGET_S = 420.0
 MEASURED = "measured.json"   # what the search found, in the work folder (the guest writes it)
 
 EPILOG = f"""\
-what it measures (each probe one run of {search.PROBE_SECONDS:g} s by default, links of {search.PROBE_DELAY_MS:g} ms each way):
+what it measures (each probe one run: {search.PROBE_SECONDS:g} s of traffic by default after {search.PROBE_OMIT_S} s left out,
+links of {search.PROBE_DELAY_MS:g} ms each way, queues of {search.PROBE_QUEUE} packets):
   - the highest rate of one path (TCP), and per path of 2, 4 and 8 disjoint paths at once (MPTCP);
   - the most clients on one switch at --host-rate each (TCP, all at once);
   - the RTT floor's error on the idle paths (the pings before each probe that passed).
@@ -59,7 +60,8 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--vm-memory", default="2G", metavar="SIZE", help="vm backend: guest memory (default: 2G)")
     p.add_argument("--vm-cpus", type=int, metavar="N", help="vm backend: guest CPUs (default: host CPUs, at most 4)")
     p.add_argument("--seconds", type=float, default=search.PROBE_SECONDS, metavar="S",
-                   help=f"traffic per probe (default: {search.PROBE_SECONDS:g}; 2-30)")
+                   help=f"traffic per probe, after {search.PROBE_OMIT_S} s of TCP's start left out (default: "
+                        f"{search.PROBE_SECONDS:g}; 2-30)")
     p.add_argument("--budget", type=float, default=DEFAULT_BUDGET_S, metavar="S",
                    help=f"seconds for all the probes, shared among the five searches; a search out of time keeps "
                         f"the bracket it found (default: {DEFAULT_BUDGET_S:g}, which keeps the whole under 10 min "

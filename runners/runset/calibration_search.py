@@ -18,7 +18,11 @@ import statistics
 from dataclasses import dataclass, field
 from typing import Callable
 
-PROBE_SECONDS = 3.0
+# 8 s, not 3: in 3 s runs in the TCG micro-VM, MPTCP's eight subflows had not all joined (8 x 1 Mbit/s
+# carried 58 % of its rate), so 8 paths read as carrying nothing, and the shaping check's second or two
+# of backlog read a shaper at 90-95 % of its rate as often as not (docs/fidelity.md: two calibrations
+# of 3 s probes, 2026-11-25). Eight-second probes fit the same budget with fewer bisection steps.
+PROBE_SECONDS = 8.0
 # left out of the probe's figures (iperf3 --omit): TCP's start. A 3 s run of one 100 Mbit/s path carried
 # 83 % of it in the TCG micro-VM with the start counted, against 95 % (its payload's share) over 10 s
 PROBE_OMIT_S = 1
