@@ -89,8 +89,7 @@ def main(argv: list[str]) -> int:
         return where
     backend, kernel, image = where
     work = cal.calibration_dir() / "runs" / f"{cal.machine_id()}-{backend}-{kernel}-{time.strftime('%Y%m%dT%H%M%SZ', time.gmtime())}"
-    work.mkdir(parents=True, exist_ok=True)
-    cal.give_to_user([work, work.parent, work.parent.parent])
+    cal.make_folder(work)
     info(f"calibrate: {backend} backend, kernel {kernel}; probes in {work}")
     vm = None
     try:

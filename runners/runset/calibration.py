@@ -87,9 +87,17 @@ def write(path: Path, doc: dict, env=os.environ) -> None:
     the file belong to the sudo user."""
     from runners.results.store import atomic_write
 
-    made = [p for p in [path.parent, *path.parent.parents] if not p.exists()]
+    make_folder(path.parent, env)
     atomic_write(path, json.dumps(doc, indent=1) + "\n")
-    give_to_user([*made, path], env)
+    give_to_user([path], env)
+
+
+def make_folder(folder: Path, env=os.environ) -> None:
+    """mkdir -p; under sudo, every folder it made belongs to the sudo user (~/.cache among them, when the
+    user had none: a root-owned one would lock them out of their own cache)."""
+    made = [p for p in [folder, *folder.parents] if not p.exists()]
+    folder.mkdir(parents=True, exist_ok=True)
+    give_to_user(made, env)
 
 
 def give_to_user(paths, env=os.environ) -> None:
