@@ -138,3 +138,44 @@ def test_the_run_help_names_calibrate_and_strict_fidelity(capsys):
         cli.main(["--help"])
     out = capsys.readouterr().out
     assert "run-scenario calibrate" in out and "--strict-fidelity" in out and "calibration:" in out
+
+
+def test_the_probes_run_as_guest_jobs_and_what_they_found_is_written(tmp_path, monkeypatch):
+    """calibrate --in-guest DIR: each probe a folder with its scenario and a job file run as the warm VM
+    runs a job (here a stand-in machine that carries 200 Mbit/s, 150 on one path, 5 clients), and
+    measured.json with every limit and probe."""
+    import os
+
+    from scenarios.spec.loader import parse_scenario
+
+    from runners.backends.vm import warm_guest
+    from runners.cli import calibrate
+
+    def machine(spec: Path) -> dict:
+        job = json.loads(spec.read_text())
+        assert job["argv"][1] == "--guest-job" and json.loads(Path(job["argv"][2]).read_text())["no_report"]
+        topo = parse_scenario((spec.parent / "scenario.yaml").read_text(), "s.yaml").topology
+        if topo.kind == "dual-homed":
+            n, rate = len(topo.paths), topo.paths[0].bw
+            ok = rate <= 150 and n * rate <= 200
+        else:
+            n, rate = len(topo.clients), 10
+            ok = n <= 5
+        (spec.parent / "results.json").write_text(json.dumps({"runs": [{"status": "ok", "metrics": {
+            "throughput_mbps": 0.93 * n * rate}, "fidelity": {"status": OK if ok else UNFAITHFUL, "reasons": [],
+                                                              "checks": {"delay": {"A": {"excess_ms": 0.7}}}}}]}))
+        return {"code": 0}
+
+    monkeypatch.setattr(os, "geteuid", lambda: 0)
+    monkeypatch.setattr(warm_guest, "preload_testbed", lambda: None)
+    monkeypatch.setattr(warm_guest, "run_job", machine)
+    assert cli.main(["calibrate", "--in-guest", str(tmp_path)]) == EXIT_OK
+    doc = json.loads((tmp_path / calibrate.MEASURED).read_text())
+    paths = doc["limits"]["paths"]
+    assert paths["1"]["value"] <= 150 < paths["1"]["failed_at"]
+    for n in ("2", "4", "8"):
+        assert paths[n]["value"] * int(n) <= 200 < paths[n]["failed_at"] * int(n)
+    assert (doc["limits"]["hosts"]["value"], doc["limits"]["hosts"]["failed_at"]) == (5, 6)
+    assert doc["limits"]["delay"]["median_ms"] == 0.7 and doc["settings"]["probe_seconds"] == search.PROBE_SECONDS
+    assert len(doc["probes"]) == len(list(tmp_path.glob("*/scenario.yaml"))) == sum(
+        b["probes"] for b in [*paths.values(), doc["limits"]["hosts"]])
