@@ -288,13 +288,14 @@ def _check_files(args) -> int:
                 print("\n".join(report), file=sys.stderr)
                 bad += 1
                 continue
+            if check_plan(exp, estimate_backend(args.backend, exp)[0], args.kernel, args.strict_fidelity, f) \
+                    and args.strict_fidelity:
+                bad += 1   # check_plan said why
+                continue
             note = needs_consent(exp, args, quiet=True)
             print(f"{f}: ok ({size_of(exp, args.repeat)})" + (f"; to run it: {note}" if note else ""), flush=True)
             if report:   # the file is valid: another machine may have the kernel
                 print("\n".join(f"warning: {line}" for line in report), file=sys.stderr, flush=True)
-            if check_plan(exp, estimate_backend(args.backend, exp)[0], args.kernel, args.strict_fidelity, f) \
-                    and args.strict_fidelity:
-                bad += 1
         except ScenarioError as e:
             print(e.render(), file=sys.stderr)
             bad += 1
