@@ -1,12 +1,13 @@
 """JUnit XML for CI: a test case per run and one per expectation and point.
 
 A run that ended as an MPTCP fallback is an <error> (its numbers are plain
-TCP's); a run set that failed before finishing gets one <error> case with
-the status. A failed verdict is a <failure>, an inconclusive one a <skipped>
-with the reason, so CI systems show both without treating "needs more runs"
-as green. Runs carry their wall time (metadata phases), verdicts 0, and each run its fidelity as
-properties (`fidelity`: ok, warn or unfaithful; `fidelity_reasons`), as pytest's JUnit puts a test's
-properties in its test case.
+TCP's); a run set that failed before finishing (or was merged from a shard
+that did) gets one <error> case with the status. A failed verdict is a
+<failure>, an inconclusive one a <skipped> with the reason, so CI systems show
+both without treating "needs more runs" as green. Runs carry their wall time
+(metadata phases), verdicts 0, and each run its fidelity as properties
+(`fidelity`: ok, warn or unfaithful; `fidelity_reasons`), as pytest's JUnit
+puts a test's properties in its test case.
 """
 from __future__ import annotations
 
@@ -15,13 +16,14 @@ import xml.etree.ElementTree as ET
 from runners.analysis.verdicts import FAIL, INCONCLUSIVE, Verdict
 from runners.results.derived import counts_text
 from runners.results.fidelity import reasons_text, status_of
+from runners.results.merge import MERGED
 
 
 def render_junit(suite: str, verdicts: list[Verdict], timestamp: str = "", runs: list[dict] | None = None,
                  metadata: dict | None = None) -> str:
     runs, metadata = runs or [], metadata or {}
     walls = {r["id"]: r.get("wall", 0.0) for r in (metadata.get("phases") or {}).get("runs", [])}
-    set_failed = metadata.get("status") not in (None, "ok")
+    set_failed = metadata.get("status") not in (None, "ok", MERGED)
     errors = sum(r["status"] != "ok" for r in runs) + set_failed
     failures = sum(v.outcome == FAIL for v in verdicts)
     skipped = sum(v.outcome == INCONCLUSIVE for v in verdicts)

@@ -8,6 +8,10 @@ from pathlib import Path
 from runners.results.store import ResultStore, load_results, new_run_dir, point_latest, run_key
 
 
+# A merged set whose every input ended "ok": whole, as one machine's would be (the JUnit counts it as ok).
+MERGED = "merged"
+
+
 class MergeError(ValueError):
     """The sets cannot be merged (different scenarios, missing files); exit 2."""
 
@@ -38,10 +42,13 @@ def merge(dirs: list[Path], out_base: Path) -> Path:
             store.runs.append(run)
     store.runs.sort(key=run_key)
     meta = dict(docs[0]["metadata"])
-    meta.update(merged_from=[{"dir": str(d), "shard": doc["metadata"].get("shard"),
+    statuses = [doc["metadata"].get("status") for doc in docs]
+    meta.update(merged_from=[{"dir": str(d), "shard": doc["metadata"].get("shard"), "status": s,
                               "backend": doc["metadata"].get("backend"),
-                              "kernel": doc["metadata"].get("backend_kernel")} for d, doc in zip(dirs, docs)],
-                shard=None, status="merged")
+                              "kernel": doc["metadata"].get("backend_kernel")}
+                             for d, doc, s in zip(dirs, docs, statuses)],
+                # a shard that did not finish leaves the merged set unfinished too, and its JUnit says so
+                shard=None, status=next((s for s in statuses if s not in (None, "ok")), MERGED))
     points = {}
     for doc in docs:
         points.update(doc["metadata"].get("points") or {})

@@ -279,8 +279,9 @@ expect:
 """
 
 
-def fake_result_set(tmp_path: Path, name: str, points, reps=(1, 2)) -> Path:
-    """A result set as the runner writes it, from the recorded MPTCP run (tests/fixtures)."""
+def fake_result_set(tmp_path: Path, name: str, points, reps=(1, 2), status: str | None = None) -> Path:
+    """A result set as the runner writes it, from the recorded MPTCP run (tests/fixtures); ended with
+    `status` when given."""
     exp = parse_experiment(SWEEP)
     proto = json.loads((FIX / "run-mptcp.json").read_text())
     d = tmp_path / name
@@ -295,6 +296,8 @@ def fake_result_set(tmp_path: Path, name: str, points, reps=(1, 2)) -> Path:
         r["metrics"]["throughput_mbps"] = (13 if slow and job.primary == "A" else 15) + 0.1 * job.rep
         r["metrics"]["ofo_mptcp"] = 7000 + 100 * job.rep if job.primary == "A" else 6000 + 50 * job.rep
         store.add_run(r)
+    if status:
+        store.finish_metadata(status=status)
     return d
 
 
@@ -316,6 +319,23 @@ def test_merge_of_shards_and_overlap_refused(tmp_path):
     assert (merged / "raw" / doc["runs"][0]["id"] / "run.json").exists()
     with pytest.raises(MergeError, match="overlapping"):
         merge([a, a], tmp_path / "out")
+
+
+def test_merged_shards_that_ended_ok_are_a_whole_set_in_the_junit(tmp_path):
+    # the Slurm test found every merged set's JUnit with an error case "the run set ended merged"
+    a = fake_result_set(tmp_path, "a", {"p001"}, status="ok")
+    b = fake_result_set(tmp_path, "b", {"p002"}, status="ok")
+    doc = json.loads((merge([a, b], tmp_path / "out") / "results.json").read_text())
+    assert doc["metadata"]["status"] == "merged"
+    assert [m["status"] for m in doc["metadata"]["merged_from"]] == ["ok", "ok"]
+    junit = render_junit("t", [], runs=doc["runs"], metadata=doc["metadata"])
+    assert 'errors="0"' in junit and "run set" not in junit
+
+    c = fake_result_set(tmp_path, "c", {"p002"}, status="interrupted")
+    doc = json.loads((merge([a, c], tmp_path / "out") / "results.json").read_text())
+    assert doc["metadata"]["status"] == "interrupted"
+    junit = render_junit("t", [], runs=doc["runs"], metadata=doc["metadata"])
+    assert 'errors="1"' in junit and "the run set ended interrupted" in junit
 
 
 def test_report_writes_stats_verdicts_junit_and_plots(tmp_path):
