@@ -48,6 +48,10 @@ pkgs+=(tmux util-linux)
 pkgs+=(tcpdump tshark)
 # os-ken (the maintained Ryu fork) for the controller apps; Debian and Ubuntu ship it.
 pkgs+=(python3-os-ken)
+# The test suite also submits docs/ci.md's Slurm recipe to a one-node Slurm cluster that it starts in a
+# folder of its own (tests/cluster). slurmd's and slurmctld's own services wait for an /etc/slurm/slurm.conf,
+# which nothing here writes; munge's starts with the package's key, and the test's cluster has a key of its own.
+pkgs+=(slurm-wlm munge)
 if [ "$with_vm" = 1 ]; then
   # virtme-ng builds the guest's initramfs with busybox, and reads the kernel's version with file
   # (or strings, from binutils); runners/backends/programs.py names each program
