@@ -81,6 +81,7 @@ class OneNodeSlurm:
         self.env = {**os.environ, "SLURM_CONF": str(self.conf)}
         self.daemons: list[subprocess.Popen] = []
         self.jobs: list[str] = []
+        self.ports: list[int] = []
 
     def __enter__(self) -> OneNodeSlurm:
         try:
@@ -103,7 +104,8 @@ class OneNodeSlurm:
         key = self.home / "munge.key"
         key.write_bytes(os.urandom(1024))
         key.chmod(0o600)
-        self.conf.write_text(slurm_conf(self.home, *free_ports(2)))
+        self.ports = free_ports(2)
+        self.conf.write_text(slurm_conf(self.home, *self.ports))
         h = self.home
         self._daemon(["munged", "-F", "-f", f"--socket={h}/munge.socket", f"--key-file={key}",
                       f"--pid-file={h}/munged.pid", f"--log-file={h}/munged.log", f"--seed-file={h}/munged.seed"])
@@ -113,6 +115,17 @@ class OneNodeSlurm:
         self._daemon(["slurmd", "-D", "-f", str(self.conf), "-N", NODE])
         self._until(lambda: self._ok(["sinfo", "-h", "-n", NODE, "-o", "%T"], "idle"), 30,
                     "the node did not become idle")
+
+    def listening(self) -> list[str]:
+        """The addresses the cluster's two ports listen on (/proc/net/tcp and tcp6; 127.0.0.1 is 0100007F)."""
+        found = []
+        for table in ("/proc/net/tcp", "/proc/net/tcp6"):
+            for line in Path(table).read_text().splitlines()[1:]:
+                local, state = line.split()[1], line.split()[3]
+                addr, port = local.split(":")
+                if state == "0A" and int(port, 16) in self.ports:   # 0A: LISTEN
+                    found.append(addr)
+        return found
 
     def _daemon(self, argv: list[str]) -> None:
         log = open(self.home / f"{argv[0]}.out", "wb")

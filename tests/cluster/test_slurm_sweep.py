@@ -99,6 +99,7 @@ def test_the_slurm_recipe_shards_and_merges_a_sweep_as_one_machine_runs_it(tmp_p
     started = time.monotonic()
     with OneNodeSlurm() as cluster:
         took["cluster up"] = time.monotonic() - started
+        assert cluster.listening() == ["0100007F", "0100007F"], "slurmctld and slurmd listen on 127.0.0.1 only"
         job = cluster.sbatch(work / "shards.sh", work, env)
         tasks = cluster.wait(job, SHARDS, 15 * 60)
         took["array job"] = time.monotonic() - started - took["cluster up"]
