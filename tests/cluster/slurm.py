@@ -10,6 +10,7 @@ from __future__ import annotations
 import os
 import re
 import shutil
+import signal
 import socket
 import subprocess
 import tempfile
@@ -73,6 +74,10 @@ PartitionName=sweep Nodes={NODE} Default=YES MaxTime=INFINITE State=UP
 """
 
 
+def _raise_terminated(signum, frame):
+    raise SystemExit(128 + signum)
+
+
 class OneNodeSlurm:
     def __init__(self):
         # a short path of its own: munge's socket path must fit a sockaddr_un (108 bytes)
@@ -84,15 +89,21 @@ class OneNodeSlurm:
         self.ports: list[int] = []
 
     def __enter__(self) -> OneNodeSlurm:
+        # SIGTERM (CI's time limit) would end this process and leave the daemons running: raise instead, so
+        # that __exit__ stops them
+        self._old_term = signal.signal(signal.SIGTERM, _raise_terminated)
         try:
             self.start()
         except BaseException:
-            self.stop()
+            self.__exit__()
             raise
         return self
 
     def __exit__(self, *exc) -> None:
-        self.stop()
+        try:
+            self.stop()
+        finally:
+            signal.signal(signal.SIGTERM, self._old_term)
 
     def start(self) -> None:
         for prog in ("munged", "slurmctld", "slurmd", "sbatch", "scontrol"):
