@@ -99,4 +99,11 @@ def _once(key: str, line: str) -> None:
 
 
 def _say(line: str) -> None:
-    print(line, file=sys.stderr, flush=True)
+    """Warnings and errors on stderr; a note is progress (stdout, left out by -q, kept in run.log): every run
+    on a machine without a calibration says one, and a quiet run prints its summary only."""
+    if line.startswith("note:"):
+        from runners.console.output import info
+
+        info(line)
+    else:
+        print(line, file=sys.stderr, flush=True)
