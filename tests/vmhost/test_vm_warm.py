@@ -70,6 +70,9 @@ def test_two_warm_runs_pay_one_boot_and_write_what_a_cold_run_writes(tmp_path, w
     for doc in (c, w):
         doc["metadata"].pop("phases")
         doc["runs"].sort(key=lambda r: r["id"])    # each set shuffles its order
+        for r in doc["runs"]:   # which directions a fidelity check judged depends on the traffic (a direction
+            # needs 1,000 packets for the loss check: the ACKs' reached it in one set and not the other)
+            r.get("fidelity", {}).pop("checks", None)
     assert shape(w) == shape(c)
     assert json.loads((warm_set / "metadata.json").read_text())["guest_argv"][0] == str(warm_set / "scenario.yaml")
     status = subprocess.run([sys.executable, "-m", "runners.cli", "vm", "status"], cwd=REPO, capture_output=True,
