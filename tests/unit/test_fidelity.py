@@ -284,6 +284,28 @@ def test_late_events_a_debug_kernel_and_outside_drops_are_warnings():
     assert out["checks"]["drops"]["time_squeeze"] == 2
 
 
+def test_drops_of_the_interfaces_of_a_path_taken_down_are_the_changes_not_a_warning():
+    """A link going down discards its queue, which the kernel counts as the interface's drops: on the
+    path's own devices that is noted, not judged; drops elsewhere are still a warning."""
+    events = json.loads((FID / "failover-events.json").read_text())
+    assert any(c["action"] == "down" and c["target"] == "path A" for c in events["changes"])
+    directions = [{"id": "h1/h1-eth0", "paths": ["A"]}, {"id": "h2/h2-eth0", "paths": ["A"]},
+                  {"id": "h1/h1-eth1", "paths": ["B"]}, {"id": "h2/h2-eth1", "paths": ["B"]}]
+    ours = judge(Evidence(directions=directions, paths={}, pings={}, events=events,
+                          link_drops={"client/h1-eth0": 2, "server/h2-eth0": 2}))
+    assert ours["status"] == OK, ours["reasons"]
+    assert ours["checks"]["drops"]["by_changes"] == {"client/h1-eth0": 2, "server/h2-eth0": 2}
+    assert any("took down dropped what they held" in n for n in ours["notes"])
+    mixed = judge(Evidence(directions=directions, paths={}, pings={}, events=events,
+                           link_drops={"client/h1-eth0": 2, "server/h2-eth1": 4}))
+    assert mixed["status"] == WARN and mixed["reasons"] == ["interfaces dropped packets: server/h2-eth1 4"]
+    unapplied = copy.deepcopy(events)
+    for c in unapplied["changes"]:
+        c["applied_s"] = None
+    assert judge(Evidence(directions=directions, paths={}, pings={}, events=unapplied,
+                          link_drops={"client/h1-eth0": 2}))["status"] == WARN
+
+
 def test_the_worst_reason_comes_first_and_sampling_off_is_noted():
     out = judge(two_path_evidence(pings={"A": {"rtt_min_ms": 37.0}, "B": {"rtt_min_ms": 20.0}}, sampling="X=0"))
     assert out["levels"] == [UNFAITHFUL, WARN] and "path B" in out["reasons"][0]
