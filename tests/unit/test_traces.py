@@ -157,3 +157,22 @@ def test_the_random_walk_depends_on_its_seed():
     walk = [gen.random_walk(gen.SEED)(ms) for ms in range(0, 10_000, 500)]
     assert walk == [gen.random_walk(gen.SEED)(ms) for ms in range(0, 10_000, 500)]
     assert walk != [gen.random_walk(gen.SEED + 1)(ms) for ms in range(0, 10_000, 500)]
+
+
+def test_the_trace_benchmark_judges_only_the_seconds_a_queue_stayed_backlogged():
+    """bench.events' trace figure: netem's sent rate against the trace, in the seconds its queue was full."""
+    from bench.events import backlogged_errors
+
+    wanted = [8.0, 4.0, 2.0]
+    rows, sent = [], 0
+    for k in range(30):                                   # 100 ms samples over 3 s
+        t = round(0.05 + 0.1 * k, 3)
+        sec = int(t)
+        rate = {0: 8.0, 1: 4.4, 2: 2.0}[sec]              # second 1 sent 10 % over its step
+        backlog = 0 if sec == 2 else 60_000               # second 2's queue is empty: TCP had not filled it
+        rows.append([t, sent, 0, 0, backlog, backlog // 1500])
+        sent += int(rate * 1e6 / 8 * 0.1)
+    errors = backlogged_errors(rows, wanted, delay_ms=10.0, seconds=range(0, 3))
+    assert list(errors) == [0, 1]
+    assert errors[0] < 0.01 and abs(errors[1] - 0.10) < 0.01
+    assert backlogged_errors(rows, wanted, delay_ms=10.0, seconds=range(1, 3)) == {1: errors[1]}
