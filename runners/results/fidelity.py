@@ -118,7 +118,7 @@ def judge(ev: Evidence) -> dict:
     window = traffic_window(ev.samples)
     changed_at = first_change_s(ev.events)
     _cpu(v, ev, window)
-    _shaping(v, ev, changed_at)
+    _shaping(v, ev, first_rate_change_s(ev.events), changed_at)
     _loss(v, ev, changed_at)
     _drops(v, ev)
     _retransmissions(v, ev, changed_at)
@@ -148,6 +148,22 @@ def traffic_window(samples: dict | None) -> tuple[float, float] | None:
 def first_change_s(events: dict | None) -> float | None:
     """When the run's first change (event or trace step) was applied: the shaping differs after it."""
     times = [c["applied_s"] for c in (events or {}).get("changes", []) + (events or {}).get("trace_steps", [])
+             if c.get("applied_s") is not None]
+    return min(times) if times else None
+
+
+# Actions that leave every shaped direction's rate as configured: a link down or up (its qdisc stays, reset),
+# a blackhole (netem's loss 100 % with its rate kept: what was queued still leaves at the rate) and its
+# restore, a priority flag or an endpoint. The shaping check holds across them.
+RATE_KEPT = frozenset({"down", "up", "blackhole", "restore", "backup", "nobackup", "endpoint-remove",
+                       "endpoint-add"})
+
+
+def first_rate_change_s(events: dict | None) -> float | None:
+    """When the run's first change that may set another rate was applied: a `shape`, a trace step, or an
+    action not known to keep the rates. The shaping is held to the configured rates until then."""
+    changes = [c for c in (events or {}).get("changes", []) if c.get("action") not in RATE_KEPT]
+    times = [c["applied_s"] for c in changes + (events or {}).get("trace_steps", [])
              if c.get("applied_s") is not None]
     return min(times) if times else None
 
@@ -214,7 +230,7 @@ def _backlog_floor(d: dict) -> float:
 
 def direction_figures(d: dict, rows: list[list], until: float | None) -> dict:
     """One direction's samples -> its backlogged time, the rate it sent at meanwhile, its queue's peak and
-    the share of samples at its limit (`until`: only samples before the first change).
+    the share of samples at its limit (`until`: only samples before the first change of a rate).
 
     Backlogged: more bytes queued than the delay line holds at the rate (plus two frames) at every sample
     since at least the delay and one sample before the interval. A burst that just arrived is held for
@@ -245,7 +261,7 @@ def _name(d: dict) -> str:
     return f"{d['id']}" + (f" (path {', '.join(d['paths'])})" if d.get("paths") else "")
 
 
-def _shaping(v: Findings, ev: Evidence, until: float | None) -> None:
+def _shaping(v: Findings, ev: Evidence, until: float | None, changed_at: float | None) -> None:
     series = (ev.samples or {}).get("qdiscs") or {}
     if not series:
         return
@@ -265,7 +281,10 @@ def _shaping(v: Findings, ev: Evidence, until: float | None) -> None:
             v.flag(WARN, said + ": faster than configured")
     v.checks["shaping"] = figures
     if until is not None:
-        v.notes.append(f"shaping judged before the first change only ({until:.2f} s)")
+        v.notes.append(f"shaping judged before the first change of a rate only ({until:.2f} s)")
+    elif changed_at is not None:
+        v.notes.append("shaping judged over the whole run: its changes (down, up, blackhole, restore, "
+                       "backup, endpoints) leave the rates as configured")
 
 
 def _loss(v: Findings, ev: Evidence, changed_at: float | None) -> None:

@@ -201,7 +201,19 @@ def test_a_backlogged_direction_must_send_at_its_rate():
     events = {"changes": [{"event": "x", "applied_s": 1.05, "drift_ms": 5}], "trace_steps": []}
     early = judge(Evidence(directions=[d], paths={}, pings={}, samples=series(8.0, floor + 1), events=events))
     assert early["checks"]["shaping"]["h1/h1-eth0"]["backlogged_s"] == pytest.approx(0.8)
-    assert any("before the first change" in n for n in early["notes"])
+    assert any("before the first change of a rate" in n for n in early["notes"])
+    # a path taken down and back keeps its rate: the samples after the change count too (lab 6's backup
+    # path B carried the failover at 0.998-1.0005 of its rate, TCG, 2026-11-26, and was never judged)
+    downs = {"changes": [{"event": "a-down", "action": "down", "applied_s": 1.05, "drift_ms": 5},
+                         {"event": "a-up", "action": "up", "applied_s": 2.05, "drift_ms": 5}], "trace_steps": []}
+    whole = judge(Evidence(directions=[d], paths={}, pings={}, samples=series(8.0, floor + 1), events=downs))
+    assert whole["status"] == UNFAITHFUL and whole["checks"]["shaping"]["h1/h1-eth0"]["backlogged_s"] == \
+        pytest.approx(2.7)
+    assert any("over the whole run" in n for n in whole["notes"])
+    reshaped = {"changes": downs["changes"] + [{"event": "s", "action": "shape", "applied_s": 1.55,
+                                                 "drift_ms": 1}], "trace_steps": []}
+    half = judge(Evidence(directions=[d], paths={}, pings={}, samples=series(8.0, floor + 1), events=reshaped))
+    assert half["checks"]["shaping"]["h1/h1-eth0"]["backlogged_s"] == pytest.approx(1.3)
 
 
 def test_a_burst_held_for_a_long_paths_delay_is_not_a_shaper_falling_behind():
