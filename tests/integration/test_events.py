@@ -20,8 +20,8 @@ topology:
 mptcp: {primary: A, sysctls: {stale_loss_cnt: 2}}
 traffic: {duration: 9, direction: upload}
 events:
-  - {name: b-backup, at: 1s, path: B, do: backup}
-  - {name: b-nobackup, at: 1.5s, path: B, do: nobackup}
+  - {name: b-backup, at: 1.2s, path: B, do: backup}
+  - {name: b-nobackup, at: 1.6s, path: B, do: nobackup}
   - {name: a-down, at: 2s, path: A, do: down}
   - {name: a-up, at: 3.5s, path: A, do: up}
   - {name: b-slow, at: 4s, path: B, shape: {bw: 2, delay: 40ms}}
@@ -47,8 +47,13 @@ def test_every_action_is_applied_on_time_and_the_network_is_put_back(tmp_path):
     assert mib["client"]["MPTcpExtMPPrioTx"] >= 2, mib          # backup, then nobackup: MP_PRIO each time
     assert mib["client"]["MPTcpExtRmAddr"] >= 1, mib            # the server's endpoint removal reached the client
     assert mib["client"]["MPTcpExtAddAddr"] >= 2, mib           # announced at the start and once more when re-added
-    seen = changes["b-backup"]["mptcp_events"]
-    assert any(k.startswith("SF_PRIO") for node in seen.values() for k in node), seen
+    # an established subflow's priority change shows as SF_PRIO (its peer received MP_PRIO). Under a loaded
+    # TCG guest B's join once came 1.08 s into the traffic, after a backup set at 1 s: B then joined as a
+    # backup (its MP_JOIN carries the flag), and the first SF_PRIO was the nobackup's
+    seen = {c: changes[c]["mptcp_events"] for c in ("b-backup", "b-nobackup")}
+    prio = [c for c, ev in seen.items() if any(k.startswith("SF_PRIO") for node in ev.values() for k in node)]
+    joined_late = any(k.startswith("SF_ESTABLISHED") for node in seen["b-backup"].values() for k in node)
+    assert prio[:1] == ["b-backup"] or (joined_late and "b-nobackup" in prio), seen
     removed = changes["b-rm"]["mptcp_events"]
     assert "REMOVED" in removed.get("h1", {}) or "REMOVED B" in removed.get("h1", {}), removed
     # the MPTCP connection outlived every change, and carried on after A went down
