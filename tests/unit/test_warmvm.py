@@ -273,6 +273,27 @@ def test_a_job_removed_or_unreadable_between_look_and_read_is_not_run(tmp_path):
     assert _read_job(jobs / "ok.json")[1] == {"argv": ["--check", "x.yaml"]}
 
 
+def test_a_job_is_done_only_once_the_guest_is_idle_and_has_counted_it(tmp_path, monkeypatch):
+    """The guest counts the job and marks itself idle before it writes the .done: `vm status` run right after
+    a run (the warm VM's CI test, 2026-11-26, TCG) once found no idle mark and said a job was running."""
+    from runners.backends.vm import warm_guest
+
+    spool = tmp_path / "spool"
+    (spool / "jobs").mkdir(parents=True)
+    job = spool / "jobs" / "1.0-1.json"
+    job.write_text('{"argv": []}')
+    seen = []
+    real = warm_guest._write
+
+    def write(path, text):
+        seen.append((path.name, (spool / "idle").exists(), (spool / "history.jsonl").exists()))
+        real(path, text)
+    monkeypatch.setattr(warm_guest, "_write", write)
+    warm_guest.finish_job(spool, job, {"code": 0, "cleaned": [], "seconds": 1.0})
+    assert seen[-1] == ("1.0-1.done", True, True), seen
+    assert json.loads((spool / "history.jsonl").read_text())["job"] == "1.0-1"
+
+
 def test_the_guest_is_idle_again_after_each_job_whatever_it_saw_of_the_job_files(guest):
     """Seen in the VM: a look between the host's removal of a finished job's .json and of its .done took it
     for a queued job, and the guest kept its older idle time (it stopped early, `vm status` said busy)."""

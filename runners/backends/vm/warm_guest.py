@@ -180,6 +180,23 @@ def _read_job(job: Path) -> tuple[Path, dict | None]:
     return job, spec
 
 
+def finish_job(spool: Path, job: Path, result: dict) -> float:
+    """Count the job, mark the guest idle, then answer its host (the .done); returns when idle began.
+
+    Idle from here, whatever _pending() says: the host removes a finished job's files as it reads them,
+    and a look between its removal of the .json and of the .done took the job for one still queued (the
+    guest then kept its older idle time and stopped early, in the VM). Counted and marked before the
+    .done: a host that sees its job done finds the guest idle and the job counted (`vm status` right
+    after a run once said "a job is running or queued", CI rehearsal of 2026-11-26, TCG); a queued job
+    takes the mark away again when it starts."""
+    with open(spool / "history.jsonl", "a") as history:   # `vm status` counts these
+        history.write(json.dumps({"job": job.stem, **result}) + "\n")
+    idle_since = time.monotonic()
+    _write(spool / "idle", "\n")
+    _write(job.with_suffix(".done"), json.dumps(result) + "\n")
+    return idle_since
+
+
 def _pending(jobs: Path) -> list[Path]:
     return sorted(p for p in jobs.glob("*.json") if not p.with_suffix(".done").exists())
 
@@ -243,16 +260,8 @@ def serve(spool: Path, preload: bool = True) -> int:
                 continue
             (spool / "idle").unlink(missing_ok=True)
             print(f"warm VM: job {job.stem}", flush=True)
-            result = run_job(job, spec)
-            _write(job.with_suffix(".done"), json.dumps(result) + "\n")
-            with open(spool / "history.jsonl", "a") as history:   # `vm status` counts these
-                history.write(json.dumps({"job": job.stem, **result}) + "\n")
+            idle_since = finish_job(spool, job, run_job(job, spec))
             _forget_cached_root()   # the bulk of it (0.2 s in TCG) while idle; the next job's own is then ~0.01 s
-            # idle from here, whatever _pending() says now: the host removes a finished job's files as it
-            # reads them, and a look between its removal of the .json and of the .done took the job for
-            # one still queued (the guest then kept its older idle time and stopped early, in the VM)
-            idle_since = time.monotonic()
-            _write(spool / "idle", "\n")
     finally:
         halt.set()
     return 0
