@@ -26,6 +26,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parent.parent))   # run as a scr
 
 from bench.run import Bench, in_the_vm  # noqa: E402
 from runners.paths import REPO  # noqa: E402
+from runners.results.fidelity import backlog_floor  # noqa: E402
 from runners.results.store import utc_stamp  # noqa: E402
 
 GROUPS = ("timing", "shape", "trace", "failover")
@@ -59,7 +60,7 @@ def backlogged_errors(rows: list[list], wanted_mbps: list[float], delay_ms: floa
         sec = int(a[0])
         if int(b[0]) != sec or not 0 <= sec < len(wanted_mbps) or b[0] <= a[0]:
             continue
-        floor = wanted_mbps[sec] * 1e6 / 8 * delay_ms / 1e3 + 2 * 1514
+        floor = backlog_floor({"rate_mbit": wanted_mbps[sec], "delay_ms": delay_ms})
         if a[4] >= floor and b[4] >= floor:
             got = busy.setdefault(sec, [0.0, 0.0])
             got[0] += b[0] - a[0]

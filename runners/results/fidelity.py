@@ -118,7 +118,7 @@ def judge(ev: Evidence) -> dict:
     window = traffic_window(ev.samples)
     changed_at = first_change_s(ev.events)
     _cpu(v, ev, window)
-    _shaping(v, ev, first_rate_change_s(ev.events), changed_at)
+    _shaping(v, ev, first_change_s(ev.events, ignoring=RATE_KEPT), changed_at)
     _loss(v, ev, changed_at)
     _drops(v, ev)
     _retransmissions(v, ev, changed_at)
@@ -145,13 +145,6 @@ def traffic_window(samples: dict | None) -> tuple[float, float] | None:
     return (min(s for s, _ in busy), max(e for _, e in busy)) if busy else None
 
 
-def first_change_s(events: dict | None) -> float | None:
-    """When the run's first change (event or trace step) was applied: the shaping differs after it."""
-    times = [c["applied_s"] for c in (events or {}).get("changes", []) + (events or {}).get("trace_steps", [])
-             if c.get("applied_s") is not None]
-    return min(times) if times else None
-
-
 # Actions that leave every shaped direction's rate as configured: a link down or up (its qdisc stays, reset),
 # a blackhole (netem's loss 100 % with its rate kept: what was queued still leaves at the rate) and its
 # restore, a priority flag or an endpoint. The shaping check holds across them.
@@ -159,10 +152,11 @@ RATE_KEPT = frozenset({"down", "up", "blackhole", "restore", "backup", "nobackup
                        "endpoint-add"})
 
 
-def first_rate_change_s(events: dict | None) -> float | None:
-    """When the run's first change that may set another rate was applied: a `shape`, a trace step, or an
-    action not known to keep the rates. The shaping is held to the configured rates until then."""
-    changes = [c for c in (events or {}).get("changes", []) if c.get("action") not in RATE_KEPT]
+def first_change_s(events: dict | None, ignoring: frozenset = frozenset()) -> float | None:
+    """When the run's first change (event or trace step) was applied: the shaping differs after it. With
+    `ignoring` (RATE_KEPT), the first change of another action: a `shape`, a trace step, or an action not
+    known to keep the rates, until which the shaping is held to the configured rates."""
+    changes = [c for c in (events or {}).get("changes", []) if c.get("action") not in ignoring]
     times = [c["applied_s"] for c in changes + (events or {}).get("trace_steps", [])
              if c.get("applied_s") is not None]
     return min(times) if times else None
@@ -223,7 +217,7 @@ def _pct(x: float) -> float:
     return round(100 * x, 1)
 
 
-def _backlog_floor(d: dict) -> float:
+def backlog_floor(d: dict) -> float:
     """Bytes queued beyond the delay line's: above this the direction sends back to back at its rate."""
     return d["rate_mbit"] * 1e6 / 8 * d["delay_ms"] / 1e3 + 2 * MTU_FRAME
 
@@ -237,7 +231,7 @@ def direction_figures(d: dict, rows: list[list], until: float | None) -> dict:
     the delay before its first packet leaves, however long the queue: a long path's bursts (an MPTCP
     subflow's, 80 ms each way) read as 78 % of the rate when that first delay counted."""
     rows = [r for r in rows if until is None or r[0] <= until]
-    floor, busy_s, busy_bytes = _backlog_floor(d), 0.0, 0
+    floor, busy_s, busy_bytes = backlog_floor(d), 0.0, 0
     since = None   # when the current backlogged stretch began
     for a, b in zip(rows, rows[1:]):
         if a[4] < floor:

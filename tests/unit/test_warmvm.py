@@ -12,19 +12,9 @@ from pathlib import Path
 import pytest
 
 from runners.backends.vm import warm as warmvm
+from runners.linux.netns import mount_points
 
 REPO = Path(__file__).resolve().parents[2]
-
-
-def _root_is_a_mount_point() -> bool:
-    """Whether this process's / is a mount point: /proc/self/mountinfo lists a mount at "/" (a chroot's
-    folder is none, and the kernel leaves out the mounts its root cannot reach). os.path.ismount("/") cannot
-    tell: "/.." is "/" itself in a chroot too, so it always says True."""
-    try:
-        lines = Path("/proc/self/mountinfo").read_text().splitlines()
-    except OSError:
-        return False
-    return any(line.split()[4] == "/" for line in lines if len(line.split()) > 4)
 
 
 @pytest.fixture
@@ -232,8 +222,8 @@ def test_resume_takes_back_a_killed_runs_job_and_its_results(guest, tmp_path, mo
 
 
 @pytest.mark.skipif(os.geteuid() != 0, reason="binds a folder in a mount namespace of the job's own (root)")
-@pytest.mark.skipif(not _root_is_a_mount_point(), reason="in a chroot (the fresh-machine test's root) / is no mount "
-                    "point, so it cannot be made private as the guest's is; the suite on the machine itself runs it")
+@pytest.mark.skipif("/" not in mount_points(), reason="in a chroot (the fresh-machine test's root) / is no mount "
+                    "point (os.path.ismount('/') says True there all the same), so it cannot be made private as the guest's is; the suite on the machine itself runs it")
 def test_a_job_writes_into_a_folder_the_vm_does_not_share_through_its_spool(guest, tmp_path_factory):
     """The guest binds the stage at the result folder's path for the job only; the host moves it in."""
     from runners.backends.vm.spool_out import Stage
