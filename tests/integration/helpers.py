@@ -144,3 +144,27 @@ class ForkedCli:
     def kill(self) -> None:
         if self.poll() is None:
             os.kill(self.pid, signal.SIGKILL)
+
+
+# The least share of a steered transfer each WAN link must carry in one run. Steering that fails puts both
+# subflows on one link, and the other carries ~0 (the iperf3 control connection's few kB). A working run can
+# still leave one link a small share: in lab 5 (12 MiB, two 20 Mbit/s links, TCG VM, kernel 6.1) 37 of 38
+# runs gave each link 44-50 %, and one in 30 on 2026-11-26 (one in CI the day before) 18-19 %: its first
+# subflow carried almost nothing after 1.3 s, with 7 lost retransmissions and no timeout on the server
+# (TCP's loss recovery, nothing the testbed did). So one run asks for a share, a set of runs for a balance.
+STEERED_RUN_SHARE = 0.10
+STEERED_SET_SHARE = 0.35
+
+
+def steered_apart(run: dict, switch: str = "s2") -> dict[str, float]:
+    """Asserts that `switch` sent the run's two data subflows (server ports 5201 and 5300) up different WAN
+    links, each with at least STEERED_RUN_SHARE of the bytes; returns each uplink's bytes."""
+    flows = run["steering"]["switches"][switch]["flows"]
+    data = {}
+    for fl in flows:        # per server port, its busiest flow: the data subflow (the others: iperf3's control)
+        if fl["sport"] in (5201, 5300) and fl["bytes"] > data.get(fl["sport"], {"bytes": -1})["bytes"]:
+            data[fl["sport"]] = fl
+    assert sorted(data) == [5201, 5300] and data[5201]["uplink"] != data[5300]["uplink"], flows
+    up = {name: u["bytes"] for name, u in run["steering"]["switches"][switch]["uplinks"].items()}
+    assert min(up.values()) > STEERED_RUN_SHARE * sum(up.values()), up
+    return up
