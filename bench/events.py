@@ -6,7 +6,7 @@
     more than 15 Mbit/s, and the qdisc's drops over the run (the change itself must drop nothing)
   - trace: a TCP upload on a path that follows the random-walk trace (1 s steps) for 60 s: per second,
     the rate the receiver got against the trace's (from the 3rd second: what a user sees, TCP's ramp after
-    each step up included), and the rate A's netem sent at in the seconds its queue stayed backlogged
+    each step up included), and the rate A's shaping (a TBF above netem) sent at in the seconds its queue stayed backlogged
     (the emulator's own following of the trace: the target's "while the sender is backlogged")
   - failover: failover.yaml's MPTCP run, 5 repetitions: recovery_s, mean and coefficient of variation
 
@@ -50,7 +50,7 @@ def scenario(name: str, events: list[str], mode: str = "mptcp", duration: int = 
 
 
 def backlogged_errors(rows: list[list], wanted_mbps: list[float], delay_ms: float, seconds) -> dict[int, float]:
-    """{second: |rate netem sent at - the trace's rate| / the trace's rate} for each of `seconds` in which
+    """{second: |rate the shaping qdisc sent at - the trace's rate| / the trace's rate} for each of `seconds` in which
     the direction's queue was backlogged for at least 0.8 s of sample intervals. `rows` are the fidelity
     sampler's [t, bytes, packets, drops, backlog, qlen] of one qdisc on the traffic's clock. Backlogged, as
     runners.results.fidelity has it: more bytes queued at both ends of an interval than the delay line holds
@@ -104,7 +104,7 @@ class EventBench(Bench):
         for label in ("before", "after"):
             qd = json.loads((d / f"qdiscs-{label}.json").read_text())
             drops[label] = sum(q.get("drops", 0) for qs in qd.values() for q in qs if q.get("root"))
-        self.add("shape", "netem drops over the run", 0, drops["after"] - drops["before"], "packets",
+        self.add("shape", "the shaping qdiscs' drops over the run", 0, drops["after"] - drops["before"], "packets",
                  note="a rate raised in place: any drop would be the change's own")
 
     def trace(self) -> None:
@@ -123,7 +123,7 @@ class EventBench(Bench):
         for sec in range(3, 59):
             got = per_second.get(sec)
             if got and wanted[sec] > 0.5:
-                # both count frames: netem's rate the bytes it sends, the series the receiver's interface bytes
+                # both count frames: the shaper's rate the bytes it sends, the series the receiver's interface bytes
                 errors.append(abs(statistics.mean(got) - wanted[sec]) / wanted[sec])
         within = sum(1 for e in errors if e <= 0.10) / len(errors) if errors else None
         self.add("trace", "seconds within 10 % of the trace (receiver)", "100 %",
@@ -134,7 +134,7 @@ class EventBench(Bench):
         rows = json.loads((raw / "fidelity-samples.json").read_text())["qdiscs"].get("h1/h1-eth0", [])
         held = backlogged_errors(rows, wanted, delay_ms=10.0, seconds=range(3, 59))
         within = sum(1 for e in held.values() if e <= 0.10) / len(held) if held else None
-        self.add("trace", "backlogged seconds within 10 % of the trace (netem sent)", "100 %",
+        self.add("trace", "backlogged seconds within 10 % of the trace (the shaper sent)", "100 %",
                  None if within is None else round(100 * within, 1), "%",
                  note=(f"median error {100 * statistics.median(held.values()):.1f} %, worst "
                        f"{100 * max(held.values()):.1f} % over the {len(held)} s A's queue stayed backlogged"

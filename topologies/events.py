@@ -28,14 +28,14 @@ What each action does, and why this way:
 """
 from __future__ import annotations
 
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import Optional
 
 from scenarios.spec.model import Scenario
 from scenarios.spec.model.events import Occurrence, timeline
 from scenarios.spec.traces import Trace, rate_steps, trace_files
 
-from .plan import Argv, Shaping, TopologyPlan, join_how, netem_limit, shaping_for
+from .plan import Argv, Shaping, TopologyPlan, join_how, netem_limit, shaping_argvs, shaping_for
 
 
 
@@ -122,19 +122,19 @@ def _dev_of(argv: Argv) -> Optional[str]:
 
 def holed(shaping: Shaping) -> Shaping:
     """A netem that loses everything and otherwise stays as it was."""
-    return Shaping(shaping.rate_mbit, shaping.delay_ms, 100.0, shaping.limit_pkts)
+    return replace(shaping, loss_pct=100.0)
 
 
-def blackhole_argv(iface: str, shaping: Optional[Shaping]) -> Argv:
+def blackhole_argvs(iface: str, shaping: Optional[Shaping]) -> list[Argv]:
     if shaping is None:   # an end without netem gets one for the time of the blackhole
-        return ["tc", "qdisc", "replace", "dev", iface, "root", "netem", "loss", "100%"]
-    return netem_change_argv(iface, holed(shaping))
+        return [["tc", "qdisc", "replace", "dev", iface, "root", "netem", "loss", "100%"]]
+    return shaping_argvs(iface, holed(shaping), "change")
 
 
-def restore_argv(iface: str, shaping: Optional[Shaping]) -> Argv:
+def restore_argvs(iface: str, shaping: Optional[Shaping]) -> list[Argv]:
     if shaping is None:
-        return ["tc", "qdisc", "del", "dev", iface, "root"]
-    return netem_change_argv(iface, shaping)
+        return [["tc", "qdisc", "del", "dev", iface, "root"]]
+    return shaping_argvs(iface, shaping, "change")
 
 
 def _shaping_now(scenario: Scenario, plan: TopologyPlan, current: dict, node: str, iface: str) -> Optional[Shaping]:
@@ -144,11 +144,12 @@ def _shaping_now(scenario: Scenario, plan: TopologyPlan, current: dict, node: st
     if planned is None or planned.shaping is None:
         return None
     key = ("path" if plan.kind == "dual-homed" else "link", planned.link)
-    return shaping_for(current[key]) if key in current else planned.shaping
+    return _like(planned.shaping, shaping_for(current[key])) if key in current else planned.shaping
 
 
-def netem_change_argv(iface: str, shaping: Shaping) -> Argv:
-    return ["tc", "qdisc", "change", "dev", iface, "root"] + shaping.netem_args()
+def _like(planned: Shaping, new: Shaping) -> Shaping:
+    """`new` in the layout the interface was built with (a change cannot turn a netem into a TBF)."""
+    return replace(new, rate_at_dequeue=planned.rate_at_dequeue)
 
 
 def _describe_shape(changes: dict) -> str:
@@ -176,14 +177,11 @@ def plan_changes(scenario: Scenario, plan: TopologyPlan, primary: str,
     return sorted(out, key=lambda ch: ch.at_ms)
 
 
-# netem's `rate 0` means no limit at all, so a trace's silent step (below this rate) is this rate with a
-# queue of SILENT_LIMIT packets instead. Not a slower rate with the full queue: netem fixes a packet's send
-# time when it is queued, at the rate of that moment, and a `tc qdisc change` does not reschedule it; 100
-# packets queued at 10 kbit/s were held for two minutes after the trace came back (handover.yaml under
-# TCG, 2026-11-25: TCP on the fading path got 0.65 of its 3.2 Mbit/s). A silent step drops what does not
-# fit in SILENT_LIMIT packets, and holds those for at most 0.24 s after the rate returns.
+# netem's and TBF's rate cannot be 0, so a trace's silent step is this rate. A traced link takes its rate in
+# a TBF at dequeue (topologies.plan.Shaping): what queued during a silent step leaves at the next step's
+# rate as soon as it comes. (With netem's own rate, 100 packets queued at 10 kbit/s were held for two
+# minutes after the trace came back: handover.yaml under TCG, 2026-11-25.)
 TRACE_FLOOR_MBIT = 0.1
-SILENT_LIMIT = 2
 
 
 def trace_changes(scenario: Scenario, plan: TopologyPlan, traces: dict[str, Trace]) -> list[PlannedChange]:
@@ -203,17 +201,15 @@ def trace_changes(scenario: Scenario, plan: TopologyPlan, traces: dict[str, Trac
         step = spec.trace.step
         last = None
         for k, rate in enumerate(rate_steps(traces[name], step, horizon_ms, spec.trace.once)):
-            silent = rate < TRACE_FLOOR_MBIT
-            rate = TRACE_FLOOR_MBIT if silent else round(rate, 2)   # to 10 kbit/s: a packet more or less is no step
+            rate = max(TRACE_FLOOR_MBIT, round(rate, 2))   # to 10 kbit/s: a packet more or less is no step
             if rate == last:
                 continue
             last = rate
-            new = Shaping(rate_mbit=rate, delay_ms=spec.delay, loss_pct=spec.loss,
-                          limit_pkts=SILENT_LIMIT if silent else
-                          netem_limit(spec.model_copy(update={"bw": rate, "trace": None})))
+            new = Shaping(rate_mbit=rate, delay_ms=spec.delay, loss_pct=spec.loss, rate_at_dequeue=True,
+                          limit_pkts=netem_limit(spec.model_copy(update={"bw": rate, "trace": None})))
             by_node: dict[str, list[Argv]] = {}
             for node, iface in ifaces:
-                by_node.setdefault(node, []).append(netem_change_argv(iface, new))
+                by_node.setdefault(node, []).extend(shaping_argvs(iface, new, "change"))
             out.append(PlannedChange(-1, f"trace-{item.name}", k * step, target, "trace",
                                      f"{direction} {rate:g} Mbit/s", _commands(by_node),
                                      {iface: new for _, iface in ifaces}))
@@ -254,10 +250,10 @@ def _one_change(scenario: Scenario, plan: TopologyPlan, primary: str, index: int
         new = shaping_for(spec)
         ifaces = shaped_interfaces(plan, occ.target)
         holes = current.setdefault("holes", set())
-        applied = {i.name: holed(new) if (i.node, i.name) in holes else new for i in ifaces}
+        applied = {i.name: _like(i.shaping, holed(new) if (i.node, i.name) in holes else new) for i in ifaces}
         by_node: dict[str, list[Argv]] = {}
         for i in ifaces:
-            by_node.setdefault(i.node, []).append(netem_change_argv(i.name, applied[i.name]))
+            by_node.setdefault(i.node, []).extend(shaping_argvs(i.name, applied[i.name], "change"))
         return PlannedChange(index, occ.event, occ.at_ms, occ.target, "shape", _describe_shape(changes),
                              _commands(by_node), applied)
     action = occ.action
@@ -270,8 +266,8 @@ def _one_change(scenario: Scenario, plan: TopologyPlan, primary: str, index: int
         holes = current.setdefault("holes", set())
         for node, iface in ends:
             now = _shaping_now(scenario, plan, current, node, iface)
-            by_node.setdefault(node, []).append(blackhole_argv(iface, now) if action == "blackhole"
-                                                else restore_argv(iface, now))
+            by_node.setdefault(node, []).extend(blackhole_argvs(iface, now) if action == "blackhole"
+                                                else restore_argvs(iface, now))
             (holes.add if action == "blackhole" else holes.discard)((node, iface))
     elif action in ("backup", "nobackup"):
         for client in plan.all_clients:
@@ -308,8 +304,8 @@ def restore_commands(scenario: Scenario, plan: TopologyPlan, made: list[PlannedC
     for target, is_holed in holes.items():
         for node, iface in target_ends(plan, target) if is_holed else ():
             planned = next((i for i in plan.interfaces if i.node == node and i.name == iface), None)
-            by_node.setdefault(node, []).append(restore_argv(iface, planned.shaping if planned else None))
+            by_node.setdefault(node, []).extend(restore_argvs(iface, planned.shaping if planned else None))
     for target in shaped:
         for i in shaped_interfaces(plan, target):
-            by_node.setdefault(i.node, []).append(netem_change_argv(i.name, i.shaping))
+            by_node.setdefault(i.node, []).extend(shaping_argvs(i.name, i.shaping, "change"))
     return list(_commands(by_node))

@@ -32,23 +32,54 @@ class PlanError(ValueError):
         super().__init__("\n".join(problems))
 
 
+# With rate_at_dequeue, the rate is a TBF at the root and netem its child (handle 10:, in TBF's class 1:1).
+# TBF's bucket: 5 ms at the rate, at least two full frames. Under TCG, where its timer fires late, that kept
+# 9.4-177 Mbit/s of 10-200 in one iperf3 flow, as netem's own rate did (2026-11-26, kernel 6.1).
+TBF_HANDLE, NETEM_PARENT, NETEM_HANDLE = "1:", "1:1", "10:"
+TBF_BURST_S = 0.005
+TBF_MIN_BURST_BYTES = 3200
+TBF_LIMIT_BYTES = 3000    # tc requires one; it sizes TBF's default child, which netem replaces
+
+
 @dataclass(frozen=True)
 class Shaping:
-    """One netem qdisc on one direction of a bottleneck link."""
+    """The shaping of one direction of a bottleneck link: one netem qdisc (rate, delay, loss, limit), or,
+    with `rate_at_dequeue`, the rate in a TBF at the root and the rest in a netem under it.
+
+    netem fixes a packet's send time at its rate when the packet is queued, and `tc qdisc change` does
+    not reschedule what is queued: after a rate step, the queue still leaves at the old rate (up to a
+    second at 1 Mbit/s; bench.events, 2026-11-26). TBF takes its rate at dequeue, so a step takes effect
+    on the next packet. Paths and links whose rate changes during a run (a trace, a `shape` of bw) get
+    it; the others keep one netem, as every measurement in the docs had it."""
 
     rate_mbit: float
     delay_ms: float
     loss_pct: float
     limit_pkts: int
+    rate_at_dequeue: bool = False
 
     def netem_args(self) -> list[str]:
-        args = ["netem", "rate", format_mbit(self.rate_mbit)]
+        args = ["netem"] if self.rate_at_dequeue else ["netem", "rate", format_mbit(self.rate_mbit)]
         if self.delay_ms > 0:
             args += ["delay", format_ms(self.delay_ms)]
         if self.loss_pct > 0:
             args += ["loss", f"{self.loss_pct:g}%"]
         args += ["limit", str(self.limit_pkts)]
         return args
+
+
+    def tbf_args(self) -> list[str]:
+        burst = max(TBF_MIN_BURST_BYTES, math.ceil(self.rate_mbit * 1e6 / 8 * TBF_BURST_S))
+        return ["tbf", "rate", format_mbit(self.rate_mbit), "burst", str(burst), "limit", str(TBF_LIMIT_BYTES)]
+
+
+def shaping_argvs(ifname: str, shaping: Shaping, verb: str = "replace") -> list[Argv]:
+    """The tc commands that install (`replace`) or change in place (`change`) an interface's shaping."""
+    if not shaping.rate_at_dequeue:
+        return [["tc", "qdisc", verb, "dev", ifname, "root"] + shaping.netem_args()]
+    return [["tc", "qdisc", verb, "dev", ifname, "root", "handle", TBF_HANDLE] + shaping.tbf_args(),
+            ["tc", "qdisc", verb, "dev", ifname, "parent", NETEM_PARENT, "handle", NETEM_HANDLE]
+            + shaping.netem_args()]
 
 
 @dataclass(frozen=True)
@@ -179,7 +210,9 @@ class TopologyPlan:
                           "ports": {ln: n for ln, n in w.ports}} for w in self.switches],
             "interfaces": [{"node": i.node, "name": i.name, "link": i.link,
                             "addresses": [f"{a}/{n}" for _, a, n in i.addrs],
-                            "netem": " ".join(i.shaping.netem_args()) if i.shaping else None}
+                            "netem": " ".join(i.shaping.netem_args()) if i.shaping else None,
+                            **({"tbf": " ".join(i.shaping.tbf_args())}
+                               if i.shaping and i.shaping.rate_at_dequeue else {})}
                            for i in self.interfaces],
             "paths": [{"name": p.name, "family": p.family, "client": f"{p.client_ip} ({p.client_if})",
                        "server": f"{p.server_ip} ({p.server_if})", "client_routing_table": p.table}

@@ -17,6 +17,7 @@ from pathlib import Path
 
 from scenarios.spec.kernel import satisfies
 from scenarios.spec.model import Scenario
+from topologies.kinds import rate_changing_links
 
 from runners.backends import kernel_features
 from runners.backends.programs import missing_python_modules, missing_tools
@@ -58,8 +59,10 @@ def iperf3_facts(binary: str = "iperf3") -> dict:
 
 
 @functools.lru_cache(maxsize=None)   # a kernel's answer does not change; the warm VM asks once for all jobs
-def netem_works() -> tuple[bool, str]:
-    """Install a netem qdisc on a veth in a throwaway namespace, then remove it all."""
+def netem_works(under_tbf: bool = False) -> tuple[bool, str]:
+    """Install a netem qdisc on a veth in a throwaway namespace, then remove it all. `under_tbf`: netem in
+    the class of a TBF at the root, as a path whose rate changes during a run is shaped
+    (topologies.plan.Shaping)."""
     ns = f"mptb-probe-{os.getpid()}"
     with throwaway_netns(ns, lambda argv, timeout: _run(argv, timeout)) as r:
         if r.returncode != 0:
@@ -69,10 +72,18 @@ def netem_works() -> tuple[bool, str]:
             r = _run(argv)
             if r.returncode != 0:
                 return False, f"`{' '.join(argv)}` failed: {r.stderr.strip()}"
-        r = _run(["tc", "-n", ns, "qdisc", "add", "dev", "p0", "root", "netem",
-                  "rate", "1mbit", "delay", "1ms", "loss", "1%", "limit", "10"])
-        if r.returncode != 0:
-            return False, (r.stderr.strip() or "tc failed")
+        if under_tbf:
+            argvs = [["tc", "-n", ns, "qdisc", "add", "dev", "p0", "root", "handle", "1:", "tbf", "rate", "1mbit",
+                      "burst", "3200", "limit", "3000"],
+                     ["tc", "-n", ns, "qdisc", "add", "dev", "p0", "parent", "1:1", "handle", "10:", "netem",
+                      "delay", "1ms", "loss", "1%", "limit", "10"]]
+        else:
+            argvs = [["tc", "-n", ns, "qdisc", "add", "dev", "p0", "root", "netem",
+                      "rate", "1mbit", "delay", "1ms", "loss", "1%", "limit", "10"]]
+        for argv in argvs:
+            r = _run(argv)
+            if r.returncode != 0:
+                return False, (r.stderr.strip() or "tc failed")
         return True, ""
 
 
@@ -137,7 +148,7 @@ def probe(scenario: Scenario) -> ProbeReport:
     can_netem = os.geteuid() == 0 and shutil.which("tc") and shutil.which("ip")
     can_endpoints = _can_ask_mptcp() and shutil.which("ip")
     with ThreadPoolExecutor(max_workers=4) as pool:
-        netem_answer = pool.submit(netem_works) if can_netem else None
+        netem_answer = pool.submit(netem_works, bool(rate_changing_links(scenario))) if can_netem else None
         iperf3_answer = pool.submit(iperf3_facts)
         debug_answer = pool.submit(kernel_debug)
         if can_endpoints:
@@ -175,7 +186,10 @@ def _probe(scenario: Scenario, netem: tuple[bool, str] | None, iperf3: dict) -> 
     if not (PROC / "net/mptcp/enabled").exists():
         rep.missing.append("the kernel has no MPTCP (no net.mptcp.enabled sysctl; needs CONFIG_MPTCP)")
     if netem is not None and not netem[0]:
-        rep.missing.append(f"sch_netem does not work here ({netem[1]}): delay, loss and rate need it")
+        rep.missing.append(f"sch_netem does not work here ({netem[1]}): delay, loss and rate need it"
+                           + (" (and sch_tbf above it, for the links whose rate changes during a run: "
+                              f"{', '.join(sorted(rate_changing_links(scenario)))})"
+                              if rate_changing_links(scenario) else ""))
     ip = dict(iperf3)
     rep.facts.update(ip)
     if ip["iperf3"] and "mptcp" in scenario.runs.compare and not ip["iperf3_native_mptcp"]:

@@ -1,7 +1,7 @@
 """`run-scenario export`: one point of a scenario as a standalone Mininet script, to rebuild by hand.
 
 Pure: the plan (topologies.kinds), its events and traces (topologies.events), the setup commands (runners.pipeline.network.setup_per_node), netem
-(runners.pipeline.shaping.netem_argv) and the MPTCP settings of an MPTCP run (runners.pipeline.mptcp_config) become Python
+(topologies.plan.shaping_argvs) and the MPTCP settings of an MPTCP run (runners.pipeline.mptcp_config) become Python
 literals in a script that needs only Mininet, tc, ip and sysctl. The script runs each argument list in
 its node with `shlex.join`, so no value reaches a shell unquoted, stops at the first failure, and ends
 in Mininet's CLI.
@@ -15,12 +15,12 @@ import time
 from pathlib import Path
 
 from topologies.kinds import plan as make_plan
+from topologies.plan import shaping_argvs
 
 from runners.cli.common import load_one_point, point_arguments
 from runners.errors import EXIT_INPUT, EXIT_OK
 from runners.pipeline import mptcp_config
 from runners.pipeline.network import setup_per_node
-from runners.pipeline.shaping import netem_argv
 
 TEMPLATE = '''#!/usr/bin/env python3
 """{title}
@@ -46,7 +46,7 @@ SWITCHES = {switches}
 LINKS = {links}
 # per node, in order: addresses, routes, forwarding, offloads, counters
 SETUP = {setup}
-# netem on both directions of every path
+# netem on both directions of every path (its rate in a TBF above it where the rate changes during a run)
 SHAPING = {shaping}
 # MPTCP: per-namespace sysctls, then the path manager's limits and endpoints
 MPTCP = {mptcp}
@@ -182,7 +182,7 @@ def export_script(point, source: str, primary: str | None = None, base: Path | N
     primary = primary or sc.primaries[0]
     shaping: dict[str, list] = {}
     for iface in plan.shaped_interfaces():
-        shaping.setdefault(iface.node, []).append(list(netem_argv(iface.name, iface.shaping)))
+        shaping.setdefault(iface.node, []).extend(shaping_argvs(iface.name, iface.shaping))
     hosts = [n for n in (*plan.hosts, *plan.routers)]
     linked = {n for ln in plan.links for n in (ln.a, ln.b)}
     hosts += sorted(linked - set(hosts) - {w.name for w in plan.switches})

@@ -1,4 +1,5 @@
-"""netem on both directions of every path, read back and compared; a refusal stops the run.
+"""netem on both directions of every path (with a TBF for the rate where it changes during a run), read
+back and compared; a refusal stops the run.
 
 Only interfaces whose shaping changed are touched (a sweep over delay keeps
 the network and reshapes it).
@@ -8,10 +9,10 @@ from __future__ import annotations
 import json
 from typing import Any
 
-from topologies.plan import Shaping
+from topologies.plan import NETEM_PARENT, Shaping, shaping_argvs
 
 from runners.errors import ParseError, RunFailure
-from runners.linux.nsexec import Argv, at_once, run, run_batch
+from runners.linux.nsexec import at_once, run, run_batch
 
 
 class Shaper:
@@ -42,10 +43,12 @@ class Shaper:
     def _shape_node(self, node_name: str, ifaces: list) -> dict:
         report = {}
         node = self.host.network.get(node_name)
-        installed = run_batch(node, [netem_argv(i.name, i.shaping) for i in ifaces], check=False)
-        for iface, res in zip(ifaces, installed):
+        argvs = [(iface, argv) for iface in ifaces for argv in shaping_argvs(iface.name, iface.shaping)]
+        installed = run_batch(node, [argv for _, argv in argvs], check=False)
+        for (iface, argv), res in zip(argvs, installed):
             if res.rc != 0:
-                raise RunFailure(f"link {iface.link}: tc refused the netem qdisc on {iface.name}: "
+                kind = "tbf" if "tbf" in argv else "netem"
+                raise RunFailure(f"link {iface.link}: tc refused the {kind} qdisc on {iface.name}: "
                                  f"{(res.err or res.out).strip()} - refusing to run unshaped")
         shown = run(node, ["tc", "-j", "qdisc", "show"]).out     # every device at once: one process
         for iface in ifaces:
@@ -65,10 +68,6 @@ class Shaper:
     # ------------------------------------------------------------ one run
 
 
-def netem_argv(ifname: str, shaping: Shaping) -> Argv:
-    return ["tc", "qdisc", "replace", "dev", ifname, "root"] + shaping.netem_args()
-
-
 def qdiscs_of_dev(text: str, dev: str) -> str:
     """From `tc -j qdisc show` (every device), the JSON list of one device's qdiscs, as
     `tc -j qdisc show dev DEV` would print it."""
@@ -80,25 +79,32 @@ def qdiscs_of_dev(text: str, dev: str) -> str:
 
 
 def parse_netem(text: str) -> dict[str, Any] | None:
-    """The root netem qdisc of `tc -j qdisc show dev X`, as rate/delay/loss/limit; None if absent."""
+    """The shaping in `tc -j qdisc show dev X`, as rate/delay/loss/limit: a root netem, or a netem under a
+    root TBF with the TBF's rate (`rate_by: tbf`); None without either."""
     try:
         doc = json.loads(text) if text.strip() else []
     except json.JSONDecodeError as e:
         raise ParseError(f"tc -j output is not JSON: {e}") from None
-    for q in doc:
-        if q.get("kind") != "netem" or not q.get("root", False):
-            continue
-        opts = q.get("options") or {}
-        delay = opts.get("delay") or {}
-        loss = opts.get("loss-random") or {}
-        rate = opts.get("rate") or {}
-        return {
-            "limit": opts.get("limit"),
-            "delay_ms": float(delay.get("delay", 0.0)) * 1000.0,
-            "loss_pct": float(loss.get("loss", 0.0)) * 100.0,
-            "rate_mbit": float(rate.get("rate", 0)) * 8 / 1e6,
-        }
-    return None
+    root = next((q for q in doc if q.get("root", False)), None)
+    if root is None:
+        return None
+    tbf = root if root.get("kind") == "tbf" else None
+    netem = root if root.get("kind") == "netem" else next(
+        (q for q in doc if tbf and q.get("kind") == "netem" and q.get("parent") == NETEM_PARENT), None)
+    if netem is None:
+        return None
+    opts = netem.get("options") or {}
+    delay = opts.get("delay") or {}
+    loss = opts.get("loss-random") or {}
+    # both print a rate in bytes/s: netem's as {"rate": N}, TBF's as N
+    rate = float((tbf["options"].get("rate", 0)) if tbf else (opts.get("rate") or {}).get("rate", 0))
+    got = {
+        "limit": opts.get("limit"),
+        "delay_ms": float(delay.get("delay", 0.0)) * 1000.0,
+        "loss_pct": float(loss.get("loss", 0.0)) * 100.0,
+        "rate_mbit": rate * 8 / 1e6,
+    }
+    return {**got, "rate_by": "tbf"} if tbf else got
 
 
 DELAY_GRANULARITY_MS = 0.002   # 2 us: what tc's read-back of a netem delay may differ by (clock rounding)
@@ -107,7 +113,8 @@ DELAY_GRANULARITY_MS = 0.002   # 2 us: what tc's read-back of a netem delay may 
 def wanted(shaping: Shaping) -> dict[str, float]:
     """A Shaping as parse_netem reads a netem back: what shaping_mismatches compares."""
     return {"limit": shaping.limit_pkts, "rate_mbit": shaping.rate_mbit,
-            "delay_ms": shaping.delay_ms, "loss_pct": shaping.loss_pct}
+            "delay_ms": shaping.delay_ms, "loss_pct": shaping.loss_pct,
+            "rate_by": "tbf" if shaping.rate_at_dequeue else "netem"}
 
 
 def shaping_mismatches(want: dict[str, float], got: dict[str, Any] | None) -> list[str]:
@@ -115,6 +122,8 @@ def shaping_mismatches(want: dict[str, float], got: dict[str, Any] | None) -> li
     if got is None:
         return ["no netem qdisc is installed"]
     problems = []
+    if got.get("rate_by", "netem") != want.get("rate_by", "netem"):
+        problems.append(f"the rate is {got.get('rate_by', 'netem')}'s, not {want['rate_by']}'s")
     if got.get("limit") != want["limit"]:
         problems.append(f"limit {got.get('limit')} != {want['limit']}")
     # relative tolerances, with a floor only where the kernel's own granularity needs one: tc rounds

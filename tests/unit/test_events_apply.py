@@ -9,6 +9,7 @@ import pytest
 from scenarios.spec.loader import parse_scenario
 from topologies.events import plan_changes, restore_commands, up_argvs
 from topologies.kinds import plan
+from topologies.plan import shaping_argvs
 
 from runners.collect import event_record, mptcp_monitor
 from runners.pipeline.events import batch_tool, endpoint_line
@@ -95,19 +96,48 @@ def test_a_default_route_loses_its_family_option_for_the_batch_and_keeps_its_fam
     assert _without_family(["ip", "-4", "rule", "add", "from", "10.0.0.1"])[1] == "-4"    # not a route: kept
 
 
+def tbf(dev: str, rate: str, burst: int = 3200) -> list[str]:
+    return ["tc", "qdisc", "change", "dev", dev, "root", "handle", "1:", "tbf", "rate", rate, "burst", str(burst),
+            "limit", "3000"]
+
+
+def netem(dev: str, *args: str) -> list[str]:
+    return ["tc", "qdisc", "change", "dev", dev, "parent", "1:1", "handle", "10:", "netem", *args]
+
+
 def test_a_shape_change_keeps_what_it_does_not_name_and_recomputes_the_limit():
     sc = scenario(DUAL, ["{name: b-slow, at: 6s, path: B, shape: {bw: 2, delay: 80ms}}",
                          "{name: b-lossy, at: 8s, path: B, shape: {loss: 1}}"])
     slow, lossy = changes(sc)
-    assert argvs(slow, "h1") == [["tc", "qdisc", "change", "dev", "h1-eth1", "root", "netem", "rate", "2000kbit",
-                                  "delay", "80ms", "limit", "114"]]   # 100 + the 2 Mbit/s x 80 ms BDP (14 packets)
+    # B's rate changes during the run: it is a TBF's, changed at dequeue; delay, loss and limit netem's
+    assert argvs(slow, "h1") == [tbf("h1-eth1", "2000kbit"),
+                                 netem("h1-eth1", "delay", "80ms", "limit", "114")]   # 100 + the 2 Mbit/s x 80 ms BDP (14 packets)
     # a loss-only change keeps the earlier rate and delay (minitopo's netem change reset the delay to 0)
-    assert argvs(lossy, "h2") == [["tc", "qdisc", "change", "dev", "h2-eth1", "root", "netem", "rate", "2000kbit",
-                                   "delay", "80ms", "loss", "1%", "limit", "114"]]
+    assert argvs(lossy, "h2") == [tbf("h2-eth1", "2000kbit"), netem("h2-eth1", "delay", "80ms", "loss", "1%", "limit", "114")]
     back = restore_commands(sc, plan(sc), [slow, lossy])
-    assert sorted(list(a) for nc in back for a in nc.argvs) == [
-        ["tc", "qdisc", "change", "dev", f"{h}-eth1", "root", "netem", "rate", "10000kbit", "delay", "20ms",
-         "limit", "117"] for h in ("h1", "h2")]
+    assert sorted(list(a) for nc in back for a in nc.argvs) == sorted(
+        [tbf(f"{h}-eth1", "10000kbit", 6250) for h in ("h1", "h2")]
+        + [netem(f"{h}-eth1", "delay", "20ms", "limit", "117") for h in ("h1", "h2")])
+
+
+def test_only_a_path_whose_rate_changes_takes_it_at_dequeue():
+    sc = scenario(DUAL, ["{name: b-slow, at: 6s, path: B, shape: {bw: 2}}",
+                         "{name: a-late, at: 7s, path: A, shape: {delay: 50ms}}"])
+    p = plan(sc)
+    assert {i.link: i.shaping.rate_at_dequeue for i in p.interfaces} == {"A": False, "B": True}
+    assert p.path("B").shaping.rate_at_dequeue and not p.path("A").shaping.rate_at_dequeue
+    a_late = changes(sc)[1]
+    assert argvs(a_late, "h1") == [["tc", "qdisc", "change", "dev", "h1-eth0", "root", "netem", "rate", "10000kbit",
+                                    "delay", "50ms", "limit", "142"]]
+    # as built: a TBF at the root with netem in its class, each replaced in one batch
+    b = p.interface("h1-eth1").shaping
+    assert shaping_argvs("h1-eth1", b) == [
+        ["tc", "qdisc", "replace", "dev", "h1-eth1", "root", "handle", "1:", "tbf", "rate", "10000kbit", "burst",
+         "6250", "limit", "3000"],
+        ["tc", "qdisc", "replace", "dev", "h1-eth1", "parent", "1:1", "handle", "10:", "netem", "delay", "20ms",
+         "limit", "117"]]
+    assert plan(scenario(DUAL, ["{name: b-hole, at: 6s, path: B, do: blackhole}"])).interface(
+        "h1-eth1").shaping.rate_at_dequeue is False
 
 
 def test_a_blackhole_loses_everything_at_both_egresses_and_keeps_the_rest_of_the_netem():
@@ -117,17 +147,14 @@ def test_a_blackhole_loses_everything_at_both_egresses_and_keeps_the_rest_of_the
                          "{name: b-back, at: 7s, path: B, do: restore}"])
     _, hole, faster, back = changes(sc)
     # netem drops silently; the receiver's interface never counts what was lost (an nft ingress drop did)
-    assert argvs(hole, "h1") == [["tc", "qdisc", "change", "dev", "h1-eth1", "root", "netem", "rate", "2000kbit",
-                                  "delay", "20ms", "loss", "100%", "limit", "104"]]
+    assert argvs(hole, "h1") == [tbf("h1-eth1", "2000kbit"), netem("h1-eth1", "delay", "20ms", "loss", "100%", "limit", "104")]
     # a shape change while blackholed is kept for the restore, and the path stays lost meanwhile
-    assert argvs(faster, "h2")[0][-4:] == ["loss", "100%", "limit", "109"] and faster.shaping["h2-eth1"].loss_pct == 100
-    assert argvs(back, "h2") == [["tc", "qdisc", "change", "dev", "h2-eth1", "root", "netem", "rate", "5000kbit",
-                                  "delay", "20ms", "limit", "109"]]
+    assert argvs(faster, "h2")[1][-4:] == ["loss", "100%", "limit", "109"] and faster.shaping["h2-eth1"].loss_pct == 100
+    assert argvs(back, "h2") == [tbf("h2-eth1", "5000kbit"), netem("h2-eth1", "delay", "20ms", "limit", "109")]
     # a run that ends with the path still blackholed gets its configured netem back before the next one
     back = restore_commands(sc, plan(sc), [hole])
     assert {nc.node: [list(a) for a in nc.argvs] for nc in back} == {
-        h: [["tc", "qdisc", "change", "dev", f"{h}-eth1", "root", "netem", "rate", "10000kbit", "delay", "20ms",
-             "limit", "117"]] for h in ("h1", "h2")}
+        h: [tbf(f"{h}-eth1", "10000kbit", 6250), netem(f"{h}-eth1", "delay", "20ms", "limit", "117")] for h in ("h1", "h2")}
 
 
 SWITCHED = """\
@@ -190,11 +217,10 @@ def test_a_link_between_switches_is_shaped_and_blackholed_on_the_switches_ports(
                              "{name: wan-hole, at: 6s, link: wan, do: blackhole}",
                              "{name: wan-back, at: 8s, link: wan, do: restore}"])
     slow, hole, back = changes(sc, "main")
-    assert argvs(slow, "s1") == [["tc", "qdisc", "change", "dev", "s1-eth2", "root", "netem", "rate", "4000kbit",
-                                  "delay", "5ms", "limit", "102"]]   # 100 + 4 Mbit/s x 5 ms (2,500 bytes: 2 packets)
-    assert argvs(slow, "s2") == [["tc", "qdisc", "change", "dev", "s2-eth1", "root", "netem", "rate", "4000kbit",
-                                  "delay", "5ms", "limit", "102"]]
-    assert all("loss" in a and "100%" in a for nc in hole.commands for a in nc.argvs), hole.commands
+    # 100 + 4 Mbit/s x 5 ms (2,500 bytes: 2 packets)
+    assert argvs(slow, "s1") == [tbf("s1-eth2", "4000kbit"), netem("s1-eth2", "delay", "5ms", "limit", "102")]
+    assert argvs(slow, "s2") == [tbf("s2-eth1", "4000kbit"), netem("s2-eth1", "delay", "5ms", "limit", "102")]
+    assert all("loss" in a and "100%" in a for nc in hole.commands for a in nc.argvs if "netem" in a), hole.commands
     assert [a for nc in back.commands for a in nc.argvs if "100%" in a] == []
     # an unshaped link's blackhole gives both ends a netem of their own, and restore takes it away
     sc = scenario(TWO_SWITCHES, ["{name: dc-hole, at: 6s, link: dc, do: blackhole}"])

@@ -3,6 +3,7 @@ import json
 from pathlib import Path
 
 import pytest
+from topologies.plan import Shaping
 
 from runners import errors
 from runners.collect import pings, record
@@ -98,6 +99,22 @@ def test_netem_readback_and_mismatch():
     assert shaping.shaping_mismatches({**want, "delay_ms": 15.0}, got) == ["delay_ms 250 != 15"]
     assert shaping.shaping_mismatches(want, None) == ["no netem qdisc is installed"]
     assert shaping.parse_netem('[{"kind":"noqueue","handle":"0:","root":true,"refcnt":2,"options":{}}]') is None
+
+
+def test_a_rate_taken_at_dequeue_is_read_from_the_tbf_above_netem():
+    """`tc -s -j qdisc show dev va` in the TCG VM (kernel 6.1, 2026-11-26) after `tc qdisc change ... root
+    handle 1: tbf rate 2mbit` under traffic: netem (10:, in TBF's class 1:1) kept its queue."""
+    got = shaping.parse_netem(fx("tc-tbf-netem.json"))
+    assert got == {"limit": 200, "delay_ms": pytest.approx(10.0), "loss_pct": 0.0, "rate_mbit": pytest.approx(2.0),
+                   "rate_by": "tbf"}
+    want = shaping.wanted(Shaping(rate_mbit=2, delay_ms=10, loss_pct=0, limit_pkts=200, rate_at_dequeue=True))
+    assert shaping.shaping_mismatches(want, got) == []
+    # a plan that wants one netem finds a TBF: the layout is a mismatch of its own
+    netem_only = shaping.wanted(Shaping(rate_mbit=2, delay_ms=10, loss_pct=0, limit_pkts=200))
+    assert shaping.shaping_mismatches(netem_only, got) == ["the rate is tbf's, not netem's"]
+    # the root's counters are netem's (TBF counts its child's backlog and drops): what the fidelity reads
+    qdiscs = [{**q, "dev": "va"} for q in json.loads(fx("tc-tbf-netem.json"))]
+    assert rtnetlink.root_qdisc_counts(qdiscs)["va"]["drops"] == qdiscs[1]["drops"] == 36
 
 
 def test_ss_subflows_grouped_by_token():

@@ -2,10 +2,10 @@
 import pytest
 from scenarios.spec.loader import parse_scenario
 from topologies.kinds import plan
-from topologies.plan import netem_limit
+from topologies.plan import netem_limit, shaping_argvs
 
 from runners.collect import pings
-from runners.pipeline import mptcp_config, network, shaping
+from runners.pipeline import mptcp_config, network
 from runners.traffic import base, iperf3
 
 BASE = """\
@@ -43,11 +43,11 @@ def test_netem_limit_adds_the_delay_line():
 
 def test_netem_argv_per_path():
     p = plan(sc())
-    assert shaping.netem_argv("h1-eth0", p.paths[0].shaping) == [
+    assert shaping_argvs("h1-eth0", p.paths[0].shaping) == [[
         "tc", "qdisc", "replace", "dev", "h1-eth0", "root", "netem",
-        "rate", "10000kbit", "delay", "250ms", "loss", "0.5%", "limit", "309"]
+        "rate", "10000kbit", "delay", "250ms", "loss", "0.5%", "limit", "309"]]
     # no delay or loss keyword when they are zero
-    assert shaping.netem_argv("h1-eth2", p.paths[2].shaping)[6:] == ["netem", "rate", "700kbit", "limit", "100"]
+    assert shaping_argvs("h1-eth2", p.paths[2].shaping)[0][6:] == ["netem", "rate", "700kbit", "limit", "100"]
     # every interface of the plan carries the shaping of its path, both ends
     assert [i.shaping for i in p.interfaces if i.link == "A"] == [p.paths[0].shaping] * 2
 

@@ -45,7 +45,7 @@ def derived_commands(scenario, plan) -> dict:
     from runners.collect.counters import nft_counter_argvs
     from runners.collect.subflows import expected_subflows, mptcp_limits
     from runners.pipeline.mptcp_config import mptcp_argvs, sysctls
-    from runners.pipeline.shaping import netem_argv
+    from topologies.plan import shaping_argvs
 
     shaped = [i for i in plan.interfaces if i.shaping is not None]
     per_primary = {}
@@ -58,7 +58,9 @@ def derived_commands(scenario, plan) -> dict:
         }
     return {
         "sysctls": {str(avail): [list(kv) for kv in sysctls(scenario, avail)] for avail in (False, True)},
-        "netem": {i.name: netem_argv(i.name, i.shaping) for i in shaped},
+        "netem": {i.name: shaping_argvs(i.name, i.shaping)[-1] for i in shaped},
+        **({"tbf": {i.name: shaping_argvs(i.name, i.shaping)[0] for i in shaped if i.shaping.rate_at_dequeue}}
+           if any(i.shaping.rate_at_dequeue for i in shaped) else {}),
         "nft": ({node: nft_counter_argvs(plan.for_client(node) if node in plan.all_clients else plan, node)
                  for node in plan.hosts} if plan.byte_counters == "nft" else {}),
         "per_primary": per_primary,
