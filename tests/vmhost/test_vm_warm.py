@@ -67,6 +67,10 @@ def test_two_warm_runs_pay_one_boot_and_write_what_a_cold_run_writes(tmp_path, w
     c, w = (json.loads((d / "results.json").read_text()) for d in (cold_set, warm_set))
     assert w["metadata"]["vm"]["warm"] and not c["metadata"]["vm"]["warm"]
     assert set(w["metadata"]["phases"]) - set(c["metadata"]["phases"]) == {"warm_vm_job_overhead"}
+    # the host's CPU while the guest ran: qemu is the testbed's, under this command or under the warm VM's
+    # process (a cold run: 1.25 CPUs of 2 under TCG, 2026-11-26)
+    for doc in (c, w):
+        assert doc["metadata"]["vm"]["host_cpu"]["testbed_cores"] > 0.3, doc["metadata"]["vm"]
     for doc in (c, w):
         doc["metadata"].pop("phases")
         doc["runs"].sort(key=lambda r: r["id"])    # each set shuffles its order

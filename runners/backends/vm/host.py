@@ -19,6 +19,7 @@ from runners.backends.vm.kernel_sets import kernel_base, kernel_sweep, record_ke
 from runners.console.output import err, info
 from runners.errors import (EXIT_FAIL, EXIT_INPUT, EXIT_INTERRUPTED, EXIT_KERNEL_REFUSED, EXIT_OK, EXIT_STOPPED,
     EXIT_TERMINATED)
+from runners.linux import host_cpu
 from runners.results.metadata import read_metadata_file, userland_metadata
 from runners.results.store import runs_on_disk
 from runners.runset.jobs import parse_shard
@@ -158,7 +159,7 @@ def _run_one_vm(options, exp, run_dir: Path, kernel, requirement: str | None) ->
         return EXIT_FAIL
     if options.capture_spec is not None and not plan.kvm:
         info("capture: under TCG every captured packet costs the emulated CPU; rates may come out lower")
-    t0 = time.time()
+    t0, cpu_before = time.time(), host_cpu.snapshot()
     try:
         warm, warm_boot = _usable_warm_vm(plan, options), 0.0
         while True:
@@ -191,8 +192,22 @@ def _run_one_vm(options, exp, run_dir: Path, kernel, requirement: str | None) ->
     if (run_dir / "metadata.json").exists() and code != EXIT_KERNEL_REFUSED:
         if warm is not None:
             plan = as_booted_by_warm_vm(plan, warm.state() or {})
-        code = _host_metadata(run_dir, plan, warm is not None, time.time() - t0, label, warm_boot) or code
+        cpu = _host_cpu_share(cpu_before, warm)
+        code = _host_metadata(run_dir, plan, warm is not None, time.time() - t0, label, warm_boot, cpu) or code
     return code
+
+
+def _host_cpu_share(before, warm) -> dict | None:
+    """How this host's CPUs were shared while the guest ran (runners.linux.host_cpu); said in a line when
+    other processes took a real share."""
+    after = host_cpu.snapshot()
+    roots = {os.getpid()} | ({(warm.state() or {}).get("pid")} - {None} if warm is not None else set())
+    got = host_cpu.shares(before, after, roots) if before and after else None
+    if got and got["others_cores"] > host_cpu.OTHERS_WARN_CORES:
+        info(f"warning: other processes on this host used {got['others_cores']:g} of its {got['cpus']} CPUs "
+             f"while the VM ran (the testbed {got['testbed_cores']:g}): an emulated CPU runs on what is left, "
+             f"so rates and delays may fall behind (docs/fidelity.md)")
+    return got
 
 
 def as_booted_by_warm_vm(plan, state: dict):
@@ -203,7 +218,7 @@ def as_booted_by_warm_vm(plan, state: dict):
 
 
 def _host_metadata(run_dir: Path, plan, warm: bool, host_seconds: float, label: str | None,
-                   warm_boot: float = 0.0) -> int | None:
+                   warm_boot: float = 0.0, host_cpu_share: dict | None = None) -> int | None:
     """What only the host knows, added to the guest's metadata.json: the VM, the boot's time, the tools
     (`warm_boot`: this run booted the warm VM it ran in, in so many seconds). EXIT_FAIL when the guest
     found the results disk full (it said why)."""
@@ -227,7 +242,8 @@ def _host_metadata(run_dir: Path, plan, warm: bool, host_seconds: float, label: 
     vm = {"kernel_image": str(plan.kernel), "kernel": kernel_release(plan.kernel), "modules": plan.modules,
           "accel": "kvm" if plan.kvm else "tcg", "accel_reason": plan.accel_reason, "cpus": plan.cpus,
           "cpu_model": plan.cpu_model,
-          "memory": plan.memory, "warm": warm, "wall_seconds_with_boot": round(host_seconds, 2)}
+          "memory": plan.memory, "warm": warm, "wall_seconds_with_boot": round(host_seconds, 2),
+          "host_cpu": host_cpu_share}
     store.finish_metadata(backend="vm", vm=vm, host_kernel=platform.release(), phases=phases, **userland_metadata())
     if label is not None:
         record_kernel(run_dir, label, vm=vm, phases=phases)

@@ -1,0 +1,66 @@
+"""The host's side of a VM set's CPU (runners.linux.host_cpu): /proc's text, recorded from this machine's
+kind (Debian 12, 2 CPUs), and one live reading."""
+import os
+import subprocess
+import sys
+import time
+
+import pytest
+
+from runners.linux import host_cpu
+
+PROC_STAT = """cpu  4705 356 5842 1234567 123 0 890 7 0 0
+cpu0 2352 178 2921 617283 61 0 445 3 0 0
+cpu1 2353 178 2921 617284 62 0 445 4 0 0
+intr 114930548 113199788 31 0 0 0 0 2 0 2 0 0 0 0 0 0 0 0 0 0 0 0 0 0 0
+"""
+
+
+def test_host_jiffies_leave_idle_and_iowait_out_of_busy():
+    busy, total = host_cpu.host_jiffies(PROC_STAT)
+    assert total == 4705 + 356 + 5842 + 1234567 + 123 + 0 + 890 + 7
+    assert busy == total - 1234567 - 123
+    with pytest.raises(ValueError):
+        host_cpu.host_jiffies("intr 1 2 3\n")
+
+
+def test_a_command_with_spaces_and_parentheses_is_read_from_its_last_parenthesis():
+    line = "4242 (qemu (x) y) S 4200 4242 4200 0 -1 4194560 500 0 0 0 1500 250 30 4 20 0 3 0 100 0 0"
+    assert host_cpu.parse_pid_stat(line) == (4200, 1500 + 250 + 30 + 4)     # its own, and its reaped children's
+
+
+def test_a_tree_is_its_roots_and_every_descendant_once():
+    stats = {1: (0, 5), 10: (1, 100), 11: (10, 40), 12: (11, 2), 20: (1, 999), 30: (10, 1)}
+    assert host_cpu.tree_jiffies(stats, {10}) == 100 + 40 + 2 + 1
+    assert host_cpu.tree_jiffies(stats, {11, 12}) == 42              # a root under another root counts once
+    assert host_cpu.tree_jiffies(stats, {77}) == 0                   # gone
+
+
+def test_shares_split_the_busy_time_between_the_testbed_and_the_rest():
+    before = host_cpu.CpuSnapshot(0.0, busy=1000, total=10_000, procs={5: (1, 100)}, cpus=2)
+    # 20 s on 2 CPUs at 100 Hz: 4,000 jiffies; 3,000 busy, of them 2,000 the testbed's (a qemu child that
+    # started in between counts from 0)
+    after = host_cpu.CpuSnapshot(20.0, busy=4000, total=14_000, procs={5: (1, 600), 6: (5, 1500)}, cpus=2)
+    got = host_cpu.shares(before, after, {5})
+    assert got == {"seconds": 20.0, "cpus": 2, "testbed_cores": 1.0, "others_cores": 0.5, "host_idle_pct": 25.0}
+    assert host_cpu.shares(after, after, {5}) is None
+
+
+def test_a_busy_child_counts_as_the_testbed_read_from_this_machines_proc():
+    child = subprocess.Popen([sys.executable, "-c", "while True: pass"])
+    try:
+        before = host_cpu.snapshot()
+        time.sleep(0.6)
+        after = host_cpu.snapshot()
+    finally:
+        child.kill()
+        child.wait()
+    assert before and after
+    got = host_cpu.shares(before, after, {os.getpid()})
+    # a busy loop is about one CPU's worth (more than 0.3 on any host that gives it a core at all)
+    assert got is not None and got["testbed_cores"] > 0.3, got
+    # once it has ended and been reaped, its CPU is its parent's (this process): still the testbed's
+    reaped = host_cpu.shares(before, host_cpu.snapshot(), {os.getpid()})
+    assert reaped["testbed_cores"] >= got["testbed_cores"] * 0.9 * got["seconds"] / reaped["seconds"], (got, reaped)
+    assert 0 <= got["host_idle_pct"] <= 100 and got["cpus"] == os.cpu_count()
+    assert host_cpu.shares(before, after, {999_999_999})["testbed_cores"] == 0      # no such tree
