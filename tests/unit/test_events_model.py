@@ -120,6 +120,19 @@ def test_bad_link_events():
         events("{name: a, at: 1s, link: L1, do: backup}", base=ROUTED))
 
 
+def test_a_traced_path_takes_no_shape_or_blackhole_event():
+    """A trace's next step would set the shaping anew: the event would be undone within a step."""
+    from pathlib import Path
+    step = Path(__file__).resolve().parents[2] / "scenarios" / "traces" / "step.trace"
+    traced = BASE.replace("{name: A, bw: 10, delay: 15ms}", f"{{name: A, bw: 10, delay: 15ms, trace: {{to_server: {step}}}}}")
+    assert "events[0].do (line 9): path 'A' follows a trace" in problem(events("{name: a, at: 5s, path: A, do: blackhole}", base=traced))
+    assert "events[0].shape (line 9): path 'A' follows a trace" in problem(events("{name: a, at: 5s, path: A, shape: {delay: 5ms}}", base=traced))
+    assert "follows a trace" in problem(events("{name: a, at: 5s, every: 4s, until: 19s, path: A, do: [blackhole, restore]}", base=traced))
+    ok = parse_scenario(events("{name: a, at: 5s, path: A, do: down}", "{name: b, at: 6s, path: A, do: up}",
+                               "{name: c, at: 7s, path: B, do: blackhole}", base=traced), "ev.yaml")
+    assert [e.name for e in ok.events] == ["a", "b", "c"]
+
+
 def test_a_backup_path_starts_as_one():
     text = events("{name: a, at: 5s, path: B, do: nobackup}", "{name: b, at: 6s, path: B, do: backup}")
     assert "nobackup at 5s, but path B is not a backup path" in problem(text)

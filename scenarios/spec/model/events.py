@@ -189,6 +189,13 @@ def not_applied(events: list[Event], transfer_s: float) -> list[Occurrence]:
     return [o for _, o in timeline(events) if o.at_ms >= transfer_s * 1000]
 
 
+def _traced_target(topology, kind: str, name: str) -> bool:
+    """The path (dual-homed) or link follows a rate trace."""
+    if kind == "path" and topology.kind == "dual-homed":
+        return getattr(topology.path(name), "trace", None) is not None
+    return kind == "link" and getattr(topology.link(name), "trace", None) is not None
+
+
 def target_problem(i: int, event: Event, topology, duration_s: Optional[float]) -> Optional[str]:
     """An event on a target the topology lacks, a shape change where nothing is shaped, or a change
     outside the run (at or after traffic.duration; a fixed-size transfer has no end known beforehand)."""
@@ -205,6 +212,13 @@ def target_problem(i: int, event: Event, topology, duration_s: Optional[float]) 
                 "give `link:`")
     if event.shape is not None and kind == "link" and topology.link(name).bw is None:
         return f"events[{i}].shape: link {name!r} is not shaped (no bw), so there is nothing to change"
+    traced = _traced_target(topology, kind, name)
+    actions = {event.do} if isinstance(event.do, str) else set(event.do or ())
+    if traced and (event.shape is not None or actions & {"blackhole", "restore"}):
+        field = "shape" if event.shape is not None else "do"
+        return (f"events[{i}].{field}: {kind} {name!r} follows a trace, whose every step sets its shaping anew: "
+                f"a `shape` or a blackhole would be undone at the next step. Take it `down` instead, or "
+                f"change another {kind}")
     last = event.occurrences()[-1].at_ms
     if duration_s is not None and last >= duration_s * 1000:
         field = "until" if event.every is not None else "at"
