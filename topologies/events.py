@@ -15,7 +15,8 @@ What each action does, and why this way:
   ingress hook the receiver's interface counters still count the lost packets, and at the egress hook
   the sender gets ENOBUFS, which a remote blackhole never gives. An end without netem gets one, deleted
   again by `restore`.
-- shape: `tc qdisc change` of the root netem on each shaped interface of the target, with the full new
+- shape: `tc qdisc change` of the shaping on each shaped interface of the target (its netem, and the TBF
+  above it where the target's rate changes during a run: topologies.plan.Shaping), with the full new
   parameter set (rate, delay, loss and a limit recomputed from the queue and the new bandwidth-delay
   product, as the initial shaping does), so nothing resets silently and nothing queued is lost
   (`replace` or delete-and-add would drop the queue: Mininet's TCIntf.config at run time).
@@ -195,7 +196,7 @@ def trace_changes(scenario: Scenario, plan: TopologyPlan, traces: dict[str, Trac
     out = []
     for (_, coll, i, _, direction), name in trace_files(scenario):
         item = getattr(scenario.topology, coll)[i]
-        spec = item.shaped() if hasattr(item, "shaped") else item
+        spec = item.shaped if hasattr(item, "shaped") else item     # a switched link's: a property
         target = ("path" if coll == "paths" else "link", item.name)
         ifaces = _direction_ifaces(plan, target, direction)
         step = spec.trace.step
@@ -236,7 +237,8 @@ def _together(steps: list[PlannedChange]) -> list[PlannedChange]:
 def _direction_ifaces(plan: TopologyPlan, target: tuple[str, str], direction: str) -> list[tuple[str, str]]:
     """(node, interface) whose netem sends the target's packets towards the server (or the client)."""
     shaped = {(i.node, i.name) for i in shaped_interfaces(plan, target)}
-    sends = {(n, i) for p in plan.paths for n, i in (p.egress_up if direction == "to_server" else p.egress_down)}
+    paths = [p for c in plan.all_clients for p in plan.for_client(c).paths]     # every client's own
+    sends = {(n, i) for p in paths for n, i in (p.egress_up if direction == "to_server" else p.egress_down)}
     return sorted(shaped & sends)
 
 

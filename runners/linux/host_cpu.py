@@ -20,21 +20,23 @@ OTHERS_WARN_CORES = 0.5
 
 class CpuSnapshot(NamedTuple):
     t: float                  # time.monotonic()
-    busy: int                 # host jiffies not idle or iowait, every CPU
+    busy: int                 # host jiffies not idle, iowait or steal, every CPU
+    steal: int                # host jiffies a hypervisor under this host took
     total: int                # host jiffies, every CPU
     procs: dict               # {pid: (ppid, its own and its reaped children's CPU, jiffies)}
     cpus: int
 
 
-def host_jiffies(proc_stat: str) -> tuple[int, int]:
-    """(busy, total) from /proc/stat's `cpu` line (user nice system idle iowait irq softirq steal ...;
-    guest time is counted in user already, so it is left out)."""
+def host_jiffies(proc_stat: str) -> tuple[int, int, int]:
+    """(busy, steal, total) from /proc/stat's `cpu` line (user nice system idle iowait irq softirq steal
+    ...; guest time is counted in user already, so it is left out). Busy is neither idle, iowait nor
+    steal: what a hypervisor under this host took is no process's here."""
     for line in proc_stat.splitlines():
         fields = line.split()
         if fields and fields[0] == "cpu":
             values = [int(v) for v in fields[1:9]]
-            idle = values[3] + values[4]
-            return sum(values) - idle, sum(values)
+            idle, steal = values[3] + values[4], values[7]
+            return sum(values) - idle - steal, steal, sum(values)
     raise ValueError("/proc/stat has no cpu line")
 
 
@@ -76,25 +78,27 @@ def _all_pid_stats(proc: Path) -> dict[int, tuple[int, int]]:
 def snapshot(proc: Path = PROC) -> Optional[CpuSnapshot]:
     """The host's CPU counters and every process's now; None where /proc cannot be read."""
     try:
-        busy, total = host_jiffies((proc / "stat").read_text())
+        busy, steal, total = host_jiffies((proc / "stat").read_text())
         procs = _all_pid_stats(proc)
     except (OSError, ValueError):
         return None
-    return CpuSnapshot(time.monotonic(), busy, total, procs, os.cpu_count() or 1)
+    return CpuSnapshot(time.monotonic(), busy, steal, total, procs, os.cpu_count() or 1)
 
 
 def shares(before: CpuSnapshot, after: CpuSnapshot, roots: set[int]) -> Optional[dict]:
     """Between two snapshots: the CPU of the testbed's processes (`roots` and their descendants; one that
     started in between counts from 0; one that ended counts in its parent once reaped) and of every other
-    process, in CPUs' worth on average, and the host's idle share. One that ended and was not reaped yet is
+    process (interrupt time included), in CPUs' worth on average; what a hypervisor under the host took
+    (`steal_cores`); and the host's idle share. One that ended and was not reaped yet is
     not counted, so `others_cores` may be a little high, never low."""
     total = after.total - before.total
     if total <= 0:
         return None
-    busy = after.busy - before.busy
+    busy, steal = after.busy - before.busy, after.steal - before.steal
     testbed = max(0, tree_jiffies(after.procs, roots) - tree_jiffies(before.procs, roots))
     cores = after.cpus
     return {"seconds": round(after.t - before.t, 1), "cpus": cores,
             "testbed_cores": round(cores * min(testbed, busy) / total, 2),
             "others_cores": round(cores * max(0, busy - testbed) / total, 2),
-            "host_idle_pct": round(100 * (total - busy) / total, 1)}
+            "steal_cores": round(cores * steal / total, 2),
+            "host_idle_pct": round(100 * (total - busy - steal) / total, 1)}

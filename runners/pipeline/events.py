@@ -228,7 +228,8 @@ class RunEvents:
 
 
 def check_netem(node, dev: str, shaping: Shaping, what: str) -> dict:
-    """Read the root netem of `dev` back; a difference from `shaping` stops the run."""
+    """Read the shaping of `dev` back (a root netem, or a TBF with netem under it); a difference from
+    `shaping` stops the run."""
     got = parse_netem(run(node, ["tc", "-j", "qdisc", "show", "dev", dev]).out)   # one device: no "dev" keys
     bad = shaping_mismatches(wanted(shaping), got)
     if bad:

@@ -128,6 +128,13 @@ def test_a_traced_path_takes_no_shape_or_blackhole_event():
     assert "events[0].do (line 9): path 'A' follows a trace" in problem(events("{name: a, at: 5s, path: A, do: blackhole}", base=traced))
     assert "events[0].shape (line 9): path 'A' follows a trace" in problem(events("{name: a, at: 5s, path: A, shape: {delay: 5ms}}", base=traced))
     assert "follows a trace" in problem(events("{name: a, at: 5s, every: 4s, until: 19s, path: A, do: [blackhole, restore]}", base=traced))
+    # in a routed topology a path's events act on its ends: the client's and the server's links
+    routed = ROUTED.replace("{name: L1, between: [h1, r1], bw: 10}",
+                            f"{{name: L1, between: [h1, r1], bw: 10, trace: {{to_server: {step}}}}}")
+    assert "events[0].do (line 12): path 'P' follows a trace" in problem(
+        events("{name: a, at: 5s, path: P, do: blackhole}", base=routed))
+    assert "events[0].shape (line 12): link 'L1' follows a trace" in problem(
+        events("{name: a, at: 5s, link: L1, shape: {bw: 2}}", base=routed))
     ok = parse_scenario(events("{name: a, at: 5s, path: A, do: down}", "{name: b, at: 6s, path: A, do: up}",
                                "{name: c, at: 7s, path: B, do: blackhole}", base=traced), "ev.yaml")
     assert [e.name for e in ok.events] == ["a", "b", "c"]

@@ -17,9 +17,9 @@ intr 114930548 113199788 31 0 0 0 0 2 0 2 0 0 0 0 0 0 0 0 0 0 0 0 0 0 0
 
 
 def test_host_jiffies_leave_idle_and_iowait_out_of_busy():
-    busy, total = host_cpu.host_jiffies(PROC_STAT)
+    busy, steal, total = host_cpu.host_jiffies(PROC_STAT)
     assert total == 4705 + 356 + 5842 + 1234567 + 123 + 0 + 890 + 7
-    assert busy == total - 1234567 - 123
+    assert steal == 7 and busy == total - 1234567 - 123 - 7
     with pytest.raises(ValueError):
         host_cpu.host_jiffies("intr 1 2 3\n")
 
@@ -37,12 +37,15 @@ def test_a_tree_is_its_roots_and_every_descendant_once():
 
 
 def test_shares_split_the_busy_time_between_the_testbed_and_the_rest():
-    before = host_cpu.CpuSnapshot(0.0, busy=1000, total=10_000, procs={5: (1, 100)}, cpus=2)
+    before = host_cpu.CpuSnapshot(0.0, busy=1000, steal=0, total=10_000, procs={5: (1, 100)}, cpus=2)
     # 20 s on 2 CPUs at 100 Hz: 4,000 jiffies; 3,000 busy, of them 2,000 the testbed's (a qemu child that
     # started in between counts from 0)
-    after = host_cpu.CpuSnapshot(20.0, busy=4000, total=14_000, procs={5: (1, 600), 6: (5, 1500)}, cpus=2)
+    # and 200 jiffies a hypervisor under the host took: no process's
+    after = host_cpu.CpuSnapshot(20.0, busy=4000, steal=200, total=14_000, procs={5: (1, 600), 6: (5, 1500)},
+                                 cpus=2)
     got = host_cpu.shares(before, after, {5})
-    assert got == {"seconds": 20.0, "cpus": 2, "testbed_cores": 1.0, "others_cores": 0.5, "host_idle_pct": 25.0}
+    assert got == {"seconds": 20.0, "cpus": 2, "testbed_cores": 1.0, "others_cores": 0.5, "steal_cores": 0.1,
+                   "host_idle_pct": 20.0}
     assert host_cpu.shares(after, after, {5}) is None
 
 

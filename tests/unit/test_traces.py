@@ -176,3 +176,38 @@ def test_the_trace_benchmark_judges_only_the_seconds_a_queue_stayed_backlogged()
     assert list(errors) == [0, 1]
     assert errors[0] < 0.01 and abs(errors[1] - 0.10) < 0.01
     assert backlogged_errors(rows, wanted, delay_ms=10.0, seconds=range(1, 3)) == {1: errors[1]}
+
+
+TWO_CLIENTS = """\
+name: t
+topology:
+  kind: switched
+  switches: [{name: s1}]
+  server: h1
+  clients: [h2, h3]
+  links:
+    - {name: a, between: [h2, s1], bw: 8}
+    - {name: c, between: [h3, s1], bw: 8, trace: {to_server: STEP, step: 1s}}
+    - {name: b, between: [s1, h1], bw: 20}
+  paths: [{name: P}]
+traffic: {duration: 8}
+"""
+
+
+def test_a_trace_on_the_second_clients_switched_link_steps_that_clients_egress(tmp_path):
+    """A switched link's shaping (a property there) and every client's own egress: the trace on h3's link
+    is h3's to change, at 8 then 2 Mbit/s, in a TBF."""
+    from topologies.events import plan_changes
+    from topologies.kinds import plan
+
+    (tmp_path / "s.yaml").write_text(TWO_CLIENTS.replace("STEP", str(SHIPPED / "step.trace")))
+    exp = load_experiment(tmp_path / "s.yaml")
+    p = plan(exp.scenario)
+    assert {i.name: i.shaping.rate_at_dequeue for i in p.interfaces if i.shaping} == {
+        "h2-eth0": False, "s1-eth1": False, "h3-eth0": True, "s1-eth2": True, "s1-eth3": False, "h1-eth0": False}
+    steps = plan_changes(exp.scenario, p, "P", exp.traces)
+    got = {ch.at_ms: ch.detail for ch in steps}
+    assert got[0] in ("to_server 8 Mbit/s", "to_server 7.99 Mbit/s") and got[5000] == "to_server 2 Mbit/s", got
+    for ch in steps:
+        assert [nc.node for nc in ch.commands] == ["h3"]
+        assert [a[8] if a[5] == "root" else a[9] for a in ch.commands[0].argvs] == ["tbf", "netem"]

@@ -190,10 +190,26 @@ def not_applied(events: list[Event], transfer_s: float) -> list[Occurrence]:
 
 
 def _traced_target(topology, kind: str, name: str) -> bool:
-    """The path (dual-homed) or link follows a rate trace."""
-    if kind == "path" and topology.kind == "dual-homed":
-        return getattr(topology.path(name), "trace", None) is not None
-    return kind == "link" and getattr(topology.link(name), "trace", None) is not None
+    """The target follows a rate trace: a dual-homed path, a link, or in routed and switched topologies a
+    path whose ends (the hosts' interfaces, where its events act) are on a traced link."""
+    if kind == "link":
+        return getattr(topology.link(name), "trace", None) is not None
+    if topology.kind == "dual-homed":
+        return topology.path(name).trace is not None
+    return any(getattr(topology.link(x), "trace", None) is not None for x in _path_end_links(topology, name))
+
+
+def _path_end_links(topology, path: str) -> list[str]:
+    """The links at a routed or switched path's two ends: the client's and the server's."""
+    if topology.kind == "routed":
+        via = topology.path(path).via
+        return [via[0], via[-1]]
+    p = topology.path(path)
+    ends = []
+    for host, k in [(c, p.client_if) for c in topology.clients] + [(topology.server, p.server_if)]:
+        own = [x.name for x in topology.links if host in x.between]     # a host's links, in file order
+        ends += own[k:k + 1]
+    return ends
 
 
 def target_problem(i: int, event: Event, topology, duration_s: Optional[float]) -> Optional[str]:
