@@ -40,6 +40,7 @@ def with_rate_at_dequeue(plan: TopologyPlan, links: set[str]) -> TopologyPlan:
     (topologies.plan.Shaping)."""
     if not links:
         return plan
+
     def at_dequeue(item, name: str):
         changes = item.shaping is not None and name in links
         return replace(item, shaping=replace(item.shaping, rate_at_dequeue=True)) if changes else item

@@ -18,6 +18,7 @@ from pathlib import Path
 from scenarios.spec.kernel import satisfies
 from scenarios.spec.model import Scenario
 from topologies.kinds import rate_changing_links
+from topologies.plan import Shaping, shaping_argvs
 
 from runners.backends import kernel_features
 from runners.backends.programs import missing_python_modules, missing_tools
@@ -72,16 +73,10 @@ def netem_works(under_tbf: bool = False) -> tuple[bool, str]:
             r = _run(argv)
             if r.returncode != 0:
                 return False, f"`{' '.join(argv)}` failed: {r.stderr.strip()}"
-        if under_tbf:
-            argvs = [["tc", "-n", ns, "qdisc", "add", "dev", "p0", "root", "handle", "1:", "tbf", "rate", "1mbit",
-                      "burst", "3200", "limit", "3000"],
-                     ["tc", "-n", ns, "qdisc", "add", "dev", "p0", "parent", "1:1", "handle", "10:", "netem",
-                      "delay", "1ms", "loss", "1%", "limit", "10"]]
-        else:
-            argvs = [["tc", "-n", ns, "qdisc", "add", "dev", "p0", "root", "netem",
-                      "rate", "1mbit", "delay", "1ms", "loss", "1%", "limit", "10"]]
-        for argv in argvs:
-            r = _run(argv)
+        # the commands a run shapes with (topologies.plan.shaping_argvs), in the throwaway namespace
+        shaping = Shaping(rate_mbit=1, delay_ms=1, loss_pct=1, limit_pkts=10, rate_at_dequeue=under_tbf)
+        for argv in shaping_argvs("p0", shaping):
+            r = _run([argv[0], "-n", ns, *argv[1:]])
             if r.returncode != 0:
                 return False, (r.stderr.strip() or "tc failed")
         return True, ""
@@ -186,10 +181,10 @@ def _probe(scenario: Scenario, netem: tuple[bool, str] | None, iperf3: dict) -> 
     if not (PROC / "net/mptcp/enabled").exists():
         rep.missing.append("the kernel has no MPTCP (no net.mptcp.enabled sysctl; needs CONFIG_MPTCP)")
     if netem is not None and not netem[0]:
+        changing = sorted(rate_changing_links(scenario))
         rep.missing.append(f"sch_netem does not work here ({netem[1]}): delay, loss and rate need it"
                            + (" (and sch_tbf above it, for the links whose rate changes during a run: "
-                              f"{', '.join(sorted(rate_changing_links(scenario)))})"
-                              if rate_changing_links(scenario) else ""))
+                              f"{', '.join(changing)})" if changing else ""))
     ip = dict(iperf3)
     rep.facts.update(ip)
     if ip["iperf3"] and "mptcp" in scenario.runs.compare and not ip["iperf3_native_mptcp"]:

@@ -201,7 +201,10 @@ def _host_cpu_share(before, warm) -> dict | None:
     """How this host's CPUs were shared while the guest ran (runners.linux.host_cpu); said in a line when
     other processes took a real share."""
     after = host_cpu.snapshot()
-    roots = {os.getpid()} | ({(warm.state() or {}).get("pid")} - {None} if warm is not None else set())
+    roots = {os.getpid()}                   # qemu of a booted VM runs under this process
+    warm_pid = (warm.state() or {}).get("pid") if warm is not None else None
+    if warm_pid is not None:                # a warm VM's runs under its own
+        roots.add(warm_pid)
     got = host_cpu.shares(before, after, roots) if before and after else None
     if got and got["others_cores"] > host_cpu.OTHERS_WARN_CORES:
         info(f"warning: other processes on this host used {got['others_cores']:g} of its {got['cpus']} CPUs "

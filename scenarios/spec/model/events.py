@@ -205,11 +205,8 @@ def _path_end_links(topology, path: str) -> list[str]:
         via = topology.path(path).via
         return [via[0], via[-1]]
     p = topology.path(path)
-    ends = []
-    for host, k in [(c, p.client_if) for c in topology.clients] + [(topology.server, p.server_if)]:
-        own = [x.name for x in topology.links if host in x.between]     # a host's links, in file order
-        ends += own[k:k + 1]
-    return ends
+    ends = [(c, p.client_if) for c in topology.clients] + [(topology.server, p.server_if)]
+    return [own[k].name for host, k in ends if k < len(own := topology.host_links(host))]
 
 
 def target_problem(i: int, event: Event, topology, duration_s: Optional[float]) -> Optional[str]:
