@@ -4,18 +4,22 @@
 # what the VM backend boots (qemu, a distribution kernel), and a venv (.venv)
 # with the pinned Python dependencies and `run-scenario`.
 #
-# Usage: ./setup.sh [--no-vm]      (re-runs itself with sudo when not root)
-#   --no-vm   skip qemu and the guest kernel (native backend only)
+# Usage: ./setup.sh [--no-vm] [--vagrant]      (re-runs itself with sudo when not root)
+#   --no-vm     skip qemu and the guest kernel (native backend only)
+#   --vagrant   also libvirt and vagrant-libvirt, to build the project's Vagrant box (vagrant/build-box.sh)
+#               and bring it up here; CI's run takes it (tests/vagrant)
 #   TESTBED_VENV=/path  put the venv elsewhere than .venv (the Vagrant box does)
 # Safe to run again: it only adds what is missing.
 set -euo pipefail
 
 here=$(cd "$(dirname "$0")" && pwd)
 with_vm=1
+with_vagrant=0
 for arg in "$@"; do
   case "$arg" in
     --no-vm) with_vm=0 ;;
-    -h|--help) sed -n '2,10p' "$0" | sed 's/^# \{0,1\}//'; exit 0 ;;
+    --vagrant) with_vagrant=1 ;;
+    -h|--help) sed -n '2,12p' "$0" | sed 's/^# \{0,1\}//'; exit 0 ;;
     *) echo "setup.sh: unknown option $arg (see --help)" >&2; exit 2 ;;
   esac
 done
@@ -61,6 +65,13 @@ if [ "$with_vm" = 1 ]; then
   else
     pkgs+=(linux-image-generic)
   fi
+fi
+if [ "$with_vagrant" = 1 ]; then
+  # Opt-in, because a libvirt daemon that a machine's init starts makes its own bridge (virbr0) there.
+  # vagrant/build-box.sh makes the ext4 image and qcow2 (e2fsprogs, qemu-utils); `vagrant up --provider
+  # libvirt` needs the daemon, its qemu driver, dnsmasq for the VM's DHCP and qemu itself.
+  pkgs+=(libvirt-daemon-system libvirt-daemon-driver-qemu vagrant-libvirt dnsmasq-base qemu-utils e2fsprogs
+         qemu-system-x86)
 fi
 if [ "$ID" = ubuntu ]; then
   # Ubuntu keeps sch_netem in linux-modules-extra; without it delay and loss cannot be shaped.
@@ -111,8 +122,15 @@ if [ ! -x "$venv/bin/python" ] || ! "$venv/bin/python" -c 'import mininet, yaml'
   rm -rf "$venv"
   "$py" -m venv --system-site-packages "$venv"
 fi
-"$venv/bin/pip" install -q --disable-pip-version-check -r "$here/requirements.txt"
-"$venv/bin/pip" install -q --disable-pip-version-check --no-deps -e "$here"
+# pip runs only when the venv was not installed from this checkout with these very files: a second run
+# needs no network (the Vagrant box is provisioned offline), and pip's editable build would fetch setuptools.
+stamp="$venv/.testbed-installed"
+want="$here $(cat "$here/requirements.txt" "$here/setup.py" "$here/pyproject.toml" | sha256sum | cut -d' ' -f1)"
+if [ "$(cat "$stamp" 2>/dev/null)" != "$want" ] || [ ! -x "$venv/bin/run-scenario" ]; then
+  "$venv/bin/pip" install -q --disable-pip-version-check -r "$here/requirements.txt"
+  "$venv/bin/pip" install -q --disable-pip-version-check --no-deps -e "$here"
+  echo "$want" > "$stamp"
+fi
 # Byte-compile the checkout, and build matplotlib's font cache once where runners/analysis/plots.py finds it:
 # the micro-VM sees both read-only and would otherwise redo them on every boot (~20 s under TCG).
 "$venv/bin/python" -m compileall -q "$here/runners" "$here/scenarios" "$here/topologies" "$here/controller" \

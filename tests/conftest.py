@@ -44,6 +44,9 @@ def pytest_configure(config):
                                        "(needs virtme-ng and qemu, which setup.sh installs)")
     config.addinivalue_line("markers", "fresh_machine: the README's commands in a clean Debian 12 and 13 root "
                                        "(debootstrap, chroot; needs root and Debian's mirror)")
+    config.addinivalue_line("markers", "vagrant: `vagrant up --provider libvirt` of the project's own box, in a "
+                                       "network namespace of the test's (libvirt and vagrant-libvirt, which "
+                                       "`setup.sh --vagrant` installs; needs root)")
     config.addinivalue_line("markers", "slurm: docs/ci.md's Slurm recipe on a one-node Slurm cluster started on "
                                        "this machine (munge and slurm-wlm, which setup.sh installs; needs root; "
                                        "its shards boot micro-VMs where the kernel lacks netem)")

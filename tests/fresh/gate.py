@@ -21,28 +21,28 @@ SETUP_FILES = ("setup.sh", "requirements*", "pyproject.toml", "setup.py")
 FORCE = "TESTBED_FRESH_ALL"
 
 
-def setup_files(repo: Path) -> list[Path]:
-    """The checkout's files that decide what setup.sh installs, sorted by name."""
-    return sorted({p for pattern in SETUP_FILES for p in repo.glob(pattern) if p.is_file()})
+def setup_files(repo: Path, patterns=SETUP_FILES) -> list[Path]:
+    """The checkout's files that decide what setup.sh installs (or `patterns`' files), sorted by path."""
+    return sorted({p for pattern in patterns for p in repo.glob(pattern) if p.is_file()})
 
 
-def setup_hash(repo: Path) -> str:
+def setup_hash(repo: Path, patterns=SETUP_FILES) -> str:
     """sha256 over each setup file's name and contents (a file added or renamed changes it too)."""
     h = hashlib.sha256()
-    for path in setup_files(repo):
-        h.update(path.name.encode() + b"\0" + path.read_bytes() + b"\0")
+    for path in setup_files(repo, patterns):
+        h.update(str(path.relative_to(repo)).encode() + b"\0" + path.read_bytes() + b"\0")
     return h.hexdigest()
 
 
-def file_hashes(repo: Path) -> dict[str, str]:
+def file_hashes(repo: Path, patterns=SETUP_FILES) -> dict[str, str]:
     """{each setup file's name: sha256 of its contents}, so that a run can say which of them changed."""
-    return {p.name: hashlib.sha256(p.read_bytes()).hexdigest() for p in setup_files(repo)}
+    return {str(p.relative_to(repo)): hashlib.sha256(p.read_bytes()).hexdigest() for p in setup_files(repo, patterns)}
 
 
-def changed_files(stamp: dict, repo: Path) -> list[str]:
+def changed_files(stamp: dict, repo: Path, patterns=SETUP_FILES) -> list[str]:
     """The setup files that differ from the stamp's (added and removed ones too); all of them when the
     stamp does not name each file's hash."""
-    then, now = stamp.get("file_hashes"), file_hashes(repo)
+    then, now = stamp.get("file_hashes"), file_hashes(repo, patterns)
     if not isinstance(then, dict):
         return sorted(now)
     return sorted(name for name in set(then) | set(now) if then.get(name) != now.get(name))
@@ -62,31 +62,37 @@ def read_stamp(cache: Path, suite: str) -> dict:
 
 
 def decide(suite: str, repo: Path, cache: Path, env=os.environ) -> tuple[bool, str]:
-    """(whether `suite` runs now, why: a sentence for the log or the skip)."""
+    """(whether release `suite` runs now, why: a sentence for the log or the skip)."""
     name = f"{RELEASES[suite]} ({suite})"
     if suite in EVERY_RUN:
         return True, f"{name} runs every time"
+    return decide_on_files(name, suite, SETUP_FILES, repo, cache, env)
+
+
+def decide_on_files(name: str, suite: str, patterns, repo: Path, cache: Path, env=os.environ) -> tuple[bool, str]:
+    """(whether `suite` runs now: when `patterns`' files differ from those of its last pass here, why)."""
     if env.get(FORCE) == "1":
         return True, f"{name} runs: {FORCE}=1"
     stamp = read_stamp(cache, suite)
-    files = ", ".join(p.name for p in setup_files(repo))
+    files = ", ".join(str(p.relative_to(repo)) for p in setup_files(repo, patterns))
     if not stamp.get("hash"):
         return True, f"{name} runs: no pass recorded on this machine ({stamp_path(cache, suite)})"
-    if stamp["hash"] != setup_hash(repo):
-        return True, (f"{name} runs: {', '.join(changed_files(stamp, repo))} changed since its pass of "
+    if stamp["hash"] != setup_hash(repo, patterns):
+        return True, (f"{name} runs: {', '.join(changed_files(stamp, repo, patterns))} changed since its pass of "
                       f"{stamp.get('passed', '?')}")
     return False, (f"{name} skipped: {files} are as they were at its pass of {stamp.get('passed', '?')} on this "
                    f"machine (stamp {stamp_path(cache, suite)}); {FORCE}=1 runs it anyway")
 
 
-def record_pass(suite: str, tested: Path, cache: Path) -> Path:
+def record_pass(suite: str, tested: Path, cache: Path, patterns=SETUP_FILES) -> Path:
     """Write `suite`'s stamp (only after a pass): the hash, names and date of the setup files in `tested`,
     the copy that ran (the checkout's own may have changed since)."""
     cache.mkdir(parents=True, exist_ok=True)
     path = stamp_path(cache, suite)
     tmp = path.with_suffix(".tmp")
-    tmp.write_text(json.dumps({"hash": setup_hash(tested), "files": [p.name for p in setup_files(tested)],
-                               "file_hashes": file_hashes(tested),
+    tmp.write_text(json.dumps({"hash": setup_hash(tested, patterns),
+                               "files": [str(p.relative_to(tested)) for p in setup_files(tested, patterns)],
+                               "file_hashes": file_hashes(tested, patterns),
                                "passed": time.strftime("%Y-%m-%d %H:%M:%S UTC", time.gmtime())}, indent=1) + "\n")
     os.replace(tmp, path)
     return path
