@@ -130,6 +130,9 @@ def test_vagrant_up_runs_the_readme_command_natively_in_the_project_box(runs_her
     subprocess.run(["ip", "netns", "add", ns], check=True)
     t0 = time.monotonic()
     try:
+        # the namespace has no way out, so the VM has none either: its provisioning must need no network
+        routes = subprocess.run(["ip", "-n", ns, "route", "show", "default"], capture_output=True, text=True)
+        assert routes.returncode == 0 and not routes.stdout.strip(), routes.stdout
         done = subprocess.run(["ip", "netns", "exec", ns, "unshare", "--mount", "--propagation", "private", "--",
                                str(INSIDE), str(work), str(box), str(checkout)],
                               stdin=subprocess.DEVNULL, capture_output=True, text=True, timeout=2400)
