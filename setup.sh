@@ -125,7 +125,9 @@ fi
 # pip runs only when the venv was not installed from this checkout with these very files: a second run
 # needs no network (the Vagrant box is provisioned offline), and pip's editable build would fetch setuptools.
 stamp="$venv/.testbed-installed"
-want="$here $(cat "$here/requirements.txt" "$here/setup.py" "$here/pyproject.toml" | sha256sum | cut -d' ' -f1)"
+# (with the venv's Python and the checkout's top-level packages: the editable install maps each by name)
+want="$here $("$venv/bin/python" -V) $(ls -d "$here"/*/__init__.py | xargs -n1 dirname | xargs -n1 basename | tr '\n' ' ')"
+want="$want$(cat "$here/requirements.txt" "$here/setup.py" "$here/pyproject.toml" | sha256sum | cut -d' ' -f1)"
 if [ "$(cat "$stamp" 2>/dev/null)" != "$want" ] || [ ! -x "$venv/bin/run-scenario" ]; then
   "$venv/bin/pip" install -q --disable-pip-version-check -r "$here/requirements.txt"
   "$venv/bin/pip" install -q --disable-pip-version-check --no-deps -e "$here"

@@ -15,17 +15,25 @@ set -euo pipefail
 here=$(cd "$(dirname "$0")/.." && pwd)
 out=$PWD/mptcp-testbed-bookworm.box
 base="" apt_cache="" pip_cache=""
+need() { [ $# -ge 2 ] || { echo "build-box.sh: $1 needs a value (see --help)" >&2; exit 2; }; }
 while [ $# -gt 0 ]; do
   case "$1" in
+    --out|--base|--apt-cache|--pip-cache) need "$@" ;;&
     --out) out=$(realpath -m "$2"); shift 2 ;;
     --base) base=$(realpath "$2"); shift 2 ;;
     --apt-cache) apt_cache=$(realpath -m "$2"); shift 2 ;;
     --pip-cache) pip_cache=$(realpath -m "$2"); shift 2 ;;
-    -h|--help) sed -n '2,13p' "$0" | sed 's/^# \{0,1\}//'; exit 0 ;;
+    -h|--help) sed -n '2,12p' "$0" | sed 's/^# \{0,1\}//'; exit 0 ;;
     *) echo "build-box.sh: unknown option $1 (see --help)" >&2; exit 2 ;;
   esac
 done
 [ "$(id -u)" -eq 0 ] || { echo "build-box.sh: run as root (debootstrap, chroot, mounts)" >&2; exit 1; }
+# Every mount below is made in a mount namespace of this script's own: however it ends, even killed,
+# none of them stays on the machine (and no later rm of the work folder can reach through a /dev bind).
+if [ -z "${TESTBED_BOX_PRIVATE_MOUNTS:-}" ]; then
+  export TESTBED_BOX_PRIVATE_MOUNTS=1
+  exec unshare --mount --propagation private -- "$0" "$@"
+fi
 for tool in debootstrap mkfs.ext4 qemu-img git; do
   command -v "$tool" >/dev/null || { echo "build-box.sh: $tool is missing (./setup.sh --vagrant installs it)" >&2; exit 1; }
 done
@@ -36,7 +44,13 @@ mounts=()
 cleanup() {
   local i
   for ((i = ${#mounts[@]} - 1; i >= 0; i--)); do umount -R -l "${mounts[i]}" 2>/dev/null || true; done
-  rm -rf "$work"
+  rm -f "$out.tmp"
+  # a mount that something inside left is not followed: its folder stays, and says so
+  if grep -q " $work/" /proc/self/mountinfo; then
+    echo "build-box.sh: mounts still under $work; left in place" >&2
+  else
+    rm -rf --one-file-system "$work"
+  fi
 }
 trap cleanup EXIT
 trap 'exit 130' INT
@@ -54,12 +68,20 @@ else
 fi
 
 # This machine's own way to its package registries (resolver, proxy CAs, pip's and apt's settings), for the
-# build only: removed again below, the box keeps none of it.
+# build only: each is removed again below (the CA bundle is then made anew from Debian's CAs alone), so the
+# box trusts and uses none of this machine's settings.
 borrowed=(etc/resolv.conf etc/pip.conf etc/ssl/certs/ca-certificates.crt etc/apt/apt.conf.d/99artifact-registry)
 for name in "${borrowed[@]}"; do
   if [ -f "/$name" ]; then rm -f "$root/$name"; mkdir -p "$(dirname "$root/$name")"; cp "/$name" "$root/$name"; fi
 done
-[ -d /usr/local/share/ca-certificates ] && cp -r /usr/local/share/ca-certificates/. "$root/usr/local/share/ca-certificates/" 2>/dev/null || true
+local_cas=()
+if [ -d /usr/local/share/ca-certificates ]; then
+  mkdir -p "$root/usr/local/share/ca-certificates"
+  for ca in /usr/local/share/ca-certificates/*; do
+    [ -e "$ca" ] || continue
+    cp -r "$ca" "$root/usr/local/share/ca-certificates/"; local_cas+=("usr/local/share/ca-certificates/$(basename "$ca")")
+  done
+fi
 # no package's service may start on this machine while the root is built
 printf '#!/bin/sh\nexit 101\n' > "$root/usr/sbin/policy-rc.d"; chmod 755 "$root/usr/sbin/policy-rc.d"
 
@@ -101,7 +123,7 @@ in_root apt-get install -y -qq --no-install-recommends systemd-sysv linux-image-
 log "setup.sh --no-vm, as the Vagrantfile's provisioning runs it"
 mkdir -p "$root/vagrant"
 git -C "$here" ls-files -z --cached --others --exclude-standard \
-  | (cd "$here" && xargs -0 cp --parents -t "$root/vagrant" 2>/dev/null || true)
+  | (cd "$here" && xargs -0 -r cp --parents -t "$root/vagrant")
 in_root /vagrant/setup.sh --no-vm
 ln -sf /opt/mptcp-testbed/venv/bin/run-scenario "$root/usr/local/bin/run-scenario"
 # the share hides these at boot; the box need not carry a copy
@@ -111,21 +133,49 @@ log "the vagrant user, ssh, the network and the root file system"
 in_root useradd -m -s /bin/bash vagrant
 echo 'vagrant:vagrant' | in_root chpasswd
 echo 'vagrant ALL=(ALL) NOPASSWD: ALL' > "$root/etc/sudoers.d/vagrant"; chmod 440 "$root/etc/sudoers.d/vagrant"
-install -d -m 700 -o 1000 -g 1000 "$root/home/vagrant/.ssh"
 insecure=$(ls /usr/share/rubygems-integration/all/gems/vagrant-*/keys/vagrant.pub /opt/vagrant/embedded/gems/gems/vagrant-*/keys/vagrant.pub 2>/dev/null | head -1 || true)
 [ -n "$insecure" ] || { echo "build-box.sh: Vagrant's insecure public key is not found: is vagrant installed?" >&2; exit 1; }
-install -m 600 -o 1000 -g 1000 "$insecure" "$root/home/vagrant/.ssh/authorized_keys"
+mkdir -p "$root/home/vagrant/.ssh"
+cp "$insecure" "$root/home/vagrant/.ssh/authorized_keys"
+in_root chown -R vagrant:vagrant /home/vagrant/.ssh
+chmod 700 "$root/home/vagrant/.ssh"; chmod 600 "$root/home/vagrant/.ssh/authorized_keys"
 echo 'UseDNS no' > "$root/etc/ssh/sshd_config.d/vagrant.conf"
+# Each VM of the box its own identity: ssh host keys made at its first boot, and a machine id (systemd
+# writes one when the file is empty; networkd's DHCP client id derives from it, so two VMs of one box on
+# one network would otherwise share a lease).
+rm -f "$root"/etc/ssh/ssh_host_*
+cat > "$root/etc/systemd/system/ssh-host-keys.service" <<'EOF'
+[Unit]
+Description=ssh host keys of this VM
+Before=ssh.service
+ConditionPathExists=!/etc/ssh/ssh_host_ed25519_key
+
+[Service]
+Type=oneshot
+ExecStart=/usr/bin/ssh-keygen -A
+
+[Install]
+WantedBy=multi-user.target
+EOF
+: > "$root/etc/machine-id"
 printf '[Match]\nName=e*\n\n[Network]\nDHCP=yes\n' > "$root/etc/systemd/network/80-dhcp.network"
-in_root systemctl enable systemd-networkd >/dev/null 2>&1
 echo 'mptcp-testbed' > "$root/etc/hostname"
 echo '/dev/vda / ext4 defaults 0 1' > "$root/etc/fstab"
 
-in_root apt-get clean
+# name resolution in the VM: systemd-resolved's stub, fed by the DHCP server (installed last, as the link
+# replaces the machine's resolver, which the build needed until here)
+in_root apt-get install -y -qq --no-install-recommends systemd-resolved >/dev/null
+ln -sf ../run/systemd/resolve/stub-resolv.conf "$root/etc/resolv.conf"
+in_root systemctl enable systemd-networkd systemd-resolved ssh-host-keys >/dev/null 2>&1
+# the machine's CAs out, the bundle made anew from Debian's; the machine's settings out
+for ca in "${local_cas[@]}"; do rm -rf "${root:?}/$ca"; done
+for name in etc/pip.conf etc/apt/apt.conf.d/99artifact-registry; do rm -f "$root/$name"; done
+in_root update-ca-certificates --fresh >/dev/null
+# the downloads stay where --apt-cache keeps them; without it, the box carries none
+[ -n "$apt_cache" ] || in_root apt-get clean
 for ((i = ${#mounts[@]} - 1; i >= 0; i--)); do umount -R -l "${mounts[i]}"; done
 mounts=()
 rm -f "$root/usr/sbin/policy-rc.d"
-for name in "${borrowed[@]}"; do rm -f "$root/$name"; done
 
 log "image: ext4, made into qcow2"
 box=$work/box

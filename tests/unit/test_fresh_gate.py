@@ -110,3 +110,24 @@ def test_pip_complaints_are_its_errors_and_the_legacy_editable_install():
     assert [line[:30] for line in pip_complaints(output)] == ["ERROR: pip's dependency resolv",
                                                                "DEPRECATION: Legacy editable i"]
     assert pip_complaints("setup.sh: done in 17 s.\nno ERROR: here, mid-line\n") == []
+
+
+def test_a_suite_gated_on_files_in_subfolders_runs_again_when_one_of_them_changes(checkout, tmp_path):
+    """The Vagrant test's gate (tests/vagrant): its patterns reach into folders; the stamp names each file by
+    its path in the checkout, and a change to one of them, or a new one, runs the suite again."""
+    cache = tmp_path / "cache"
+    patterns = ("setup.sh", "vagrant/build-box.sh", "tests/vagrant/*")
+    (checkout / "vagrant").mkdir()
+    (checkout / "vagrant" / "build-box.sh").write_text("v1\n")
+    (checkout / "tests" / "vagrant").mkdir(parents=True)
+    (checkout / "tests" / "vagrant" / "test_up.py").write_text("v1\n")
+    assert gate.decide_on_files("vagrant up", "vagrant-up", patterns, checkout, cache, env={})[0]
+    stamp = gate.record_pass("vagrant-up", checkout, cache, patterns)
+    assert json.loads(stamp.read_text())["files"] == ["setup.sh", "tests/vagrant/test_up.py", "vagrant/build-box.sh"]
+    runs, why = gate.decide_on_files("vagrant up", "vagrant-up", patterns, checkout, cache, env={})
+    assert not runs and "vagrant/build-box.sh" in why
+    (checkout / "README.md").write_text("not a gated file\n")
+    assert not gate.decide_on_files("vagrant up", "vagrant-up", patterns, checkout, cache, env={})[0]
+    (checkout / "tests" / "vagrant" / "helper.sh").write_text("new\n")
+    runs, why = gate.decide_on_files("vagrant up", "vagrant-up", patterns, checkout, cache, env={})
+    assert runs and "tests/vagrant/helper.sh changed" in why

@@ -24,18 +24,17 @@ trap stop EXIT
 for d in run/libvirt var/lib/libvirt var/log/libvirt var/cache/libvirt etc/libvirt; do
   mkdir -p "$work/$d"
 done
-cp -a /etc/libvirt/. "$work/etc/libvirt/"
-# qemu as root without a security driver: it reads the box's kernel and writes the 9p share as the test's
-# root does; its console and log go to files (no virtlogd to start)
-cat >> "$work/etc/libvirt/qemu.conf" <<'EOF'
+# A configuration of the test's own, not the machine's (its domains, networks, pools or qemu settings):
+# the daemon's defaults, and qemu as root without a security driver: it reads the box's kernel and writes
+# the 9p share as the test's root does; its console and log go to files (no virtlogd to start)
+cat > "$work/etc/libvirt/qemu.conf" <<'EOF'
 user = "root"
 group = "root"
 dynamic_ownership = 0
 security_driver = "none"
 stdio_handler = "file"
 EOF
-# no network of libvirt's own (the vagrant-libvirt one is made on demand)
-rm -f "$work"/etc/libvirt/qemu/networks/autostart/*.xml
+touch "$work/etc/libvirt/libvirtd.conf"
 for d in run/libvirt var/lib/libvirt var/log/libvirt var/cache/libvirt etc/libvirt; do
   # /run/libvirt, which the packages leave to the daemon to make: an empty folder, removed again on exit
   [ -d "/$d" ] || { mkdir "/$d"; echo "/$d" >> "$work/made-dirs"; }

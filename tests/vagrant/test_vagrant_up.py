@@ -27,6 +27,7 @@ import re
 import shutil
 import signal
 import subprocess
+import tempfile
 import time
 from pathlib import Path
 
@@ -38,9 +39,12 @@ from tests.fresh.chroot import CACHE as FRESH_CACHE, REPO, base_tarball, copy_ch
 pytestmark = pytest.mark.vagrant
 CACHE = Path(os.environ.get("TESTBED_VAGRANT_CACHE", "/var/cache/mptcp-testbed/vagrant"))
 BOX_FILES = ("setup.sh", "requirements*", "pyproject.toml", "setup.py", "vagrant/build-box.sh")
-TEST_FILES = BOX_FILES + ("Vagrantfile", "tests/vagrant/*")
+# and what the test runs with: its scripts, the fresh-machine helpers it borrows, the scenario it runs
+TEST_FILES = BOX_FILES + ("Vagrantfile", "tests/vagrant/*", "tests/fresh/chroot.py", "tests/fresh/gate.py",
+                          "scenarios/two-paths.yaml")
 SUITE = "vagrant-up"
 INSIDE = REPO / "tests" / "vagrant" / "in_private_libvirt.sh"
+RUN_LIBVIRT = Path("/run/libvirt")
 
 
 def log(msg: str) -> None:
@@ -57,9 +61,13 @@ def runs_here() -> None:
         pytest.fail("the vagrant test needs root (libvirtd, namespaces); run the suite as root as CI does")
     missing = [tool for tool in ("vagrant", "libvirtd", "qemu-img", "qemu-system-x86_64", "dnsmasq")
                if not shutil.which(tool)]
-    plugins = subprocess.run(["vagrant", "plugin", "list"], capture_output=True, text=True).stdout
-    if "vagrant-libvirt" not in plugins:
-        missing.append("vagrant-libvirt")
+    # the distribution's plugin (what setup.sh installs), as the test's own VAGRANT_HOME sees plugins
+    if "vagrant" not in missing:
+        with tempfile.TemporaryDirectory() as home:
+            plugins = subprocess.run(["vagrant", "plugin", "list"], capture_output=True, text=True,
+                                     env={**os.environ, "VAGRANT_HOME": home}).stdout
+        if "vagrant-libvirt" not in plugins:
+            missing.append("vagrant-libvirt")
     if missing:
         why = f"{', '.join(missing)} missing: `./setup.sh --vagrant` installs them (CI's .ci/run does)"
         if os.environ.get("TESTBED_REQUIRE_VAGRANT") == "1":
@@ -85,6 +93,16 @@ def project_box() -> Path:
     assert built.returncode == 0, f"vagrant/build-box.sh failed:\n{built.stdout[-4000:]}\n{built.stderr[-4000:]}"
     log(f"box built in {time.monotonic() - t0:.0f} s: {built.stdout.strip().splitlines()[-1]}")
     return box
+
+
+def leave_no_run_libvirt(had_it: bool) -> None:
+    """The empty /run/libvirt that in_private_libvirt.sh makes to bind its own over: gone again, also when
+    the script was killed before its own exit could remove it."""
+    if not had_it:
+        try:
+            RUN_LIBVIRT.rmdir()
+        except OSError:
+            pass
 
 
 def netns_pids(ns: str) -> list[int]:
@@ -126,6 +144,7 @@ def test_vagrant_up_runs_the_readme_command_natively_in_the_project_box(runs_her
     work = tmp_path / "libvirt"
     work.mkdir()
     before = host_state()
+    had_run_libvirt = RUN_LIBVIRT.exists()
     ns = f"tbvagrant{os.getpid()}"
     subprocess.run(["ip", "netns", "add", ns], check=True)
     t0 = time.monotonic()
@@ -138,6 +157,9 @@ def test_vagrant_up_runs_the_readme_command_natively_in_the_project_box(runs_her
                               stdin=subprocess.DEVNULL, capture_output=True, text=True, timeout=2400)
     finally:
         stray = stop_namespace(ns)
+        leave_no_run_libvirt(had_run_libvirt)
+        # the box unpacked by `vagrant box add` and libvirt's copy of its image: GBs, not kept
+        shutil.rmtree(work, ignore_errors=True)
     # vagrant's progress bars are thousands of \r-separated lines: left out of what a failure shows
     output = "\n".join(line for line in (done.stdout + done.stderr).replace("\r", "\n").splitlines()
                        if "Progress:" not in line)
