@@ -15,7 +15,6 @@ Writes DIR/<UTC stamp>/bench.json and bench.md (DIR defaults to bench/out).
 """
 from __future__ import annotations
 
-import argparse
 import json
 import statistics
 import sys
@@ -24,10 +23,9 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))   # run as a script too
 
-from bench.run import Bench, in_the_vm  # noqa: E402
+from bench.run import Bench, group_main  # noqa: E402
 from runners.paths import REPO  # noqa: E402
 from runners.results.fidelity import backlog_floor  # noqa: E402
-from runners.results.store import utc_stamp  # noqa: E402
 
 GROUPS = ("timing", "shape", "trace", "failover")
 TWO_PATHS = """\
@@ -151,38 +149,7 @@ class EventBench(Bench):
                  note=f"recovery_s {', '.join('none' if v is None else f'{v:.2f}' for v in values)} s")
 
 
-def main() -> int:
-    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    ap.add_argument("--backend", choices=["auto", "native", "vm"], default="auto")
-    ap.add_argument("--out", default=str(REPO / "bench" / "out"))
-    ap.add_argument("--only", help=f"comma-separated groups: {','.join(GROUPS)} (default: all)")
-    ap.add_argument("--dir", help=argparse.SUPPRESS)  # internal: exact output folder (VM guest side)
-    args = ap.parse_args()
-    groups = args.only.split(",") if args.only else list(GROUPS)
-    for w in groups:
-        if w not in GROUPS:
-            ap.error(f"--only: unknown group {w!r} (groups: {', '.join(GROUPS)})")
-    from runners.backends.choice import choose_backend
-    from scenarios.spec.loader import load_scenario
-
-    out = Path(args.dir) if args.dir else Path(args.out).resolve() / utc_stamp()
-    out.mkdir(parents=True, exist_ok=True)
-    choice = choose_backend(args.backend, [load_scenario(REPO / "scenarios" / "failover.yaml")])
-    if choice.refusal:
-        print(choice.refusal, file=sys.stderr)
-        return 1
-    if choice.name == "vm":
-        return in_the_vm("bench.events", out, ["--only", ",".join(groups)])
-    b = EventBench(out, quick=False)
-    try:
-        for w in groups:
-            getattr(b, w)()
-    finally:
-        b.write({"name": "native"})
-    print(f"wrote {out / 'bench.json'} and {out / 'bench.md'}")
-    return 0
-
-
 if __name__ == "__main__":
     print(time.strftime("bench.events %Y-%m-%dT%H:%M:%SZ", time.gmtime()), flush=True)
-    sys.exit(main())
+    sys.exit(group_main("bench.events", __doc__, GROUPS, EventBench,
+                        lambda groups: [(REPO / "scenarios" / "failover.yaml").read_text()]))

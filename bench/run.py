@@ -307,6 +307,41 @@ def in_the_vm(module: str, out: Path, argv: list[str], host_rows: list[dict] = (
     return code
 
 
+def group_main(module: str, doc: str, groups: tuple[str, ...], bench_cls, probes) -> int:
+    """The command line of a benchmark made of named groups (bench.events, bench.scale): each group a method
+    of `bench_cls` (a Bench), run natively or, where the scenarios `probes(chosen groups)` gives (YAML texts)
+    cannot all run here, in one micro-VM boot."""
+    ap = argparse.ArgumentParser(description=doc, formatter_class=argparse.RawDescriptionHelpFormatter)
+    ap.add_argument("--backend", choices=["auto", "native", "vm"], default="auto")
+    ap.add_argument("--out", default=str(REPO / "bench" / "out"))
+    ap.add_argument("--only", help=f"comma-separated groups: {','.join(groups)} (default: all)")
+    ap.add_argument("--dir", help=argparse.SUPPRESS)  # internal: exact output folder (VM guest side)
+    args = ap.parse_args()
+    chosen = args.only.split(",") if args.only else list(groups)
+    for w in chosen:
+        if w not in groups:
+            ap.error(f"--only: unknown group {w!r} (groups: {', '.join(groups)})")
+    from runners.backends.choice import choose_backend
+    from scenarios.spec.loader import parse_scenario
+
+    out = Path(args.dir) if args.dir else Path(args.out).resolve() / utc_stamp()
+    out.mkdir(parents=True, exist_ok=True)
+    choice = choose_backend(args.backend, [parse_scenario(text) for text in probes(chosen)])
+    if choice.refusal:
+        print(choice.refusal, file=sys.stderr)
+        return 1
+    if choice.name == "vm":
+        return in_the_vm(module, out, ["--only", ",".join(chosen)])
+    b = bench_cls(out, quick=False)
+    try:
+        for w in chosen:
+            getattr(b, w)()
+    finally:
+        b.write({"name": "native"})
+    print(f"wrote {out / 'bench.json'} and {out / 'bench.md'}")
+    return 0
+
+
 def main() -> int:
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--backend", choices=["auto", "native", "vm"], default="auto")

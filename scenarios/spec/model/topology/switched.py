@@ -94,7 +94,7 @@ class Switched(PathsAndLinks, Strict):
 
     kind: Literal["switched"]
     server: NodeName = "h1"
-    clients: list[NodeName] = Field(default_factory=lambda: ["h2"], min_length=1, max_length=16,
+    clients: list[NodeName] = Field(default_factory=lambda: ["h2"], min_length=1, max_length=32,
                                     description="every client runs its own transfer to the server, at once")
     switches: list[SwitchSpec] = Field(min_length=1, max_length=32)
     controller: Optional[ControllerSpec] = None

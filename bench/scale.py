@@ -1,0 +1,103 @@
+"""How the testbed's own time grows with the network (issue 33): writes numbers, asserts nothing.
+
+  - paths: a dual-homed network of 1, 2, 4 and 8 paths (10 Mbit/s, 5 ms each; a scenario has 8 at most, as
+    an MPTCP connection has 8 subflows at most), one 5 s MPTCP run
+  - clients: a switched network (one OVS switch, the os-ken learning app) of 1, 4, 16 and 32 clients,
+    each on a link of its own to the server's switch, one 5 s TCP run with every client sending at once
+For each size, from the set's metadata.json: building the network, shaping, teardown, and the run's
+overhead beyond its traffic. Then per group: the slope of each against the size (least squares: seconds
+per path, or per node, a node being a host or a switch), and the first step whose cost per added unit is
+over 1.5 times the first step's: where growth stops being linear.
+
+Usage: python -m bench.scale [--backend auto|native|vm] [--out DIR] [--only GROUPS]
+Writes DIR/<UTC stamp>/bench.json and bench.md (DIR defaults to bench/out).
+"""
+from __future__ import annotations
+
+import sys
+import time
+from pathlib import Path
+
+sys.path.insert(0, str(Path(__file__).resolve().parent.parent))   # run as a script too
+
+from bench.run import Bench, group_main  # noqa: E402
+
+GROUPS = ("paths", "clients")
+SIZES = {"paths": (1, 2, 4, 8), "clients": (1, 4, 16, 32)}   # 8 paths at most: the kernel joins 8 subflows
+NON_LINEAR = 1.5    # a step's cost per added unit over this many times the first step's
+MEASURES = ("build", "shaping", "teardown", "run_overhead")
+
+
+def dual_homed(n: int) -> str:
+    paths = "\n".join(f"    - {{name: P{k}, bw: 10, delay: 5ms}}" for k in range(1, n + 1))
+    return (f"name: scale-paths-{n}\ntopology:\n  kind: dual-homed\n  paths:\n{paths}\n"
+            "traffic: {duration: 5}\nruns: {compare: [mptcp], pause: 200ms}\n")
+
+
+def switched(n: int) -> str:
+    clients = [f"h{k}" for k in range(2, n + 2)]
+    links = "\n".join(f"    - {{name: l{h}, between: [{h}, s1], bw: 10, delay: 1ms}}" for h in ["h1", *clients])
+    return (f"name: scale-clients-{n}\ntopology:\n  kind: switched\n  server: h1\n  clients: [{', '.join(clients)}]\n"
+            "  switches:\n    - {name: s1, type: ovs, controller: true}\n  controller: {app: learning}\n"
+            f"  links:\n{links}\n  paths:\n    - {{name: A, client_if: 0, server_if: 0}}\n"
+            "traffic: {duration: 5, direction: upload}\nruns: {compare: [tcp], pause: 200ms}\n")
+
+
+def slope(xs: list[float], ys: list[float]) -> float:
+    """Least-squares slope of ys against xs."""
+    mx, my = sum(xs) / len(xs), sum(ys) / len(ys)
+    return sum((x - mx) * (y - my) for x, y in zip(xs, ys)) / sum((x - mx) ** 2 for x in xs)
+
+
+def first_non_linear(units: list[float], ys: list[float]) -> tuple[int, float] | None:
+    """(index of the first step whose cost per added unit exceeds NON_LINEAR x the first step's, that ratio),
+    or None when every step stays within it."""
+    per_unit = [(ys[k] - ys[k - 1]) / (units[k] - units[k - 1]) for k in range(1, len(ys))]
+    # a first step lost in noise (no growth, or a shrink) is judged against the mean cost per unit instead
+    base = per_unit[0] if per_unit[0] > 0 else (ys[-1] - ys[0]) / (units[-1] - units[0])
+    for k, cost in enumerate(per_unit[1:], start=2):
+        if base > 0 and cost > NON_LINEAR * base:
+            return k, cost / base
+    return None
+
+
+MAKERS = {"paths": dual_homed, "clients": switched}
+
+
+class ScaleBench(Bench):
+    def paths(self) -> None:
+        self._group("paths", dual_homed, lambda n: n, "path")
+
+    def clients(self) -> None:
+        self._group("clients", switched, lambda n: n + 2, "node")   # the clients, the server and the switch
+
+    def _group(self, group: str, make, units_of, unit: str) -> None:
+        sizes = SIZES[group]
+        seen: dict[str, list[float]] = {m: [] for m in MEASURES}
+        for n in sizes:
+            doc, wall = self.run_scenario(f"scale-{group}-{n}", make(n), report=False)
+            ph = doc["metadata"]["phases"]
+            run = ph["runs"][0]
+            values = {"build": ph["build"], "shaping": ph["shaping"], "teardown": ph["teardown"],
+                      "run_overhead": run["overhead"]}
+            for m in MEASURES:
+                seen[m].append(values[m])
+            units = units_of(n)
+            self.add(group, f"{n} {group}: build", units, round(ph["build"], 2), "s", ph["build"] / units,
+                     f"ratio: s per {unit}; shaping {ph['shaping']:.2f} s, teardown {ph['teardown']:.2f} s, "
+                     f"the run {run['overhead']:.2f} s beyond its traffic ("
+                     + ", ".join(f"{k} {v:.2f}" for k, v in run.get("steps", {}).items()) + f"); set {wall:.1f} s")
+        units = [units_of(n) for n in sizes]
+        for m in MEASURES:
+            bend = first_non_linear(units, seen[m])
+            self.add(group, f"{m}: slope per {unit}", f"{units[0]}-{units[-1]} {unit}s", round(slope(units, seen[m]), 3),
+                     f"s/{unit}", None, "linear within 1.5x per step" if bend is None else
+                     f"first non-linear step: to {sizes[bend[0]]} {group}, {bend[1]:.1f}x the first step's cost per "
+                     f"{unit}")
+
+
+if __name__ == "__main__":
+    print(time.strftime("bench.scale %Y-%m-%dT%H:%M:%SZ", time.gmtime()), flush=True)
+    # the backend must carry the largest of each chosen group (a switched one needs OVS and the controller)
+    sys.exit(group_main("bench.scale", __doc__, GROUPS, ScaleBench,
+                        lambda groups: [MAKERS[g](SIZES[g][-1]) for g in groups]))

@@ -1,0 +1,32 @@
+"""bench.scale's arithmetic and the scenarios it runs (the runs themselves need root: bench, not tests)."""
+from __future__ import annotations
+
+import pytest
+
+from bench.scale import SIZES, dual_homed, first_non_linear, slope, switched
+from scenarios.spec.loader import parse_scenario
+
+
+def test_slope_is_the_least_squares_one():
+    assert slope([1, 2, 4, 8], [0.5, 1.0, 2.0, 4.0]) == pytest.approx(0.5)
+    assert slope([3, 6, 18, 34], [1.0, 1.0, 1.0, 1.0]) == pytest.approx(0.0)
+
+
+def test_the_first_step_that_costs_more_per_unit_is_named():
+    # 0.1 s per node, then 0.1, then 0.4 per node from 18 to 34 nodes
+    assert first_non_linear([3, 6, 18, 34], [0.3, 0.6, 1.8, 8.2]) == (3, pytest.approx(4.0))
+    assert first_non_linear([1, 2, 4, 8], [0.1, 0.2, 0.4, 0.8]) is None
+    # within 1.5x of the first step's cost per unit is linear enough
+    assert first_non_linear([1, 2, 4, 8], [0.1, 0.2, 0.42, 0.9]) is None
+
+
+@pytest.mark.parametrize("n", SIZES["paths"])
+def test_every_paths_size_is_a_valid_scenario(n):
+    sc = parse_scenario(dual_homed(n), f"scale-paths-{n}.yaml")
+    assert len(sc.topology.paths) == n and sc.traffic.duration == 5
+
+
+@pytest.mark.parametrize("n", SIZES["clients"])
+def test_every_clients_size_is_a_valid_scenario(n):
+    sc = parse_scenario(switched(n), f"scale-clients-{n}.yaml")
+    assert len(sc.topology.clients) == n and len(sc.topology.links) == n + 1
