@@ -13,6 +13,7 @@
 set -euo pipefail
 
 here=$(cd "$(dirname "$0")/.." && pwd)
+args=("$@")   # as given: the script runs itself again in a mount namespace of its own, below
 out=$PWD/mptcp-testbed-bookworm.box
 base="" apt_cache="" pip_cache=""
 need() { [ $# -ge 2 ] || { echo "build-box.sh: $1 needs a value (see --help)" >&2; exit 2; }; }
@@ -32,7 +33,7 @@ done
 # none of them stays on the machine (and no later rm of the work folder can reach through a /dev bind).
 if [ -z "${TESTBED_BOX_PRIVATE_MOUNTS:-}" ]; then
   export TESTBED_BOX_PRIVATE_MOUNTS=1
-  exec unshare --mount --propagation private -- "$0" "$@"
+  exec unshare --mount --propagation private -- "$0" "${args[@]}"
 fi
 for tool in debootstrap mkfs.ext4 qemu-img git; do
   command -v "$tool" >/dev/null || { echo "build-box.sh: $tool is missing (./setup.sh --vagrant installs it)" >&2; exit 1; }
