@@ -7,7 +7,7 @@
 For each size, from the set's metadata.json: building the network, shaping, teardown, and the run's
 overhead beyond its traffic. Then per group: the slope of each against the size (least squares: seconds
 per path, or per node, a node being a host or a switch), and the first step whose cost per added unit is
-over 1.5 times the first step's: where growth stops being linear.
+over 1.5 times the average of the steps before it, by 0.5 s or more: where growth stops being linear.
 
 Usage: python -m bench.scale [--backend auto|native|vm] [--out DIR] [--only GROUPS]
 Writes DIR/<UTC stamp>/bench.json and bench.md (DIR defaults to bench/out).
@@ -24,7 +24,8 @@ from bench.run import Bench, group_main  # noqa: E402
 
 GROUPS = ("paths", "clients")
 SIZES = {"paths": (1, 2, 4, 8), "clients": (1, 4, 16, 32)}   # 8 paths at most: the kernel joins 8 subflows
-NON_LINEAR = 1.5    # a step's cost per added unit over this many times the first step's
+NON_LINEAR = 1.5    # a step's cost per added unit over this many times the steps' before it
+NOISE_S = 0.5       # ... and by at least this many seconds in all
 MEASURES = ("build", "shaping", "teardown", "run_overhead")
 
 
@@ -50,14 +51,15 @@ def slope(xs: list[float], ys: list[float]) -> float:
 
 
 def first_non_linear(units: list[float], ys: list[float]) -> tuple[int, float] | None:
-    """(index of the first step whose cost per added unit exceeds NON_LINEAR x the first step's, that ratio),
-    or None when every step stays within it."""
-    per_unit = [(ys[k] - ys[k - 1]) / (units[k] - units[k - 1]) for k in range(1, len(ys))]
-    # a first step lost in noise (no growth, or a shrink) is judged against the mean cost per unit instead
-    base = per_unit[0] if per_unit[0] > 0 else (ys[-1] - ys[0]) / (units[-1] - units[0])
-    for k, cost in enumerate(per_unit[1:], start=2):
-        if base > 0 and cost > NON_LINEAR * base:
-            return k, cost / base
+    """(index of the first size whose step costs over NON_LINEAR times, per added unit, what the steps before
+    it cost on average, that ratio), or None. A step whose excess over that average is under NOISE_S is not
+    counted: TCG's run-to-run noise is that large, and four sizes cannot tell it from a bend."""
+    for k in range(2, len(ys)):
+        before = (ys[k - 1] - ys[0]) / (units[k - 1] - units[0])
+        step = (ys[k] - ys[k - 1]) / (units[k] - units[k - 1])
+        excess = (step - max(before, 0.0)) * (units[k] - units[k - 1])
+        if step > NON_LINEAR * max(before, 0.0) and excess >= NOISE_S:
+            return k, step / before if before > 0 else float("inf")
     return None
 
 
@@ -91,9 +93,9 @@ class ScaleBench(Bench):
         for m in MEASURES:
             bend = first_non_linear(units, seen[m])
             self.add(group, f"{m}: slope per {unit}", f"{units[0]}-{units[-1]} {unit}s", round(slope(units, seen[m]), 3),
-                     f"s/{unit}", None, "linear within 1.5x per step" if bend is None else
-                     f"first non-linear step: to {sizes[bend[0]]} {group}, {bend[1]:.1f}x the first step's cost per "
-                     f"{unit}")
+                     f"s/{unit}", None, "no step over 1.5x the cost per unit before it (by 0.5 s)" if bend is None else
+                     f"first non-linear step: to {sizes[bend[0]]} {group}, {bend[1]:.1f}x the cost per {unit} of "
+                     "the steps before it")
 
 
 if __name__ == "__main__":
