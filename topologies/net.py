@@ -12,28 +12,38 @@ def _bridge_class():
     return IpBridge
 
 
-def _host_intf_class():
+def _intf_classes():
+    """(PlannedIntf, SwitchPort): the interface classes of hosts' and routers' ends, and of switches'."""
     from mininet.link import Intf
 
-    class PlannedIntf(Intf):
-        """A host's or router's interface, left as the veth pair made it (with its MAC): the plan's
-        setup, one `ip -batch` per namespace, gives it its addresses and brings it up. Mininet's own
-        config would ask the node's shell again per interface (`ifconfig up`): 0.06 s each in a TCG guest."""
+    class GoneWithItsPair(Intf):
+        """An end that the runner may have deleted already, with the other end of its veth pair (one `ip`
+        process per namespace): Mininet's stop would ask the node's shell to delete it again, one round
+        trip each (0.44 s per switch port in a TCG guest, 2026-11-26)."""
 
-        # set by the runner once it deleted this end's veth pair itself (one `ip` process per namespace)
-        deleted_already = False
-
-        def config(self, **_params):
-            return {}
+        deleted_already = False   # set by the runner once the pair is gone
 
         def delete(self):
             if not self.deleted_already:
-                super().delete()   # Mininet: `ip link del` through the node's shell, a round trip each
+                super().delete()
                 return
             self.node.delIntf(self)
             self.link = None
 
-    return PlannedIntf
+    class PlannedIntf(GoneWithItsPair):
+        """A host's or router's interface, left as the veth pair made it (with its MAC): the plan's
+        setup, one `ip -batch` per namespace, gives it its addresses and brings it up. Mininet's own
+        config would ask the node's shell again per interface (`ifconfig up`): 0.06 s each in a TCG guest."""
+
+        deletes_its_pair = True   # the runner deletes the pair from this end
+
+        def config(self, **_params):
+            return {}
+
+    class SwitchPort(GoneWithItsPair):
+        """A switch's port: Mininet's config (it brings the port up), but not deleted twice."""
+
+    return PlannedIntf, SwitchPort
 
 
 def planned_link_ends(net) -> dict[str, list]:
@@ -41,7 +51,7 @@ def planned_link_ends(net) -> dict[str, list]:
     host's or router's end (deleting one end of a veth deletes the pair)."""
     out: dict[str, list] = {}
     for link in net.links:
-        ends = [i for i in (link.intf1, link.intf2) if i is not None and hasattr(i, "deleted_already")]
+        ends = [i for i in (link.intf1, link.intf2) if getattr(i, "deletes_its_pair", False)]
         if ends:
             out.setdefault(ends[0].node.name, []).append(ends[0])
     return out
@@ -78,7 +88,7 @@ def build_network(plan: TopologyPlan, controller_port: int | None = None):
                     w.name, cls=OVSSwitch, dpid=w.dpid, protocols="OpenFlow13",
                     failMode="secure" if w.controller else "standalone",
                     datapath="user" if w.type == "ovs-user" else "kernel")
-        planned = _host_intf_class()
+        planned, switch_port = _intf_classes()
         switch_names = {w.name for w in plan.switches}
         for (a, b, a_if, b_if, pa, pb), (mac_a, mac_b) in zip(plan.link_ports(), plan.link_macs()):
             for n in (a, b):
@@ -86,8 +96,8 @@ def build_network(plan: TopologyPlan, controller_port: int | None = None):
                     nodes[n] = net.addHost(n, ip=None)
             # a switch's port keeps Mininet's config: nothing in the plan brings it up
             net.addLink(nodes[a], nodes[b], port1=pa, port2=pb, intfName1=a_if, intfName2=b_if,
-                        addr1=mac_a, addr2=mac_b, cls1=None if a in switch_names else planned,
-                        cls2=None if b in switch_names else planned)
+                        addr1=mac_a, addr2=mac_b, cls1=switch_port if a in switch_names else planned,
+                        cls2=switch_port if b in switch_names else planned)
         net.build()
         for w in plan.switches:
             nodes[w.name].start([ctrl] if (w.controller and ctrl is not None) else [])
