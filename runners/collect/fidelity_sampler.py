@@ -17,6 +17,7 @@ import threading
 import time
 from typing import Callable
 
+from runners.collect import host_load
 from runners.linux import procfs
 from runners.results import fidelity
 
@@ -43,6 +44,7 @@ class FidelitySampler(threading.Thread):
         for node, dev in shaped:
             self.nodes.setdefault(node, set()).add(dev)
         self.t0: float | None = None
+        self.wall_t0: float | None = None
         self.cpu: list[list] = []                    # [t, [ticks of cpu0], [ticks of cpu1], ...]
         self.qdiscs: dict[str, list[list]] = {}     # "node/dev" -> [[t, bytes, packets, drops, backlog, qlen]]
         self.softnet: dict[str, dict] = {}
@@ -56,6 +58,7 @@ class FidelitySampler(threading.Thread):
         if not self.on or self.t0 is not None:
             return
         self.t0 = t0
+        self.wall_t0 = time.time() - (time.monotonic() - t0)   # t0 on the wall clock: the host's rows use it
         self.softnet["before"] = self._softnet()
         self.start()
 
@@ -115,7 +118,8 @@ class FidelitySampler(threading.Thread):
             return None
         return {"interval_s": self.interval, "cpu_fields": list(procfs.CPU_FIELDS), "cpu": self.cpu,
                 "qdisc_fields": ["t", "bytes", "packets", "drops", "backlog", "qlen"], "qdiscs": self.qdiscs,
-                "softnet": self.softnet, "errors": self.errors, "busy_s": round(self.busy_s, 4),
+                "softnet": self.softnet, "errors": self.errors, "wall_t0": round(self.wall_t0, 4),
+                "busy_s": round(self.busy_s, 4),
                 "cpu_s": round(self.cpu_s, 4)}
 
 
@@ -160,6 +164,7 @@ def judge(ctx, results: list[dict], seen, run_id: str) -> None:
     if samples is not None:
         ctx.store.save_raw(run_id, RAW_FILE, json.dumps(samples) + "\n")
     directions, paths = configured(ctx.plan)
+    host, host_note = _host_load(ctx.store.dir, samples)
     for result in results:
         section = fidelity.judge(fidelity.Evidence(
             directions=directions, paths=paths, pings=seen.pings, samples=samples,
@@ -168,10 +173,26 @@ def judge(ctx, results: list[dict], seen, run_id: str) -> None:
             kernel_debug=ctx.probe.facts.get("kernel_debug") or [],
             sampling=None if samples is not None or sampling_on() else f"{ENV_SWITCH}=0",
             run_paths=list(result.get("paths") or []), sender_rtt_ms=result["metrics"].get("sender_mean_rtt_ms"),
-            retrans_segs=result["metrics"].get("retrans_segs")))
+            retrans_segs=result["metrics"].get("retrans_segs"), host_cpu=host, host_cpu_note=host_note))
         result["fidelity"] = section
         if section["status"] != fidelity.OK:
             ctx.log(f"warning: run {result['id']}: fidelity {section['status']}: {'; '.join(section['reasons'])}")
+
+
+def _host_load(folder, samples: dict | None) -> tuple[dict | None, str | None]:
+    """In a VM's guest, the host's CPU over the run's traffic (runners.collect.host_load), or why not; (None,
+    None) where no host records it (a native run)."""
+    if not host_load.recorded(folder):
+        return None, None
+    if samples is None or samples.get("wall_t0") is None:
+        return None, "not sampled in the guest"
+    window = fidelity.traffic_window(samples)
+    if window is None:   # nothing shaped sent: the whole sampling
+        rows = samples.get("cpu") or []
+        window = (rows[0][0], rows[-1][0]) if rows else None
+    if window is None:
+        return None, "no traffic window"
+    return host_load.over_window(folder, samples["wall_t0"] + window[0], samples["wall_t0"] + window[1])
 
 
 def _keyed(qdiscs: dict) -> dict[str, dict]:

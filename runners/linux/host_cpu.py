@@ -3,19 +3,26 @@ under it or under the warm VM's process) against everything else.
 
 Under TCG the guest's time is the host's CPU: a compile, a browser or a second VM on the host slows the
 emulated CPUs, and the guest's own fidelity checks see only the result (queues that fall behind, idle
-time that is not there). This is the host's side of that, read from /proc at the start and the end.
-Pure functions over /proc's text, and one reader.
+time that is not there). This is the host's side of that, read from /proc: once at the start and the
+end of a set (metadata's `vm.host_cpu`), and every SAMPLE_INTERVAL_S while the guest runs, as rows in
+SAMPLES_FILE in the folder the guest writes its results into, where the guest reads them to judge each
+run over its own traffic (runners.collect.fidelity_sampler). Pure functions over /proc's text, one
+reader, and the recorder.
 """
 from __future__ import annotations
 
+import json
 import os
+import threading
 import time
+from contextlib import contextmanager
 from pathlib import Path
 from typing import NamedTuple, Optional
 
 PROC = Path("/proc")
-# the share of one CPU, averaged over the set, that other processes may use before a set says so
-OTHERS_WARN_CORES = 0.5
+SAMPLES_FILE = "host-cpu.jsonl"
+# a whole /proc scan costs about 1 ms of CPU per 65 processes (2026-11-26): 0.2 % of one CPU at this interval
+SAMPLE_INTERVAL_S = 0.5
 
 
 class CpuSnapshot(NamedTuple):
@@ -91,14 +98,102 @@ def shares(before: CpuSnapshot, after: CpuSnapshot, roots: set[int]) -> Optional
     process (interrupt time included), in CPUs' worth on average; what a hypervisor under the host took
     (`steal_cores`); and the host's idle share. One that ended and was not reaped yet is
     not counted, so `others_cores` may be a little high, never low."""
-    total = after.total - before.total
+    testbed = max(0, tree_jiffies(after.procs, roots) - tree_jiffies(before.procs, roots))
+    return _share_figures(after.t - before.t, after.busy - before.busy, after.steal - before.steal,
+                          after.total - before.total, testbed, after.cpus)
+
+
+def _share_figures(seconds: float, busy: int, steal: int, total: int, testbed: int, cores: int) -> Optional[dict]:
     if total <= 0:
         return None
-    busy, steal = after.busy - before.busy, after.steal - before.steal
-    testbed = max(0, tree_jiffies(after.procs, roots) - tree_jiffies(before.procs, roots))
-    cores = after.cpus
-    return {"seconds": round(after.t - before.t, 1), "cpus": cores,
+    return {"seconds": round(seconds, 1), "cpus": cores,
             "testbed_cores": round(cores * min(testbed, busy) / total, 2),
             "others_cores": round(cores * max(0, busy - testbed) / total, 2),
             "steal_cores": round(cores * steal / total, 2),
             "host_idle_pct": round(100 * (total - busy - steal) / total, 1)}
+
+
+def sample_row(snap: CpuSnapshot, wall: float, roots: set[int]) -> dict:
+    """One row of SAMPLES_FILE: the host's wall clock (what the guest maps its runs onto), its CPU
+    counters, and the testbed's processes' jiffies so far."""
+    return {"t": round(wall, 3), "busy": snap.busy, "steal": snap.steal, "total": snap.total,
+            "testbed": tree_jiffies(snap.procs, roots), "cpus": snap.cpus}
+
+
+def parse_rows(text: str) -> list[dict]:
+    """SAMPLES_FILE's rows in order; a line being written (the last, cut short) or not a row is skipped."""
+    rows = []
+    for line in text.splitlines():
+        try:
+            row = json.loads(line)
+        except ValueError:
+            continue
+        if isinstance(row, dict) and all(isinstance(row.get(k), (int, float)) for k in
+                                         ("t", "busy", "steal", "total", "testbed", "cpus")):
+            rows.append(row)
+    return rows
+
+
+def window_shares(rows: list[dict], start: float, end: float) -> Optional[dict]:
+    """The host's shares (as `shares` gives them) from the last row at or before `start` to the first at or
+    after `end` (the host's clock): a window a little wider than asked, by at most a sample interval at each
+    end. None when the rows do not reach both ends, or the testbed's processes changed in between (a
+    count that went down: another recorder's rows)."""
+    before = [r for r in rows if r["t"] <= start]
+    after = [r for r in rows if r["t"] >= end]
+    if not before or not after:
+        return None
+    a, b = before[-1], after[0]
+    if b["testbed"] < a["testbed"]:
+        return None
+    got = _share_figures(b["t"] - a["t"], b["busy"] - a["busy"], b["steal"] - a["steal"], b["total"] - a["total"],
+                         b["testbed"] - a["testbed"], int(b["cpus"]))
+    if got is not None:
+        got["window"] = [a["t"], b["t"]]
+    return got
+
+
+class Recorder(threading.Thread):
+    """Appends a row to `path` every `interval` s until stopped (a row at the start and one at the end
+    too), each written whole and flushed, so that the guest reading the file meanwhile sees whole rows.
+    `roots` are the testbed's processes (this one; the warm VM's). A file that cannot be written ends the
+    recording quietly: the runs are then judged without the host's figures, and say so."""
+
+    def __init__(self, path: Path, roots: set[int], interval: float = SAMPLE_INTERVAL_S):
+        super().__init__(daemon=True, name="host-cpu-recorder")
+        self.path, self.roots, self.interval = Path(path), set(roots), interval
+        self.rows = 0
+        self._halt = threading.Event()
+
+    def run(self) -> None:
+        try:
+            with open(self.path, "a", encoding="utf-8") as f:
+                while True:
+                    self._write(f)
+                    if self._halt.wait(self.interval):
+                        self._write(f)
+                        return
+        except OSError:
+            return
+
+    def _write(self, f) -> None:
+        wall, snap = time.time(), snapshot()
+        if snap is not None:
+            f.write(json.dumps(sample_row(snap, wall, self.roots)) + "\n")
+            f.flush()
+            self.rows += 1
+
+    def stop(self) -> None:
+        self._halt.set()
+        self.join(timeout=5)
+
+
+@contextmanager
+def recording(folder: Path, roots: set[int], interval: float = SAMPLE_INTERVAL_S):
+    """A Recorder into `folder`'s SAMPLES_FILE while the body runs (the guest's job)."""
+    recorder = Recorder(Path(folder) / SAMPLES_FILE, roots, interval)
+    recorder.start()
+    try:
+        yield recorder
+    finally:
+        recorder.stop()

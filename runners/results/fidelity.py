@@ -35,6 +35,9 @@ CPU_WARN_SHARE = 0.20        # saturated in this share of the traffic's samples:
 CPU_UNFAITHFUL_SHARE = 0.50  # ... unfaithful
 ONE_CPU_WARN_SHARE = 0.25    # one CPU (a flow's softirq, its sender) saturated in this share: warn
 STEAL_WARN = 0.05            # the hypervisor took this share of the CPU time: warn
+# a VM's host: other processes used more than this many CPUs' worth during the traffic: warn (and the
+# set's line, runners.backends.vm.host)
+HOST_OTHERS_WARN_CORES = 0.5
 MIN_CPU_SAMPLES = 5
 # shaping: the dequeue rate while backlogged, against the configured rate
 RATE_TOLERANCE = 0.05
@@ -71,7 +74,7 @@ TOLERANCES = {
     "rtt_unfaithful_per_hop_ms": RTT_UNFAITHFUL_PER_HOP_MS, "rtt_unfaithful_share": RTT_UNFAITHFUL_SHARE,
     "one_cpu_warn_share": ONE_CPU_WARN_SHARE, "load_rtt_warn_ms": LOAD_RTT_WARN_MS,
     "load_rtt_warn_share": LOAD_RTT_WARN_SHARE, "load_rtt_unfaithful_ms": LOAD_RTT_UNFAITHFUL_MS,
-    "load_rtt_unfaithful_share": LOAD_RTT_UNFAITHFUL_SHARE,
+    "load_rtt_unfaithful_share": LOAD_RTT_UNFAITHFUL_SHARE, "host_others_warn_cores": HOST_OTHERS_WARN_CORES,
 }
 
 
@@ -91,6 +94,8 @@ class Evidence:
     run_paths: list[str] = field(default_factory=list)   # the paths the run's traffic used
     sender_rtt_ms: float | None = None                    # the sender's mean smoothed RTT (iperf3)
     retrans_segs: int | None = None                       # segments the sender's namespace retransmitted
+    host_cpu: dict | None = None        # a VM's host over the traffic (runners.linux.host_cpu.window_shares)
+    host_cpu_note: str | None = None    # why a VM's host figures are missing
 
 
 class Findings:
@@ -125,6 +130,7 @@ def judge(ev: Evidence) -> dict:
     _delay(v, ev)
     _load_rtt(v, ev, window, changed_at)
     _events(v, ev.events)
+    _host(v, ev)
     if ev.kernel_debug:
         v.checks["kernel"] = {"debug": list(ev.kernel_debug)}
         v.flag(WARN, f"a debug kernel ({', '.join(ev.kernel_debug)}): its network stack is several times slower")
@@ -211,6 +217,24 @@ def _cpu(v: Findings, ev: Evidence, window) -> None:
                      f"{mean['idle']:.0%}, softirq {mean['softirq']:.0%})")
     if mean["steal"] >= STEAL_WARN:
         v.flag(WARN, f"the hypervisor took {mean['steal']:.0%} of the CPU time (steal)")
+
+
+def _host(v: Findings, ev: Evidence) -> None:
+    """A VM's host: under TCG the guest's CPUs are the host's, so what other processes took there while
+    the traffic ran slowed the emulation, whatever the guest's own samples show."""
+    if ev.host_cpu_note:
+        v.notes.append(f"the host's CPU not judged: {ev.host_cpu_note}")
+    host = ev.host_cpu
+    if not host:
+        return
+    v.checks["host_cpu"] = host
+    if host["others_cores"] > HOST_OTHERS_WARN_CORES:
+        v.flag(WARN, f"other processes on the VM's host used {host['others_cores']:g} of its {host['cpus']} CPUs "
+                     f"during the traffic (the testbed {host['testbed_cores']:g}): the emulated CPUs ran on what "
+                     f"was left")
+    if host["steal_cores"] >= STEAL_WARN * host["cpus"]:
+        v.flag(WARN, f"the hypervisor under the VM's host took {host['steal_cores']:g} of its {host['cpus']} CPUs "
+                     f"during the traffic (steal)")
 
 
 def _pct(x: float) -> float:

@@ -67,3 +67,48 @@ def test_a_busy_child_counts_as_the_testbed_read_from_this_machines_proc():
     assert reaped["testbed_cores"] >= got["testbed_cores"] * 0.9 * got["seconds"] / reaped["seconds"], (got, reaped)
     assert 0 <= got["host_idle_pct"] <= 100 and got["cpus"] == os.cpu_count()
     assert host_cpu.shares(before, after, {999_999_999})["testbed_cores"] == 0      # no such tree
+
+
+def _row(t, busy, total, testbed, steal=0, cpus=2):
+    return {"t": t, "busy": busy, "steal": steal, "total": total, "testbed": testbed, "cpus": cpus}
+
+
+def test_a_window_takes_the_rows_around_it_and_splits_the_host_between_the_testbed_and_the_rest():
+    # 2 CPUs at 100 Hz, a row every 0.5 s: 100 jiffies per row; from 1.0 on another process takes one CPU
+    rows = [_row(0.0, 0, 0, 0), _row(0.5, 60, 100, 60), _row(1.0, 120, 200, 120)]
+    for i in range(3, 12):
+        rows.append(_row(i * 0.5, rows[-1]["busy"] + 100, i * 100, rows[-1]["testbed"] + 50))
+    got = host_cpu.window_shares(rows, 1.2, 4.6)
+    assert got["window"] == [1.0, 5.0]                          # wider by at most a row at each end
+    assert got["others_cores"] == 1.0 and got["testbed_cores"] == 1.0 and got["host_idle_pct"] == 0.0
+    before = host_cpu.window_shares(rows, 0.0, 1.0)
+    assert before["others_cores"] == 0.0 and before["testbed_cores"] == 1.2
+    assert host_cpu.window_shares(rows, 1.2, 9.0) is None       # no row after the end yet
+    assert host_cpu.window_shares(rows, -1.0, 2.0) is None      # nor before the start
+    # a second recorder's rows (its tree counted from a smaller figure) are not one window
+    assert host_cpu.window_shares([_row(0, 0, 0, 500), _row(1, 100, 200, 20)], 0.1, 0.9) is None
+
+
+def test_rows_are_read_whole_and_a_line_cut_short_is_skipped():
+    text = ('{"t": 1.0, "busy": 1, "steal": 0, "total": 2, "testbed": 0, "cpus": 2}\n'
+            '["not", "a row"]\n{"t": 1.5, "busy": "x", "steal": 0, "total": 2, "testbed": 0, "cpus": 2}\n'
+            '{"t": 2.0, "busy": 3, "st')
+    assert [r["t"] for r in host_cpu.parse_rows(text)] == [1.0]
+
+
+def test_the_recorder_writes_rows_of_this_host_until_stopped(tmp_path):
+    with host_cpu.recording(tmp_path, {os.getpid()}, interval=0.05) as recorder:
+        deadline = time.monotonic() + 0.3
+        while time.monotonic() < deadline:   # the testbed's own CPU: this process, busy
+            pass
+    rows = host_cpu.parse_rows((tmp_path / host_cpu.SAMPLES_FILE).read_text())
+    assert len(rows) == recorder.rows >= 3
+    assert [r["t"] for r in rows] == sorted(r["t"] for r in rows) and rows[-1]["testbed"] > rows[0]["testbed"]
+    got = host_cpu.window_shares(rows, rows[0]["t"], rows[-1]["t"])
+    assert got["testbed_cores"] > 0.3 and got["cpus"] == os.cpu_count()
+
+
+def test_a_recorder_whose_file_cannot_be_written_ends_quietly(tmp_path):
+    with host_cpu.recording(tmp_path / "gone" / "deeper", {os.getpid()}) as recorder:
+        pass
+    assert recorder.rows == 0 and not recorder.is_alive()

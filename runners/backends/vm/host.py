@@ -20,6 +20,7 @@ from runners.console.output import err, info
 from runners.errors import (EXIT_FAIL, EXIT_INPUT, EXIT_INTERRUPTED, EXIT_KERNEL_REFUSED, EXIT_OK, EXIT_STOPPED,
     EXIT_TERMINATED)
 from runners.linux import host_cpu
+from runners.results.fidelity import HOST_OTHERS_WARN_CORES
 from runners.results.metadata import read_metadata_file, userland_metadata
 from runners.results.store import runs_on_disk
 from runners.runset.jobs import parse_shard
@@ -176,7 +177,8 @@ def _run_one_vm(options, exp, run_dir: Path, kernel, requirement: str | None) ->
                 _forget(warm)
                 warm = None
         if warm is None:
-            code = run_in_vm(plan, log=info, silence=vm_silence_limit(exp), quiet=options.quiet)
+            with host_cpu.recording(run_dir, {os.getpid()}):   # the guest judges its runs with them
+                code = run_in_vm(plan, log=info, silence=vm_silence_limit(exp), quiet=options.quiet)
     except VmError as e:
         err(str(e))
         _mark_stopped(run_dir, "failed", failure=str(e))
@@ -206,7 +208,7 @@ def _host_cpu_share(before, warm) -> dict | None:
     if warm_pid is not None:                # a warm VM's runs under its own
         roots.add(warm_pid)
     got = host_cpu.shares(before, after, roots) if before and after else None
-    if got and got["others_cores"] > host_cpu.OTHERS_WARN_CORES:
+    if got and got["others_cores"] > HOST_OTHERS_WARN_CORES:
         info(f"warning: other processes on this host used {got['others_cores']:g} of its {got['cpus']} CPUs "
              f"while the VM ran (the testbed {got['testbed_cores']:g}): an emulated CPU runs on what is left, "
              f"so rates and delays may fall behind (docs/fidelity.md)")
@@ -404,11 +406,13 @@ def _submit_warm(vm, guest_argv: list[str], run_dir: Path, quiet: bool = False) 
         stage = Stage.create(vm.stages, job_id, run_dir)
         stage.seed()
         mover = _Mover(stage)
+    roots = {os.getpid(), *[pid for pid in [(vm.state() or {}).get("pid")] if pid is not None]}
     try:
-        # drop `python -m runners.cli`: the guest calls its main()
-        code = warmvm.submit(vm, guest_argv[3:], out=_QuietGuest() if quiet else None, job_id=job_id,
-                             mounts=[(stage.files, Path(run_dir).resolve())] if stage else [],
-                             on_poll=mover.poll if mover else None)
+        # drop `python -m runners.cli`: the guest calls its main(); the host's CPU rows go where it writes
+        with host_cpu.recording(stage.files if stage else run_dir, roots):
+            code = warmvm.submit(vm, guest_argv[3:], out=_QuietGuest() if quiet else None, job_id=job_id,
+                                 mounts=[(stage.files, Path(run_dir).resolve())] if stage else [],
+                                 on_poll=mover.poll if mover else None)
     except warmvm.WarmVmStopped:
         raise
     except warmvm.WarmVmGone as e:

@@ -1,0 +1,73 @@
+"""The host's CPU over one run's traffic, read in a VM's guest: what the host's processes other than the
+testbed's took while this run's packets flowed (docs/fidelity.md, "The host's CPU while a VM runs").
+
+Under TCG the guest's CPUs are the host's: a busy host slows the emulation, and the guest sees only the
+result. The host writes a row of its CPU counters every half second into the result folder while the guest
+runs (runners.linux.host_cpu.Recorder); the guest maps its run's traffic window onto the host's clock
+and takes the host's shares over it.
+
+The clocks: the guest's wall clock is set from the emulated RTC at boot, to the second, so it may be a
+second off the host's. A file the guest writes into its 9p result folder gets its mtime from the host's
+kernel, on the host's clock: the guest writes one, reads its mtime back, and the difference from its own
+time at the write is the offset (measured on 2026-11-26 under TCG: -0.755, -0.761 and -0.760 s in
+three tries a second apart, so a few milliseconds of error).
+"""
+from __future__ import annotations
+
+import os
+import time
+from pathlib import Path
+
+from runners.linux import host_cpu
+
+CLOCK_PROBE = ".guest-clock-probe"
+# the host writes a row every SAMPLE_INTERVAL_S: a run judged just after its traffic waits for the row
+# that closes its window, at most this long
+WAIT_FOR_ROW_S = 3 * host_cpu.SAMPLE_INTERVAL_S
+
+
+def recorded(folder: Path) -> bool:
+    """Whether a host records its CPU beside this result set (a VM's guest; a native run has none)."""
+    return (Path(folder) / host_cpu.SAMPLES_FILE).exists()
+
+
+def clock_offset(folder: Path, tries: int = 2) -> float | None:
+    """The host's clock minus this machine's, in seconds, from the mtime the host's file system gives a
+    file written here (the try with the shortest write); None when the folder cannot be written."""
+    probe, best = Path(folder) / CLOCK_PROBE, None
+    try:
+        for _ in range(tries):
+            before = time.time()
+            probe.write_text(f"{before}\n")
+            after = time.time()
+            mtime = os.stat(probe).st_mtime
+            if best is None or after - before < best[0]:
+                best = (after - before, mtime - (before + after) / 2)
+        probe.unlink()
+    except OSError:
+        return None
+    return round(best[1], 4) if best else None
+
+
+def over_window(folder: Path, wall_start: float, wall_end: float,
+                wait_s: float = WAIT_FOR_ROW_S) -> tuple[dict | None, str | None]:
+    """(the host's shares over [wall_start, wall_end] of this machine's clock with the clock offset, None)
+    or (None, why not). Waits up to `wait_s` for the host's row after the window's end."""
+    folder = Path(folder)
+    offset = clock_offset(folder)
+    if offset is None:
+        return None, "the guest could not write its clock probe into the result folder"
+    start, end = wall_start + offset, wall_end + offset
+    deadline = time.monotonic() + wait_s
+    while True:
+        try:
+            rows = host_cpu.parse_rows((folder / host_cpu.SAMPLES_FILE).read_text())
+        except OSError as e:
+            return None, f"the host's rows could not be read: {e.strerror or e}"
+        got = host_cpu.window_shares(rows, start, end)
+        if got is not None:
+            got["clock_offset_s"] = offset
+            return got, None
+        if time.monotonic() >= deadline:
+            return None, "the host's rows do not span the traffic (it recorded none after it)"
+        time.sleep(host_cpu.SAMPLE_INTERVAL_S / 2)

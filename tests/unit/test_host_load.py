@@ -1,0 +1,58 @@
+"""A VM's host CPU over one run's traffic, as the guest reads it (runners.collect.host_load) and judges it
+(runners.results.fidelity): the clock offset, the wait for the row that closes the window, the warning."""
+import json
+import time
+
+from runners.collect import host_load
+from runners.linux import host_cpu
+from runners.results.fidelity import OK, WARN, Evidence, judge
+
+
+def _rows(folder, start, n, others_per_row, step=0.5):
+    """n rows from `start` on the host's clock: 2 CPUs at 100 Hz (100 jiffies a row), the testbed 80."""
+    with open(folder / host_cpu.SAMPLES_FILE, "a") as f:
+        for i in range(n):
+            f.write(json.dumps({"t": start + i * step, "busy": i * (80 + others_per_row), "steal": 0,
+                                "total": i * 100, "testbed": i * 80, "cpus": 2}) + "\n")
+
+
+def test_the_clock_offset_of_a_local_folder_is_nil_and_leaves_nothing(tmp_path):
+    offset = host_load.clock_offset(tmp_path)
+    assert abs(offset) < 0.05 and list(tmp_path.iterdir()) == []
+    assert host_load.clock_offset(tmp_path / "missing") is None
+
+
+def test_a_folder_without_the_hosts_rows_is_a_native_run(tmp_path):
+    assert not host_load.recorded(tmp_path)
+    _rows(tmp_path, time.time() - 10, 3, 0)
+    assert host_load.recorded(tmp_path)
+
+
+def test_the_window_on_the_hosts_clock_gives_the_others_share(tmp_path):
+    now = time.time()
+    _rows(tmp_path, now - 20, 41, others_per_row=20)     # rows until now: 0.4 CPUs of others
+    got, why = host_load.over_window(tmp_path, now - 15, now - 5, wait_s=0)
+    assert why is None and got["others_cores"] == 0.4 and got["testbed_cores"] == 1.6
+    assert got["window"][0] <= now - 15 and got["window"][1] >= now - 5 and abs(got["clock_offset_s"]) < 0.05
+
+
+def test_a_window_the_host_has_not_closed_yet_is_waited_for_then_named(tmp_path):
+    now = time.time()
+    _rows(tmp_path, now - 10, 20, others_per_row=0)      # the last row 0.5 s ago: the window ends now
+    t0 = time.monotonic()
+    got, why = host_load.over_window(tmp_path, now - 5, now + 0.2, wait_s=0.3)
+    assert got is None and "do not span" in why and time.monotonic() - t0 >= 0.3
+
+
+def test_a_busy_host_warns_and_a_quiet_one_passes():
+    def host(others):
+        return {"seconds": 10.0, "cpus": 2, "testbed_cores": 1.2, "others_cores": others, "steal_cores": 0.0,
+                "host_idle_pct": 20.0, "window": [1.0, 11.0], "clock_offset_s": 0.76}
+    quiet = judge(Evidence(directions=[], paths={}, pings={}, host_cpu=host(0.3)))
+    assert quiet["status"] == OK and quiet["checks"]["host_cpu"]["others_cores"] == 0.3
+    busy = judge(Evidence(directions=[], paths={}, pings={}, host_cpu=host(0.9)))
+    assert busy["status"] == WARN and "other processes on the VM's host used 0.9 of its 2 CPUs" in busy["reasons"][0]
+    stolen = judge(Evidence(directions=[], paths={}, pings={}, host_cpu={**host(0.0), "steal_cores": 0.2}))
+    assert stolen["status"] == WARN and "steal" in stolen["reasons"][0]
+    missing = judge(Evidence(directions=[], paths={}, pings={}, host_cpu_note="the host's rows do not span"))
+    assert missing["status"] == OK and "the host's CPU not judged: the host's rows do not span" in missing["notes"]
