@@ -57,17 +57,19 @@ class Costs:
 # and its results after: lab 2's runs with the primary on the 500 ms path took 4.5 s longer than on the
 # 30 ms one) and, for a fixed size, 4 more of its first path (the transfer's start). Lab 5's network
 # under an os-ken controller: prepare 22 s, build 37 s and teardown 4 s against 2.4, 1.6-3.8 and 0.2-0.5
-# s, and 0.7 s per run and switch (flows cleared and relearnt, counters read). --capture (lab 1's step 4):
+# s, and 0.7 s per run and switch (flows cleared and relearnt, counters read); on 2026-11-26, after switch
+# ports went with their veth pairs at teardown, three sets of lab 5 (10 Mbit/s WAN links) spent 24.7-28.9 s
+# beyond a plain network's (prepare 10.0-12.2 s, build, shaping and teardown 22.8-24.6 s). --capture (lab 1's step 4):
 # 13.2 s per run beyond its traffic for TCP's 6.1 MB, 19.9 s for MPTCP's 11.8 MB. A busy machine (another
 # engineer's VM or tests) made the boot and the guest's start up to 15 s slower. A warm VM: hand-over
 # 0.8 s + 0.4 s prepare (the benchmark, 2026-11-25). Natively there is no emulation: the native row is an
 # estimate (these, at most), until a set of the scenario has run.
 DEFAULTS = {
     "vm": Costs(start=20.5, build=5.7, run_overhead=2.5, report=0.3, source="defaults measured in the TCG VM",
-                controller=55.0, switch_run=0.7, control_rtts=7, start_rtts=4, capture_run=4.0,
+                controller=27.0, switch_run=0.7, control_rtts=7, start_rtts=4, capture_run=4.0,
                 capture_per_mb=1.1, events_run=1.5),
     "warm vm": Costs(start=1.2, build=5.7, run_overhead=2.5, report=0.3, source="defaults measured in the TCG VM",
-                     controller=55.0, switch_run=0.7, control_rtts=7, start_rtts=4, capture_run=4.0,
+                     controller=27.0, switch_run=0.7, control_rtts=7, start_rtts=4, capture_run=4.0,
                      capture_per_mb=1.1, events_run=1.5),
     "native": Costs(start=2.0, build=2.6, run_overhead=1.7, report=0.3, source="defaults (estimated)",
                     controller=20.0, switch_run=0.3, control_rtts=7, start_rtts=4, capture_run=1.0,

@@ -97,10 +97,12 @@ def test_rows_are_read_whole_and_a_line_cut_short_is_skipped():
 
 
 def test_the_recorder_writes_rows_of_this_host_until_stopped(tmp_path):
+    # the testbed's own CPU: a busy child of this process (a busy loop here would hold the GIL that the
+    # recorder's /proc reads wait for, file by file)
     with host_cpu.recording(tmp_path, {os.getpid()}, interval=0.05) as recorder:
-        deadline = time.monotonic() + 0.3
-        while time.monotonic() < deadline:   # the testbed's own CPU: this process, busy
-            pass
+        subprocess.run([sys.executable, "-c", "import time\nt = time.monotonic() + 0.4\n"
+                        "while time.monotonic() < t: pass"], check=True)
+        time.sleep(0.1)
     rows = host_cpu.parse_rows((tmp_path / host_cpu.SAMPLES_FILE).read_text())
     assert len(rows) == recorder.rows >= 3
     assert [r["t"] for r in rows] == sorted(r["t"] for r in rows) and rows[-1]["testbed"] > rows[0]["testbed"]
