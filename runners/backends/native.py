@@ -58,7 +58,7 @@ def run_set(options, exp, run_dir: Path, probe_report) -> int:
         store.set_metadata(capture=options.capture_spec.to_dict())
     runner = NativeRunner(store, probe_report, log=progress.log, on_run=progress.advance,
                           base_dir=Path(exp.file).resolve().parent, capture=options.capture_spec,
-                          pause_after=options.pause_after)
+                          pause_after=options.pause_after, host_rows=options.vm_guest)
     store.reserve_space()
     code, status, failure = run_to_the_end(runner, run_set, jobs, options.max_repeat if options.until_conclusive else None,
                                   progress, err)

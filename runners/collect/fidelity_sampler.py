@@ -164,7 +164,7 @@ def judge(ctx, results: list[dict], seen, run_id: str) -> None:
     if samples is not None:
         ctx.store.save_raw(run_id, RAW_FILE, json.dumps(samples) + "\n")
     directions, paths = configured(ctx.plan)
-    host, host_note = _host_load(ctx.store.dir, samples)
+    host, host_note = _host_load(ctx.store.dir, samples) if ctx.host_rows else (None, None)
     for result in results:
         section = fidelity.judge(fidelity.Evidence(
             directions=directions, paths=paths, pings=seen.pings, samples=samples,
@@ -180,10 +180,7 @@ def judge(ctx, results: list[dict], seen, run_id: str) -> None:
 
 
 def _host_load(folder, samples: dict | None) -> tuple[dict | None, str | None]:
-    """In a VM's guest, the host's CPU over the run's traffic (runners.collect.host_load), or why not; (None,
-    None) where no host records it (a native run)."""
-    if not host_load.recorded(folder):
-        return None, None
+    """In a VM's guest, the host's CPU over the run's traffic (runners.collect.host_load), or why not."""
     if samples is None or samples.get("wall_t0") is None:
         return None, "not sampled in the guest"
     window = fidelity.traffic_window(samples)

@@ -26,11 +26,6 @@ CLOCK_PROBE = ".guest-clock-probe"
 WAIT_FOR_ROW_S = 3 * host_cpu.SAMPLE_INTERVAL_S
 
 
-def recorded(folder: Path) -> bool:
-    """Whether a host records its CPU beside this result set (a VM's guest; a native run has none)."""
-    return (Path(folder) / host_cpu.SAMPLES_FILE).exists()
-
-
 def clock_offset(folder: Path, tries: int = 2) -> float | None:
     """The host's clock minus this machine's, in seconds, from the mtime the host's file system gives a
     file written here (the try with the shortest write); None when the folder cannot be written."""
@@ -43,9 +38,13 @@ def clock_offset(folder: Path, tries: int = 2) -> float | None:
             mtime = os.stat(probe).st_mtime
             if best is None or after - before < best[0]:
                 best = (after - before, mtime - (before + after) / 2)
-        probe.unlink()
     except OSError:
         return None
+    finally:
+        try:
+            probe.unlink(missing_ok=True)
+        except OSError:
+            pass
     return round(best[1], 4) if best else None
 
 
@@ -61,13 +60,17 @@ def over_window(folder: Path, wall_start: float, wall_end: float,
     deadline = time.monotonic() + wait_s
     while True:
         try:
-            rows = host_cpu.parse_rows((folder / host_cpu.SAMPLES_FILE).read_text())
+            rows = host_cpu.read_rows_since(folder / host_cpu.SAMPLES_FILE, start)
+        except FileNotFoundError:
+            return None, "the host recorded no rows (it could not write them, or read its /proc)"
         except OSError as e:
             return None, f"the host's rows could not be read: {e.strerror or e}"
         got = host_cpu.window_shares(rows, start, end)
         if got is not None:
             got["clock_offset_s"] = offset
             return got, None
-        if time.monotonic() >= deadline:
+        # a recorder that writes no more (its host cannot read /proc now): no row is coming
+        stopped = not rows or rows[-1]["t"] < time.time() + offset - 4 * host_cpu.SAMPLE_INTERVAL_S
+        if stopped or time.monotonic() >= deadline:
             return None, "the host's rows do not span the traffic (it recorded none after it)"
         time.sleep(host_cpu.SAMPLE_INTERVAL_S / 2)

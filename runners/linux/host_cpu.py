@@ -113,11 +113,28 @@ def _share_figures(seconds: float, busy: int, steal: int, total: int, testbed: i
             "host_idle_pct": round(100 * (total - busy - steal) / total, 1)}
 
 
-def sample_row(snap: CpuSnapshot, wall: float, roots: set[int]) -> dict:
+def sample_row(snap: CpuSnapshot, wall: float, roots: set[int], session: str = "") -> dict:
     """One row of SAMPLES_FILE: the host's wall clock (what the guest maps its runs onto), its CPU
-    counters, and the testbed's processes' jiffies so far."""
+    counters, the testbed's processes' jiffies so far, and the recording it belongs to (a resumed set or a
+    kernel sweep appends the rows of several)."""
     return {"t": round(wall, 3), "busy": snap.busy, "steal": snap.steal, "total": snap.total,
-            "testbed": tree_jiffies(snap.procs, roots), "cpus": snap.cpus}
+            "testbed": tree_jiffies(snap.procs, roots), "cpus": snap.cpus, "session": session}
+
+
+def read_rows_since(path: Path, since: float, chunk: int = 1 << 16) -> list[dict]:
+    """The file's rows from a little before `since` (the host's clock) to its end: its tail, read back a
+    chunk at a time until a row at or before `since` is in it (a long set's file is not read whole for each
+    run). Raises OSError."""
+    with open(path, "rb") as f:
+        size = f.seek(0, os.SEEK_END)
+        back = min(size, chunk)
+        while True:
+            f.seek(size - back)
+            text = f.read(back).decode("utf-8", "replace")
+            rows = parse_rows(text if back == size else text.split("\n", 1)[-1])
+            if back == size or (rows and rows[0]["t"] <= since):
+                return rows
+            back = min(size, back * 4)
 
 
 def parse_rows(text: str) -> list[dict]:
@@ -135,16 +152,16 @@ def parse_rows(text: str) -> list[dict]:
 
 
 def window_shares(rows: list[dict], start: float, end: float) -> Optional[dict]:
-    """The host's shares (as `shares` gives them) from the last row at or before `start` to the first at or
-    after `end` (the host's clock): a window a little wider than asked, by at most a sample interval at each
-    end. None when the rows do not reach both ends, or the testbed's processes changed in between (a
-    count that went down: another recorder's rows)."""
-    before = [r for r in rows if r["t"] <= start]
-    after = [r for r in rows if r["t"] >= end]
-    if not before or not after:
+    """The host's shares (as `shares` gives them) from the last row at or before `start` to the first after
+    it at or after `end` of the same recording (the host's clock): a window a little wider than asked, by at
+    most a sample interval at each end. None when the rows do not reach both ends, or the testbed's
+    processes' count went down in between."""
+    first = max((i for i, r in enumerate(rows) if r["t"] <= start), default=None)
+    if first is None:
         return None
-    a, b = before[-1], after[0]
-    if b["testbed"] < a["testbed"]:
+    a = rows[first]
+    b = next((r for r in rows[first + 1:] if r["t"] >= end and r.get("session") == a.get("session")), None)
+    if b is None or b["testbed"] < a["testbed"]:
         return None
     got = _share_figures(b["t"] - a["t"], b["busy"] - a["busy"], b["steal"] - a["steal"], b["total"] - a["total"],
                          b["testbed"] - a["testbed"], int(b["cpus"]))
@@ -162,6 +179,7 @@ class Recorder(threading.Thread):
     def __init__(self, path: Path, roots: set[int], interval: float = SAMPLE_INTERVAL_S):
         super().__init__(daemon=True, name="host-cpu-recorder")
         self.path, self.roots, self.interval = Path(path), set(roots), interval
+        self.session = f"{os.getpid()}-{time.time():.3f}"
         self.rows = 0
         self._halt = threading.Event()
 
@@ -179,7 +197,7 @@ class Recorder(threading.Thread):
     def _write(self, f) -> None:
         wall, snap = time.time(), snapshot()
         if snap is not None:
-            f.write(json.dumps(sample_row(snap, wall, self.roots)) + "\n")
+            f.write(json.dumps(sample_row(snap, wall, self.roots, self.session)) + "\n")
             f.flush()
             self.rows += 1
 

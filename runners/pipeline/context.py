@@ -45,6 +45,8 @@ class RunContext:
     mptcp: Any = None
     events: Any = None      # the run's EventScheduler while its traffic runs (runners.pipeline.events)
     fidelity: Any = None    # the run's FidelitySampler until it is judged (runners.collect.fidelity_sampler)
+    # a VM's guest: the host writes its CPU rows beside the set (runners.collect.host_load)
+    host_rows: bool = False
 
     # the network's parts, as the collectors and tools name them
     client = property(lambda self: self.network.client)

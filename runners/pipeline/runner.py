@@ -81,9 +81,10 @@ class NativeRunner:
 
     def __init__(self, store: ResultStore, probe: ProbeReport, log: Callable[[str], None] = print,
                  on_run: Callable[[Job, dict], None] | None = None, base_dir: Path | None = None,
-                 capture: CaptureSpec | None = None, pause_after: str | None = None):
+                 capture: CaptureSpec | None = None, pause_after: str | None = None, host_rows: bool = False):
         network = Network(store.dir / "controller", Path(base_dir or "."), log)
-        self.ctx = ctx = RunContext(store, probe, never_failing(log), network, capture=capture, pause_after=pause_after)
+        self.ctx = ctx = RunContext(store, probe, never_failing(log), network, capture=capture, pause_after=pause_after,
+                                    host_rows=host_rows)
         ctx.counters, ctx.steering, ctx.pinger = Counters(ctx), Steering(ctx), Pinger(ctx)
         ctx.shaper, ctx.mptcp = Shaper(ctx), MptcpConfig(ctx)
         self.on_run = on_run

@@ -148,7 +148,8 @@ class ForkedCli:
 
 # The least share of a steered transfer each WAN link must carry in one run. Steering that fails puts both
 # subflows on one link, and the other carries ~0 (the iperf3 control connection's few kB). A working run can
-# still leave one link a small share: in lab 5 (12 MiB, two 20 Mbit/s links, TCG VM, kernel 6.1) 37 of 38
+# still leave one link a small share: in lab 5 (12 MiB over two 20 Mbit/s links, its rate until 2026-11-26;
+# TCG VM, kernel 6.1) 37 of 38
 # runs gave each link 44-50 %, and one in 30 on 2026-11-26 (one in CI the day before) 18-19 %: its first
 # subflow carried almost nothing after 1.3 s, with 7 lost retransmissions and no timeout on the server
 # (TCP's loss recovery, nothing the testbed did). So one run asks for a share, a set of runs for a balance.

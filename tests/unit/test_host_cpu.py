@@ -1,5 +1,6 @@
 """The host's side of a VM set's CPU (runners.linux.host_cpu): /proc's text, recorded from this machine's
 kind (Debian 12, 2 CPUs), and one live reading."""
+import json
 import os
 import subprocess
 import sys
@@ -69,8 +70,9 @@ def test_a_busy_child_counts_as_the_testbed_read_from_this_machines_proc():
     assert host_cpu.shares(before, after, {999_999_999})["testbed_cores"] == 0      # no such tree
 
 
-def _row(t, busy, total, testbed, steal=0, cpus=2):
-    return {"t": t, "busy": busy, "steal": steal, "total": total, "testbed": testbed, "cpus": cpus}
+def _row(t, busy, total, testbed, steal=0, cpus=2, session="a"):
+    return {"t": t, "busy": busy, "steal": steal, "total": total, "testbed": testbed, "cpus": cpus,
+            "session": session}
 
 
 def test_a_window_takes_the_rows_around_it_and_splits_the_host_between_the_testbed_and_the_rest():
@@ -85,8 +87,19 @@ def test_a_window_takes_the_rows_around_it_and_splits_the_host_between_the_testb
     assert before["others_cores"] == 0.0 and before["testbed_cores"] == 1.2
     assert host_cpu.window_shares(rows, 1.2, 9.0) is None       # no row after the end yet
     assert host_cpu.window_shares(rows, -1.0, 2.0) is None      # nor before the start
-    # a second recorder's rows (its tree counted from a smaller figure) are not one window
+    # a second recording's rows are not one window with the first's, whatever their times (a resumed set)
     assert host_cpu.window_shares([_row(0, 0, 0, 500), _row(1, 100, 200, 20)], 0.1, 0.9) is None
+    assert host_cpu.window_shares([_row(0, 0, 0, 0), _row(1, 100, 200, 50, session="b")], 0.1, 0.9) is None
+    older = [_row(5.0, 0, 0, 0, session="b"), _row(9.0, 400, 800, 100, session="b")]   # a clock stepped back
+    assert host_cpu.window_shares(rows + older, 1.2, 4.6)["window"] == [1.0, 5.0]
+
+
+def test_a_long_files_rows_are_read_from_its_tail_back_to_the_window(tmp_path):
+    path = tmp_path / host_cpu.SAMPLES_FILE
+    path.write_text("".join(json.dumps(_row(i * 0.5, i, i * 2, 0)) + "\n" for i in range(10_000)))
+    tail = host_cpu.read_rows_since(path, 4_900.0, chunk=4096)
+    assert tail[0]["t"] <= 4_900.0 and tail[-1]["t"] == 4_999.5 and len(tail) < 1_000   # not the whole file
+    assert len(host_cpu.read_rows_since(path, -1.0, chunk=4096)) == 10_000     # back to the first row
 
 
 def test_rows_are_read_whole_and_a_line_cut_short_is_skipped():
@@ -100,8 +113,7 @@ def test_the_recorder_writes_rows_of_this_host_until_stopped(tmp_path):
     # the testbed's own CPU: a busy child of this process (a busy loop here would hold the GIL that the
     # recorder's /proc reads wait for, file by file)
     with host_cpu.recording(tmp_path, {os.getpid()}, interval=0.05) as recorder:
-        subprocess.run([sys.executable, "-c", "import time\nt = time.monotonic() + 0.4\n"
-                        "while time.monotonic() < t: pass"], check=True)
+        subprocess.run([sys.executable, "-c", "import time\nwhile time.process_time() < 0.4: pass"], check=True)
         time.sleep(0.1)
     rows = host_cpu.parse_rows((tmp_path / host_cpu.SAMPLES_FILE).read_text())
     assert len(rows) == recorder.rows >= 3

@@ -22,10 +22,17 @@ def test_the_clock_offset_of_a_local_folder_is_nil_and_leaves_nothing(tmp_path):
     assert host_load.clock_offset(tmp_path / "missing") is None
 
 
-def test_a_folder_without_the_hosts_rows_is_a_native_run(tmp_path):
-    assert not host_load.recorded(tmp_path)
-    _rows(tmp_path, time.time() - 10, 3, 0)
-    assert host_load.recorded(tmp_path)
+def test_a_folder_without_the_hosts_rows_says_the_host_recorded_none(tmp_path):
+    got, why = host_load.over_window(tmp_path, time.time() - 5, time.time() - 1, wait_s=2)
+    assert got is None and "recorded no rows" in why
+
+
+def test_a_recorder_that_stopped_is_not_waited_for(tmp_path):
+    now = time.time()
+    _rows(tmp_path, now - 30, 20, others_per_row=0)      # the last row 20.5 s ago
+    t0 = time.monotonic()
+    got, why = host_load.over_window(tmp_path, now - 25, now - 1, wait_s=5)
+    assert got is None and "do not span" in why and time.monotonic() - t0 < 1
 
 
 def test_the_window_on_the_hosts_clock_gives_the_others_share(tmp_path):
@@ -45,13 +52,16 @@ def test_a_window_the_host_has_not_closed_yet_is_waited_for_then_named(tmp_path)
 
 
 def test_a_busy_host_warns_and_a_quiet_one_passes():
-    def host(others):
-        return {"seconds": 10.0, "cpus": 2, "testbed_cores": 1.2, "others_cores": others, "steal_cores": 0.0,
-                "host_idle_pct": 20.0, "window": [1.0, 11.0], "clock_offset_s": 0.76}
+    def host(others, cpus=2):
+        idle = 100 * (cpus - 1.2 - others) / cpus
+        return {"seconds": 10.0, "cpus": cpus, "testbed_cores": 1.2, "others_cores": others, "steal_cores": 0.0,
+                "host_idle_pct": round(idle, 1), "window": [1.0, 11.0], "clock_offset_s": 0.76}
     quiet = judge(Evidence(directions=[], paths={}, pings={}, host_cpu=host(0.3)))
     assert quiet["status"] == OK and quiet["checks"]["host_cpu"]["others_cores"] == 0.3
     busy = judge(Evidence(directions=[], paths={}, pings={}, host_cpu=host(0.9)))
     assert busy["status"] == WARN and "other processes on the VM's host used 0.9 of its 2 CPUs" in busy["reasons"][0]
+    # as much used by others on a 16-core host left the emulation all the CPU it wanted
+    assert judge(Evidence(directions=[], paths={}, pings={}, host_cpu=host(0.9, cpus=16)))["status"] == OK
     stolen = judge(Evidence(directions=[], paths={}, pings={}, host_cpu={**host(0.0), "steal_cores": 0.2}))
     assert stolen["status"] == WARN and "steal" in stolen["reasons"][0]
     missing = judge(Evidence(directions=[], paths={}, pings={}, host_cpu_note="the host's rows do not span"))

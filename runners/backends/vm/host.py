@@ -20,7 +20,7 @@ from runners.console.output import err, info
 from runners.errors import (EXIT_FAIL, EXIT_INPUT, EXIT_INTERRUPTED, EXIT_KERNEL_REFUSED, EXIT_OK, EXIT_STOPPED,
     EXIT_TERMINATED)
 from runners.linux import host_cpu
-from runners.results.fidelity import HOST_OTHERS_WARN_CORES
+from runners.results.fidelity import host_contended
 from runners.results.metadata import read_metadata_file, userland_metadata
 from runners.results.store import runs_on_disk
 from runners.runset.jobs import parse_shard
@@ -208,7 +208,7 @@ def _host_cpu_share(before, warm) -> dict | None:
     if warm_pid is not None:                # a warm VM's runs under its own
         roots.add(warm_pid)
     got = host_cpu.shares(before, after, roots) if before and after else None
-    if got and got["others_cores"] > HOST_OTHERS_WARN_CORES:
+    if got and host_contended(got):
         info(f"warning: other processes on this host used {got['others_cores']:g} of its {got['cpus']} CPUs "
              f"while the VM ran (the testbed {got['testbed_cores']:g}): an emulated CPU runs on what is left, "
              f"so rates and delays may fall behind (docs/fidelity.md)")
