@@ -33,6 +33,7 @@ from pathlib import Path
 
 import pytest
 
+from runners.linux.netns import throwaway_netns
 from tests.fresh import gate
 from tests.fresh.chroot import CACHE as FRESH_CACHE, REPO, base_tarball, copy_checkout, host_state, left_behind
 
@@ -122,7 +123,8 @@ def netns_pids(ns: str) -> list[int]:
 
 
 def stop_namespace(ns: str) -> list[int]:
-    """Kill what still runs in `ns` and delete it; the pids found still running (none after a clean run)."""
+    """Kill what still runs in `ns` (throwaway_netns deletes it); the pids found still running (none after
+    a clean run)."""
     left = netns_pids(ns)
     for pid in left:
         try:
@@ -132,7 +134,6 @@ def stop_namespace(ns: str) -> list[int]:
     deadline = time.monotonic() + 10
     while netns_pids(ns) and time.monotonic() < deadline:
         time.sleep(0.2)
-    subprocess.run(["ip", "netns", "del", ns], capture_output=True)
     return left
 
 
@@ -146,20 +147,23 @@ def test_vagrant_up_runs_the_readme_command_natively_in_the_project_box(runs_her
     before = host_state()
     had_run_libvirt = RUN_LIBVIRT.exists()
     ns = f"tbvagrant{os.getpid()}"
-    subprocess.run(["ip", "netns", "add", ns], check=True)
     t0 = time.monotonic()
-    try:
-        # the namespace has no way out, so the VM has none either: its provisioning must need no network
-        routes = subprocess.run(["ip", "-n", ns, "route", "show", "default"], capture_output=True, text=True)
-        assert routes.returncode == 0 and not routes.stdout.strip(), routes.stdout
-        done = subprocess.run(["ip", "netns", "exec", ns, "unshare", "--mount", "--propagation", "private", "--",
-                               str(INSIDE), str(work), str(box), str(checkout)],
-                              stdin=subprocess.DEVNULL, capture_output=True, text=True, timeout=2400)
-    finally:
-        stray = stop_namespace(ns)
-        leave_no_run_libvirt(had_run_libvirt)
-        # the box unpacked by `vagrant box add` and libvirt's copy of its image: GBs, not kept
-        shutil.rmtree(work, ignore_errors=True)
+    # the first `ip netns add` on a machine bind-mounts /run/netns on itself; throwaway_netns undoes that
+    # mount when it made it (a fresh machine's CI found it left behind, 2026-11-26)
+    with throwaway_netns(ns) as made:
+        assert made.returncode == 0, made.stderr
+        try:
+            # the namespace has no way out, so the VM has none either: its provisioning must need no network
+            routes = subprocess.run(["ip", "-n", ns, "route", "show", "default"], capture_output=True, text=True)
+            assert routes.returncode == 0 and not routes.stdout.strip(), routes.stdout
+            done = subprocess.run(["ip", "netns", "exec", ns, "unshare", "--mount", "--propagation", "private",
+                                   "--", str(INSIDE), str(work), str(box), str(checkout)],
+                                  stdin=subprocess.DEVNULL, capture_output=True, text=True, timeout=2400)
+        finally:
+            stray = stop_namespace(ns)
+            leave_no_run_libvirt(had_run_libvirt)
+            # the box unpacked by `vagrant box add` and libvirt's copy of its image: GBs, not kept
+            shutil.rmtree(work, ignore_errors=True)
     # vagrant's progress bars are thousands of \r-separated lines: left out of what a failure shows
     output = "\n".join(line for line in (done.stdout + done.stderr).replace("\r", "\n").splitlines()
                        if "Progress:" not in line)
