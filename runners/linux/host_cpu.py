@@ -113,7 +113,7 @@ def _share_figures(seconds: float, busy: int, steal: int, total: int, testbed: i
             "host_idle_pct": round(100 * (total - busy - steal) / total, 1)}
 
 
-def sample_row(snap: CpuSnapshot, wall: float, roots: set[int], session: str = "") -> dict:
+def sample_row(snap: CpuSnapshot, wall: float, roots: set[int], session: str) -> dict:
     """One row of SAMPLES_FILE: the host's wall clock (what the guest maps its runs onto), its CPU
     counters, the testbed's processes' jiffies so far, and the recording it belongs to (a resumed set or a
     kernel sweep appends the rows of several)."""

@@ -177,7 +177,7 @@ def _run_one_vm(options, exp, run_dir: Path, kernel, requirement: str | None) ->
                 _forget(warm)
                 warm = None
         if warm is None:
-            with host_cpu.recording(run_dir, {os.getpid()}):   # the guest judges its runs with them
+            with host_cpu.recording(run_dir, testbed_roots(None)):   # the guest judges its runs with them
                 code = run_in_vm(plan, log=info, silence=vm_silence_limit(exp), quiet=options.quiet)
     except VmError as e:
         err(str(e))
@@ -203,16 +203,19 @@ def _host_cpu_share(before, warm) -> dict | None:
     """How this host's CPUs were shared while the guest ran (runners.linux.host_cpu); said in a line when
     other processes took a real share."""
     after = host_cpu.snapshot()
-    roots = {os.getpid()}                   # qemu of a booted VM runs under this process
-    warm_pid = (warm.state() or {}).get("pid") if warm is not None else None
-    if warm_pid is not None:                # a warm VM's runs under its own
-        roots.add(warm_pid)
-    got = host_cpu.shares(before, after, roots) if before and after else None
+    got = host_cpu.shares(before, after, testbed_roots(warm)) if before and after else None
     if got and host_contended(got):
         info(f"warning: other processes on this host used {got['others_cores']:g} of its {got['cpus']} CPUs "
              f"while the VM ran (the testbed {got['testbed_cores']:g}): an emulated CPU runs on what is left, "
              f"so rates and delays may fall behind (docs/fidelity.md)")
     return got
+
+
+def testbed_roots(warm) -> set[int]:
+    """The processes whose trees are the testbed's on this host: this one (qemu of a booted VM runs under
+    it) and a warm VM's, whose runs go under its own."""
+    warm_pid = (warm.state() or {}).get("pid") if warm is not None else None
+    return {os.getpid()} | ({warm_pid} if warm_pid is not None else set())
 
 
 def as_booted_by_warm_vm(plan, state: dict):
@@ -406,10 +409,9 @@ def _submit_warm(vm, guest_argv: list[str], run_dir: Path, quiet: bool = False) 
         stage = Stage.create(vm.stages, job_id, run_dir)
         stage.seed()
         mover = _Mover(stage)
-    roots = {os.getpid(), *[pid for pid in [(vm.state() or {}).get("pid")] if pid is not None]}
     try:
         # drop `python -m runners.cli`: the guest calls its main(); the host's CPU rows go where it writes
-        with host_cpu.recording(stage.files if stage else run_dir, roots):
+        with host_cpu.recording(stage.files if stage else run_dir, testbed_roots(vm)):
             code = warmvm.submit(vm, guest_argv[3:], out=_QuietGuest() if quiet else None, job_id=job_id,
                                  mounts=[(stage.files, Path(run_dir).resolve())] if stage else [],
                                  on_poll=mover.poll if mover else None)
