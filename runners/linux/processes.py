@@ -36,18 +36,18 @@ def run_quietly(argv: list[str], timeout: float = 20) -> subprocess.CompletedPro
 # before its own redirections apply, and `run-scenario shell` hands this terminal to the VM.
 REAPER = ('trap \'kill -KILL -$$\' TERM; exec 3<&0; "$@" <&3 3<&- & child=$!; exec 3<&-; wait "$child"; '
           'code=$?; exit "$code"')
-PR_SET_PDEATHSIG = 1
-
-
-def _die_with_parent() -> None:   # runs in the child between fork and exec
-    import ctypes
-    ctypes.CDLL(None, use_errno=True).prctl(PR_SET_PDEATHSIG, signal.SIGTERM)
+# setpriv (util-linux) sets the death signal and execs the reaper; the signal survives that exec. It was
+# a preexec_fn once: Python code between fork and exec, which hangs the child, and Popen with it, when
+# another thread holds a lock the child needs. The report's warm-up thread imports numpy, and ctypes with
+# it, while the first VM starts; the child's `import ctypes` then waits on that thread's module lock for
+# ever: a two-kernel set waited 20 min for a VM that never started (CI of 2026-11-26).
+DIE_WITH_PARENT = ["setpriv", "--pdeathsig", "TERM"]
 
 
 def start_reaped(argv: list[str], **popen_kw) -> subprocess.Popen:
     """Start argv in a process group of its own that is killed whole when this process dies, however."""
-    return subprocess.Popen(["sh", "-c", REAPER, "reaper", *argv], start_new_session=True,
-                            preexec_fn=_die_with_parent, **popen_kw)
+    return subprocess.Popen([*DIE_WITH_PARENT, "sh", "-c", REAPER, "reaper", *argv], start_new_session=True,
+                            **popen_kw)
 
 
 def _signal(proc: subprocess.Popen, sig: int, group: bool) -> None:

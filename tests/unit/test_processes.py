@@ -91,3 +91,24 @@ def test_a_group_is_stopped_only_once_none_of_it_is_left(tmp_path):
     assert child in live_group_members(leader.pid)
     stop_processes([leader], grace=0.5, group=True)
     assert not _alive(child) and live_group_members(leader.pid) == []
+
+
+def test_a_reaped_start_does_not_hang_while_another_thread_holds_an_import_lock():
+    """No Python runs between fork and exec: a child that imported a module there waited for ever on the
+    module lock another thread held at the fork, and Popen waited with it (CI of 2026-11-26: the report's
+    warm-up thread was importing numpy, and ctypes with it, as the first VM started)."""
+    import sys
+    script = (
+        "import sys, threading, time; sys.path.insert(0, %r)\n"
+        "assert 'ctypes' not in sys.modules\n"
+        "from importlib import _bootstrap\n"
+        "held = threading.Event()\n"
+        "def hold():\n"
+        "    lock = _bootstrap._get_module_lock('ctypes')\n"   # kept: the registry holds it weakly
+        "    lock.acquire(); held.set(); time.sleep(60)\n"
+        "threading.Thread(target=hold, daemon=True).start()\n"
+        "held.wait()\n"
+        "from runners.linux.processes import start_reaped\n"
+        "print('exit', start_reaped(['sh', '-c', 'exit 3']).wait(timeout=10))\n") % str(Path(__file__).resolve().parents[2])
+    r = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True, timeout=30)
+    assert r.stdout.strip() == "exit 3", r.stderr

@@ -12,7 +12,6 @@ from pathlib import Path
 
 import pytest
 
-from runners.linux.leftovers import find_leftovers
 
 pytestmark = pytest.mark.vm_host
 REPO = Path(__file__).resolve().parents[2]
@@ -109,7 +108,7 @@ def metadata(tmp_path: Path) -> dict:
     return json.loads(next((tmp_path / "res").glob("*/2*/metadata.json")).read_text())
 
 
-def test_ctrl_c_during_the_boot_with_the_pipe_gone_stops_the_vm(tmp_path):
+def test_ctrl_c_during_the_boot_with_the_pipe_gone_stops_the_vm(tmp_path, new_leftovers):
     """`run-scenario ... | tee log`, and Ctrl-C kills tee too: stopping the VM must not depend on printing."""
     p = start(tmp_path)
     seen: list[str] = []
@@ -130,10 +129,10 @@ def test_ctrl_c_during_the_boot_with_the_pipe_gone_stops_the_vm(tmp_path):
                     + "\n--- run.log:\n" + run_logs(tmp_path))
     assert code == 130, "".join(seen) + "\n--- run.log:\n" + run_logs(tmp_path)
     assert metadata(tmp_path)["status"] == "interrupted"
-    assert find_leftovers() == []
+    assert new_leftovers() == []
 
 
-def test_a_wedged_guest_is_stopped_and_reported(tmp_path):
+def test_a_wedged_guest_is_stopped_and_reported(tmp_path, new_leftovers):
     p = start(tmp_path, TESTBED_VM_SILENCE_S="25")
     seen: list[str] = []
     read_until(p, "booting micro-VM", seen)
@@ -146,10 +145,10 @@ def test_a_wedged_guest_is_stopped_and_reported(tmp_path):
     assert "Traceback" not in text
     meta = metadata(tmp_path)
     assert meta["status"] == "failed" and "printed nothing" in meta["failure"]
-    assert find_leftovers() == []
+    assert new_leftovers() == []
 
 
-def test_run_log_through_the_vm_holds_the_boot_and_the_guest(tmp_path):
+def test_run_log_through_the_vm_holds_the_boot_and_the_guest(tmp_path, new_leftovers):
     short = tmp_path / "short.yaml"
     short.write_text((REPO / "scenarios" / "two-paths.yaml").read_text().replace("duration: 10", "duration: 2"))
     r = subprocess.run([sys.executable, "-m", "runners.cli", str(short), "--backend", "vm", "-q",
@@ -163,4 +162,4 @@ def test_run_log_through_the_vm_holds_the_boot_and_the_guest(tmp_path):
     assert "booting micro-VM" in log and log.count("run r001-mptcp-A: mptcp with primary path A") == 1
     assert len(re.findall(r"run r001-mptcp-A: [\d.]+ Mbit/s", log)) == 1, log
     assert "\tiperf3" in (d / "commands.log").read_text() or " iperf3 " in (d / "commands.log").read_text()
-    assert find_leftovers() == []
+    assert new_leftovers() == []

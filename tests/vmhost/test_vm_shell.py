@@ -10,7 +10,6 @@ from pathlib import Path
 
 import pytest
 
-from runners.linux.leftovers import find_leftovers
 
 pytestmark = pytest.mark.vm_host
 REPO = Path(__file__).resolve().parents[2]
@@ -31,7 +30,7 @@ def wait_for(name: str, text: str, within: float, after: int = 0) -> str:
     raise AssertionError(f"{text!r} did not appear:\n{screen(name)}")
 
 
-def test_the_shell_through_the_vm_in_a_real_terminal(tmp_path):
+def test_the_shell_through_the_vm_in_a_real_terminal(tmp_path, new_leftovers):
     name = f"testbed-vmshell-{os.getpid()}"
     cmd = shlex.join([sys.executable, "-m", "runners.cli", "shell", "scenarios/two-paths.yaml", "--backend", "vm",
                       "--out", str(tmp_path / "o")])
@@ -54,7 +53,7 @@ def test_the_shell_through_the_vm_in_a_real_terminal(tmp_path):
     finally:
         subprocess.run(["tmux", "kill-session", "-t", name], check=False)
     time.sleep(2)
-    assert find_leftovers() == []
+    assert new_leftovers() == []
     # the session's set is made by the host, in a folder of its own, and takes no `latest` (issue 28)
     assert len(list((tmp_path / "o" / "two-paths" / "shell").glob("2*/scenario.yaml"))) == 1
     assert not os.path.lexists(tmp_path / "o" / "two-paths" / "latest")

@@ -9,7 +9,6 @@ from pathlib import Path
 
 import pytest
 
-from runners.linux.leftovers import find_leftovers
 
 pytestmark = pytest.mark.vm_host
 REPO = Path(__file__).resolve().parents[2]
@@ -45,7 +44,7 @@ def warm_env(tmp_path):
     assert not (tmp_path / "warm" / "state.json").exists()
 
 
-def test_two_warm_runs_pay_one_boot_and_write_what_a_cold_run_writes(tmp_path, warm_env):
+def test_two_warm_runs_pay_one_boot_and_write_what_a_cold_run_writes(tmp_path, warm_env, new_leftovers):
     short = tmp_path / "short.yaml"
     short.write_text((REPO / "scenarios" / "two-paths.yaml").read_text().replace("duration: 10", "duration: 2"))
 
@@ -92,4 +91,4 @@ def test_two_warm_runs_pay_one_boot_and_write_what_a_cold_run_writes(tmp_path, w
     resumed = run("unused", "--resume", str(warm_set))
     assert "running the job without a boot" in resumed and "0 to go" in resumed, resumed
     assert files(warm_set) == files(cold_set)
-    assert find_leftovers() == []
+    assert new_leftovers() == []
