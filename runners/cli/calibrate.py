@@ -32,7 +32,7 @@ MEASURED = "measured.json"   # what the search found, in the work folder (the gu
 EPILOG = f"""\
 what it measures (each probe one run: {search.PROBE_SECONDS:g} s of traffic by default after {search.PROBE_OMIT_S} s left out,
 links of {search.PROBE_DELAY_MS:g} ms each way, queues of {search.PROBE_QUEUE} packets):
-  - the highest rate of one path (TCP), and per path of 2, 4 and 8 disjoint paths at once (MPTCP);
+  - the highest rate of one path, and per path of 2, 4 and 8 disjoint paths at once (a TCP flow on each);
   - the most clients on one switch at --host-rate each (TCP, all at once);
   - the RTT floor's error on the idle paths (the pings before each probe that passed).
   {search.rule()} (with --seconds, runs of that length).
@@ -124,8 +124,8 @@ def _where(p, a):
 
     if a.backend == "native" and (a.kernel or a.vm_cpus or a.vm_memory != "2G"):
         p.error("--kernel, --vm-cpus and --vm-memory are for the vm backend (natively: this kernel)")
-    # what auto would choose for a run: the probe of a two-path scenario, as the benchmark asks it
-    probe_scenario = parse_scenario(search.paths_yaml(2, 10), "calibrate.yaml")
+    # what auto would choose for a run: an MPTCP scenario of two paths, as the benchmark asks it
+    probe_scenario = parse_scenario(search.paths_yaml(2, 10, mptcp=True), "calibrate.yaml")
     choice = choose_backend("vm" if a.kernel else a.backend, [probe_scenario])
     if choice.refusal:
         err(choice.refusal)
@@ -296,7 +296,7 @@ class _Prober:
         folder = self.work / f"{n:02d}-{kind}-{count}x{rate:g}"
         t0 = time.monotonic()
         spec = _probe_job(folder, text)
-        ended = run_job(spec)
+        ended = run_job(spec, json.loads(spec.read_text()))
         try:
             doc = json.loads((folder / "results.json").read_text())
         except (OSError, ValueError):

@@ -106,6 +106,24 @@ def test_a_probe_is_reproduced_when_it_is_ok_and_carried_its_rate():
     assert search.outcome_of("paths", 1, 10, run_doc(run_status="failed")).status is None
 
 
+def test_flows_run_together_are_one_probe_as_faithful_as_its_worst_and_carrying_their_sum():
+    def doc(*runs):
+        return {"runs": [run_doc(**r)["runs"][0] for r in runs]}
+    both = search.outcome_of("paths", 2, 10, doc({"throughput": 9.5, "excess": (0.9,)},
+                                                 {"throughput": 9.4, "excess": (1.1,)}))
+    assert both.passed and both.carried_mbps == 18.9 and both.delay_excess_ms == [0.9, 1.1]
+    one_warns = search.outcome_of("paths", 2, 10, doc({"status": "warn", "reasons": ["A sent at 93 %"]},
+                                                      {"reasons": []}))
+    assert not one_warns.passed and one_warns.status == "warn" and one_warns.why() == "fidelity warn: A sent at 93 %"
+    worst = search.outcome_of("paths", 2, 10, doc({"status": "warn", "reasons": ["CPU"]},
+                                                  {"status": "unfaithful", "reasons": ["CPU", "B at 60 %"]}))
+    assert worst.status == "unfaithful" and worst.reasons == ["CPU", "B at 60 %"]
+    short = search.outcome_of("paths", 2, 10, doc({"throughput": 9.5}, {"throughput": 6.0}))
+    assert not short.passed and short.why() == "carried 15.5 of 20 Mbit/s (< 85%)"
+    one_failed = search.outcome_of("paths", 2, 10, doc({}, {"run_status": "failed"}))
+    assert one_failed.status is None and "run failed" in one_failed.reasons
+
+
 def test_the_delay_error_comes_from_the_probes_that_passed():
     outs = [search.outcome_of("paths", 2, 10, run_doc(throughput=19, excess=(0.9, 2.0))),
             search.outcome_of("paths", 1, 10, run_doc(throughput=9.5, excess=(1.1,))),
@@ -120,7 +138,11 @@ def test_the_probes_are_valid_scenarios():
     one = parse_scenario(search.paths_yaml(1, 250), "p.yaml")
     assert one.runs.compare == ["tcp"] and one.topology.paths[0].bw == 250
     eight = parse_scenario(search.paths_yaml(8, 30, seconds=4), "p.yaml")
-    assert eight.runs.compare == ["mptcp"] and len(eight.topology.paths) == 8 and eight.traffic.duration == 4
+    assert eight.runs.compare == ["tcp"] and eight.runs.tcp_on == "every-path" and eight.runs.tcp_together
+    assert len(eight.topology.paths) == 8 and eight.traffic.duration == 4
+    # the flows at once are what a plan's are held to: eight of 30 Mbit/s each
+    assert demand(eight).total == 240 and len(demand(eight).flows) == 8
+    assert parse_scenario(search.paths_yaml(2, 10, mptcp=True), "p.yaml").runs.compare == ["mptcp"]
     hosts = parse_scenario(search.hosts_yaml(16, 25), "h.yaml")
     assert len(hosts.topology.clients) == 16 and hosts.topology.switches[0].type == "bridge"
     assert hosts.topology.links[0].bw is None and {x.bw for x in hosts.topology.links[1:]} == {25}
@@ -192,7 +214,7 @@ def test_the_default_scenario_is_within_the_calibration(tcg):
 
 
 def test_four_paths_of_300_are_beyond_one_path_and_the_sum_naming_paths_and_limits(tcg):
-    sc = point(search.paths_yaml(4, 300))
+    sc = point(search.paths_yaml(4, 300, mptcp=True))
     found = compare("p001", sc, tcg)
     assert [f.check for f in found if f.beyond] == ["path", "sum"]
     path, total = found[0].text, found[1].text
@@ -202,14 +224,14 @@ def test_four_paths_of_300_are_beyond_one_path_and_the_sum_naming_paths_and_limi
 
 
 def test_paths_below_one_path_limit_can_still_be_beyond_the_sum(tcg):
-    found = compare("p002", point(search.paths_yaml(3, 100)), tcg)   # 300 in all, between 2 x 125 and 4 x 60
+    found = compare("p002", point(search.paths_yaml(3, 100, mptcp=True)), tcg)   # 300 in all, between 2 x 125 and 4 x 60
     assert [f.check for f in found if f.beyond] == ["sum"]
     assert "beyond the 245 Mbit/s that 3 paths at once" in found[0].text and "between 2 x 125 and 4 x 60" in found[0].text
     assert aggregate_limit(tcg, 12) == (240.0, "8 x 30, the most paths measured")
 
 
 def test_tcp_baselines_one_at_a_time_ask_one_path(tcg):
-    text = search.paths_yaml(4, 200).replace("compare: [mptcp]", "compare: [tcp]\n  tcp_on: every-path")
+    text = search.paths_yaml(4, 200, mptcp=True).replace("compare: [mptcp]", "compare: [tcp]\n  tcp_on: every-path")
     d = demand(point(text))
     assert d.total == 200 and [f for f in compare("p001", point(text), tcg) if f.beyond] == []
     together = text + "  tcp_together: true\n"
@@ -235,7 +257,7 @@ def test_e5_exp3s_four_clients_are_counted_per_link_and_bounded_by_the_servers_l
 
 
 def test_short_rtts_get_a_note_not_a_refusal(tcg):
-    sc = point(search.paths_yaml(2, 10).replace("delay: 5ms", "delay: 1ms"))
+    sc = point(search.paths_yaml(2, 10, mptcp=True).replace("delay: 5ms", "delay: 1ms"))
     notes = [f for f in compare("p001", sc, tcg) if f.check == "delay"]
     assert len(notes) == 1 and not notes[0].beyond
     assert notes[0].text == ("the RTT of A (2 ms), B (2 ms): this machine adds +1.3 ms to an RTT (median; "

@@ -32,7 +32,7 @@ def here(tmp_path, monkeypatch):
     monkeypatch.setattr(plan_check, "_SAID", set())
     monkeypatch.setattr("runners.cli.run.estimate_backend", lambda requested, exp: ("native", None))
     overload = tmp_path / "overload.yaml"
-    overload.write_text(search.paths_yaml(4, 300))
+    overload.write_text(search.paths_yaml(4, 300, mptcp=True))
     return SimpleNamespace(file=cal.file_for("native", platform.release()), overload=overload, tmp=tmp_path)
 
 
@@ -145,6 +145,7 @@ def test_the_probes_run_as_guest_jobs_and_what_they_found_is_written(tmp_path, m
     """calibrate --in-guest DIR: each probe a folder with its scenario and a job file run as the warm VM
     runs a job (here a stand-in machine that carries 200 Mbit/s, 150 on one path, 5 clients), and
     measured.json with every limit and probe."""
+    import inspect
     import os
 
     from scenarios.spec.loader import parse_scenario
@@ -152,20 +153,26 @@ def test_the_probes_run_as_guest_jobs_and_what_they_found_is_written(tmp_path, m
     from runners.backends.vm import warm_guest
     from runners.cli import calibrate
 
-    def machine(spec: Path) -> dict:
-        job = json.loads(spec.read_text())
-        assert job["argv"][1] == "--guest-job" and json.loads(Path(job["argv"][2]).read_text())["no_report"]
-        topo = parse_scenario((spec.parent / "scenario.yaml").read_text(), "s.yaml").topology
+    def machine(job: Path, spec: dict) -> dict:
+        assert spec == json.loads(job.read_text())
+        assert spec["argv"][1] == "--guest-job" and json.loads(Path(spec["argv"][2]).read_text())["no_report"]
+        topo = parse_scenario((job.parent / "scenario.yaml").read_text(), "s.yaml").topology
         if topo.kind == "dual-homed":
             n, rate = len(topo.paths), topo.paths[0].bw
             ok = rate <= 150 and n * rate <= 200
         else:
             n, rate = len(topo.clients), 10
             ok = n <= 5
-        (spec.parent / "results.json").write_text(json.dumps({"runs": [{"status": "ok", "metrics": {
-            "throughput_mbps": 0.93 * n * rate}, "fidelity": {"status": OK if ok else UNFAITHFUL, "reasons": [],
-                                                              "checks": {"delay": {"A": {"excess_ms": 0.7}}}}}]}))
+        flows = n if topo.kind == "dual-homed" else 1    # a TCP flow on each path, a run record each
+        (job.parent / "results.json").write_text(json.dumps({"runs": [{"status": "ok", "metrics": {
+            "throughput_mbps": 0.93 * n * rate / flows}, "fidelity": {
+                "status": OK if ok else UNFAITHFUL, "reasons": [],
+                "checks": {"delay": {"A": {"excess_ms": 0.7}}}}}] * flows}))
         return {"code": 0}
+
+    # the stand-in is called as the real one is (it once took the job file alone, and calibrate followed it
+    # while the warm guest's run_job had gained the job's contents: calibrate failed on every machine)
+    assert list(inspect.signature(machine).parameters) == list(inspect.signature(warm_guest.run_job).parameters)
 
     monkeypatch.setattr(os, "geteuid", lambda: 0)
     monkeypatch.setattr(warm_guest, "preload_testbed", lambda: None)
