@@ -318,6 +318,30 @@ def test_drops_of_the_interfaces_of_a_path_taken_down_are_the_changes_not_a_warn
                           link_drops={"client/h1-eth0": 2}))["status"] == WARN
 
 
+def test_input_backlog_drops_as_a_path_goes_down_are_the_changes_up_to_what_its_devices_dropped():
+    """A device going down drops what its peer sends in between at the input backlog, counted there and by
+    the sender (1-9 packets in 9 of 20 failovers, TCG, 2026-11-27): noted, not a warning, as long as the
+    downed devices counted at least as many; more than that is the CPUs falling behind."""
+    events = json.loads((FID / "failover-events.json").read_text())
+    directions = [{"id": "h1/h1-eth0", "paths": ["A"]}, {"id": "h2/h2-eth0", "paths": ["A"]}]
+
+    def softnet(dropped):
+        return {"softnet": {"before": {"dropped": 10, "time_squeeze": 0},
+                            "after": {"dropped": 10 + dropped, "time_squeeze": 3}}}
+    downed = {"client/h1-eth0": 8, "server/h2-eth0": 8}
+    ours = judge(Evidence(directions=directions, paths={}, pings={}, events=events, link_drops=downed,
+                          samples=softnet(6)))
+    assert ours["status"] == OK, ours["reasons"]
+    assert ours["checks"]["drops"]["dropped_by_changes"] == 6 and ours["checks"]["drops"]["time_squeeze"] == 3
+    assert any("as a change took a path down" in n for n in ours["notes"])
+    more = judge(Evidence(directions=directions, paths={}, pings={}, events=events, link_drops=downed,
+                          samples=softnet(17)))
+    assert more["status"] == WARN and any("dropped 17 packet(s) at its full input backlog" in r for r in more["reasons"])
+    # with no path taken down, every input-backlog drop is the CPUs'
+    none_down = judge(Evidence(directions=directions, paths={}, pings={}, samples=softnet(1)))
+    assert none_down["status"] == WARN and "dropped_by_changes" not in none_down["checks"]["drops"]
+
+
 def test_the_worst_reason_comes_first_and_sampling_off_is_noted():
     out = judge(two_path_evidence(pings={"A": {"rtt_min_ms": 37.0}, "B": {"rtt_min_ms": 20.0}}, sampling="X=0"))
     assert out["levels"] == [UNFAITHFUL, WARN] and "path B" in out["reasons"][0]
