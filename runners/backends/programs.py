@@ -59,6 +59,7 @@ TOOLS: tuple[Tool, ...] = (
     Tool("chromium", "chromium", "the test suite's check of report.html", "tests"),
     Tool("tmux", "tmux", "the test suite's check of `run-scenario shell` in a real terminal", "tests"),
     Tool("script", "util-linux", "a pty for `run-scenario shell` in the micro-VM", "vm"),
+    Tool("setpriv", "util-linux", "the micro-VM's processes die with the run that started them", "vm"),
     # VM backend: what run-scenario and virtme-ng call on the host
     Tool("qemu-system-x86_64", "qemu-system-x86", "runs the micro-VM", "vm"),
     Tool("busybox", "busybox-static", "virtme-ng builds the guest's initramfs with it", "vm"),

@@ -30,7 +30,7 @@ DEFAULT_BUDGET_S = 420.0
 MEASURED = "measured.json"   # what the search found, in the work folder (the guest writes it)
 
 EPILOG = f"""\
-what it measures (each probe one run: {search.PROBE_SECONDS:g} s of traffic by default after {search.PROBE_OMIT_S} s left out,
+what it measures (each probe one job: {search.PROBE_SECONDS:g} s of traffic by default after {search.PROBE_OMIT_S} s left out,
 links of {search.PROBE_DELAY_MS:g} ms each way, queues of {search.PROBE_QUEUE} packets):
   - the highest rate of one path, and per path of 2, 4 and 8 disjoint paths at once (a TCP flow on each);
   - the most clients on one switch at --host-rate each (TCP, all at once);

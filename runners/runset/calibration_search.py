@@ -88,20 +88,26 @@ STATUS_ORDER = ("ok", "warn", "unfaithful")
 
 def outcome_of(kind: str, count: int, rate: float, doc: dict | None, failure: str = "") -> Outcome:
     """A probe's outcome from its results.json (None: the run wrote none). Flows run together are one run
-    record each: the probe is as faithful as its worst, carried their sum, and says every reason once."""
+    record each: the probe is as faithful as its worst, carried their sum, and says every reason once. Each
+    record judges every path's idle RTT (the pings are the job's): one figure per path, not per record."""
     runs = (doc or {}).get("runs") or []
     if not runs:
         return Outcome(kind, count, rate, None, None, [failure or "no run was recorded"])
-    failed = [f"run {r.get('status')}" for r in runs if r.get("status") != "ok"]
+    missing = []
+    if kind == "paths" and len(runs) != count:
+        missing.append(f"{len(runs)} of {count} flows recorded")
+    missing += [f"run {r.get('id', '?')} {r.get('status')}" for r in runs if r.get("status") != "ok"]
+    missing += [f"run {r.get('id', '?')} has no throughput" for r in runs
+                if r.get("status") == "ok" and (r.get("metrics") or {}).get("throughput_mbps") is None]
+    missing += [f"run {r.get('id', '?')} has no fidelity record" for r in runs
+                if r.get("status") == "ok" and not (r.get("fidelity") or {}).get("status")]
     fids = [r.get("fidelity") or {} for r in runs]
-    statuses = [f.get("status") for f in fids]
-    status = (None if failed or None in statuses
-              else max(statuses, key=lambda x: STATUS_ORDER.index(x) if x in STATUS_ORDER else len(STATUS_ORDER)))
-    rates = [(r.get("metrics") or {}).get("throughput_mbps") for r in runs]
-    carried = None if None in rates else round(sum(rates), 3)
-    reasons = list(dict.fromkeys(x for f in fids for x in f.get("reasons") or ())) + list(dict.fromkeys(failed))
-    delay = [d.get("excess_ms") for f in fids for d in ((f.get("checks") or {}).get("delay") or {}).values()]
-    return Outcome(kind, count, rate, status, carried, reasons, [x for x in delay if x is not None])
+    status = (None if missing else max((f["status"] for f in fids), key=lambda x: STATUS_ORDER.index(x)
+                                       if x in STATUS_ORDER else len(STATUS_ORDER)))
+    carried = None if missing else round(sum(r["metrics"]["throughput_mbps"] for r in runs), 3)
+    reasons = list(dict.fromkeys(x for f in fids for x in f.get("reasons") or ())) + missing
+    delay = {name: d.get("excess_ms") for f in fids for name, d in ((f.get("checks") or {}).get("delay") or {}).items()}
+    return Outcome(kind, count, rate, status, carried, reasons, [x for x in delay.values() if x is not None])
 
 
 def two_digits(x: float) -> float:

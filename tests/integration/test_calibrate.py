@@ -27,5 +27,5 @@ def test_a_probe_of_two_paths_runs_a_flow_on_each_and_reads_both(tmp_path):
     # below what even the TCG micro-VM carries: 77-84 Mbit/s per path on two paths, docs/fidelity.md)
     rates = [r["metrics"]["throughput_mbps"] for r in doc["runs"]]
     assert o.carried_mbps == pytest.approx(sum(rates), abs=0.01) and o.carried_mbps > 0.5 * 10
-    assert o.status in ("ok", "warn", "unfaithful") and len(o.delay_excess_ms) >= 2
+    assert o.status in ("ok", "warn", "unfaithful") and len(o.delay_excess_ms) == 2   # one per path
     assert (folder / "probe.log").exists() and leftovers() == []

@@ -89,15 +89,18 @@ def test_the_hosts_search_finds_the_most_clients():
     assert search.search_hosts(lambda n: True, never)["value"] == search.MAX_CLIENTS
 
 
-def run_doc(status="ok", throughput=9.5, excess=(1.2,), run_status="ok", reasons=()):
-    return {"runs": [{"status": run_status, "metrics": {"throughput_mbps": throughput},
+def run_doc(status="ok", throughput=9.5, excess=(1.2,), run_status="ok", reasons=(), flows=1):
+    """A probe's results.json: `flows` run records (a TCP flow per path, run together), each judging every
+    path's idle RTT, as the records of one job do."""
+    return {"runs": [{"id": f"r{k}", "status": run_status, "metrics": {"throughput_mbps": throughput / flows},
                       "fidelity": {"status": status, "reasons": list(reasons),
-                                   "checks": {"delay": {chr(65 + i): {"excess_ms": x} for i, x in enumerate(excess)}}}}]}
+                                   "checks": {"delay": {chr(65 + i): {"excess_ms": x} for i, x in enumerate(excess)}}}}
+                     for k in range(flows)]}
 
 
 def test_a_probe_is_reproduced_when_it_is_ok_and_carried_its_rate():
     assert search.outcome_of("paths", 1, 10, run_doc()).passed
-    low = search.outcome_of("paths", 2, 100, run_doc(throughput=150.0, excess=(1.0, 1.4)))
+    low = search.outcome_of("paths", 2, 100, run_doc(throughput=150.0, excess=(1.0, 1.4), flows=2))
     assert not low.passed and low.why() == "carried 150 of 200 Mbit/s (< 85%)"
     warn = search.outcome_of("paths", 1, 10, run_doc(status="warn", reasons=["one CPU saturated"]))
     assert not warn.passed and warn.why() == "fidelity warn: one CPU saturated"
@@ -109,8 +112,8 @@ def test_a_probe_is_reproduced_when_it_is_ok_and_carried_its_rate():
 def test_flows_run_together_are_one_probe_as_faithful_as_its_worst_and_carrying_their_sum():
     def doc(*runs):
         return {"runs": [run_doc(**r)["runs"][0] for r in runs]}
-    both = search.outcome_of("paths", 2, 10, doc({"throughput": 9.5, "excess": (0.9,)},
-                                                 {"throughput": 9.4, "excess": (1.1,)}))
+    both = search.outcome_of("paths", 2, 10, doc({"throughput": 9.5, "excess": (0.9, 1.1)},
+                                                 {"throughput": 9.4, "excess": (0.9, 1.1)}))
     assert both.passed and both.carried_mbps == 18.9 and both.delay_excess_ms == [0.9, 1.1]
     one_warns = search.outcome_of("paths", 2, 10, doc({"status": "warn", "reasons": ["A sent at 93 %"]},
                                                       {"reasons": []}))
@@ -121,11 +124,22 @@ def test_flows_run_together_are_one_probe_as_faithful_as_its_worst_and_carrying_
     short = search.outcome_of("paths", 2, 10, doc({"throughput": 9.5}, {"throughput": 6.0}))
     assert not short.passed and short.why() == "carried 15.5 of 20 Mbit/s (< 85%)"
     one_failed = search.outcome_of("paths", 2, 10, doc({}, {"run_status": "failed"}))
-    assert one_failed.status is None and "run failed" in one_failed.reasons
+    assert one_failed.status is None and "run r0 failed" in one_failed.reasons
+    # each record judges both paths' idle RTT (the job's pings): one figure per path
+    pair = search.outcome_of("paths", 2, 10, run_doc(throughput=19, excess=(0.5, 0.9), flows=2))
+    assert pair.passed and pair.delay_excess_ms == [0.5, 0.9]
+    # a flow missing, or without its throughput or fidelity, is said, not read as a flow that carried little
+    lost = search.outcome_of("paths", 2, 10, run_doc(throughput=19))
+    assert lost.status is None and lost.why() == "1 of 2 flows recorded"
+    bare = run_doc(throughput=19, flows=2)
+    bare["runs"][1]["metrics"] = {}
+    del bare["runs"][0]["fidelity"]["status"]
+    assert search.outcome_of("paths", 2, 10, bare).why() == ("run r1 has no throughput; "
+                                                             "run r0 has no fidelity record")
 
 
 def test_the_delay_error_comes_from_the_probes_that_passed():
-    outs = [search.outcome_of("paths", 2, 10, run_doc(throughput=19, excess=(0.9, 2.0))),
+    outs = [search.outcome_of("paths", 2, 10, run_doc(throughput=19, excess=(0.9, 2.0), flows=2)),
             search.outcome_of("paths", 1, 10, run_doc(throughput=9.5, excess=(1.1,))),
             search.outcome_of("paths", 1, 900, run_doc(status="unfaithful", excess=(40.0,)))]
     d = search.delay_figures(outs)
@@ -166,7 +180,7 @@ def test_under_sudo_the_calibration_is_the_sudo_users_and_belongs_to_them(monkey
     owners = []
     monkeypatch.setattr(os, "lchown", lambda p, uid, gid: owners.append((Path(p), uid, gid)))
     target = tmp_path / "a" / "b" / "m-vm-6.1.json"
-    cal.write(target, {"version": 1, "limits": {}}, env)
+    cal.write(target, {"version": cal.VERSION, "limits": {}}, env)
     assert {p for p, _, _ in owners} == {tmp_path / "a", tmp_path / "a" / "b", target}
     assert {(u, g) for _, u, g in owners} == {(nobody.pw_uid, nobody.pw_gid)}
     assert sorted(p.name for p in target.parent.iterdir()) == ["m-vm-6.1.json"]   # written whole: no temporary left
@@ -185,9 +199,10 @@ def test_a_calibration_that_cannot_be_used_is_named(tmp_path):
     bad.write_text("{")
     with pytest.raises(cal.CalibrationError, match=f"calibration {bad}: not JSON"):
         cal.read(bad)
-    bad.write_text(json.dumps({"version": 99, "limits": {}}))
-    with pytest.raises(cal.CalibrationError, match="not a version 1 calibration"):
-        cal.read(bad)
+    for version in (99, 1):   # 1: its probes of several paths were MPTCP's
+        bad.write_text(json.dumps({"version": version, "limits": {}}))
+        with pytest.raises(cal.CalibrationError, match="not a version 2 calibration .* run it again"):
+            cal.read(bad)
 
 
 def test_the_table_shows_every_limit():

@@ -1,4 +1,6 @@
 """Stopping processes: a SIGTERM first, a SIGKILL for one that ignores it, the whole group when asked."""
+import os
+import signal
 import subprocess
 import time
 from pathlib import Path
@@ -110,5 +112,33 @@ def test_a_reaped_start_does_not_hang_while_another_thread_holds_an_import_lock(
         "held.wait()\n"
         "from runners.linux.processes import start_reaped\n"
         "print('exit', start_reaped(['sh', '-c', 'exit 3']).wait(timeout=10))\n") % str(Path(__file__).resolve().parents[2])
-    r = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True, timeout=30)
-    assert r.stdout.strip() == "exit 3", r.stderr
+    proc = subprocess.Popen([sys.executable, "-c", script], stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    try:
+        out, errs = proc.communicate(timeout=30)
+    except subprocess.TimeoutExpired:
+        # the hung child is a fork in a session of its own: kill it too, not only the interpreter
+        for pid in [*_descendants(proc.pid), proc.pid]:
+            try:
+                os.kill(pid, signal.SIGKILL)
+            except ProcessLookupError:
+                pass
+        proc.communicate()
+        raise
+    assert out.strip() == "exit 3", errs
+
+
+def _descendants(pid: int) -> list[int]:
+    parents = {}
+    for d in Path("/proc").iterdir():
+        if d.name.isdigit():
+            try:
+                parents[int(d.name)] = int((d / "stat").read_text().rsplit(")", 1)[1].split()[1])
+            except (OSError, ValueError, IndexError):
+                pass
+    found, todo = [], [pid]
+    while todo:
+        parent = todo.pop()
+        kids = [c for c, p in parents.items() if p == parent]
+        found += kids
+        todo += kids
+    return found
