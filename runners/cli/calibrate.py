@@ -295,13 +295,13 @@ class _Prober:
         n = len(self.outcomes) + 1
         folder = self.work / f"{n:02d}-{kind}-{count}x{rate:g}"
         t0 = time.monotonic()
-        spec = _probe_job(folder, text)
-        ended = run_job(spec, json.loads(spec.read_text()))
+        job_file, job = _probe_job(folder, text)
+        ended = run_job(job_file, job)
         try:
             doc = json.loads((folder / "results.json").read_text())
         except (OSError, ValueError):
             doc = None
-        o = search.outcome_of(kind, count, rate, doc, failure=f"exit {ended['code']}: see {spec.with_suffix('.log')}")
+        o = search.outcome_of(kind, count, rate, doc, failure=f"exit {ended['code']}: see {job_file.with_suffix('.log')}")
         o.seconds, o.folder = time.monotonic() - t0, folder.name
         self.outcomes.append(o)
         what = f"{count} path{'s' if count > 1 else ''}" if kind == "paths" else f"{count} clients"
@@ -311,9 +311,9 @@ class _Prober:
         return o.passed
 
 
-def _probe_job(folder: Path, text: str) -> Path:
+def _probe_job(folder: Path, text: str) -> tuple[Path, dict]:
     """A probe's folder, with its scenario and the job a warm guest runs (`run-scenario` with a guest job
-    file: the set natively, without its report)."""
+    file: the set natively, without its report): the job's file and what it holds."""
     from runners.backends.vm.guest import guest_command, write_job
     from runners.cli.run import build_parser
     from runners.runset.options import RunOptions
@@ -324,6 +324,6 @@ def _probe_job(folder: Path, text: str) -> Path:
     args = build_parser().parse_args([str(scenario), "--backend", "native"])
     args.capture_spec, args.argv, args.started_at, args.process_age = None, [], 0.0, 0.0
     job = write_job(RunOptions.from_args(args), SimpleNamespace(file=str(scenario)), folder)
-    spec = folder / "probe.json"
-    spec.write_text(json.dumps({"argv": guest_command(folder, job)[3:]}) + "\n")
-    return spec
+    job_file, probe = folder / "probe.json", {"argv": guest_command(folder, job)[3:]}
+    job_file.write_text(json.dumps(probe) + "\n")
+    return job_file, probe

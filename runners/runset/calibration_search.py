@@ -18,6 +18,8 @@ import statistics
 from dataclasses import dataclass, field
 from typing import Callable
 
+from runners.results.fidelity import RANK
+
 # 8 s, not 3: in 3 s runs in the TCG micro-VM the shaping check's second or two of backlog read a shaper
 # at 90-95 % of its rate as often as not (docs/fidelity.md: two calibrations of 3 s probes, 2026-11-25;
 # the probes of several paths were MPTCP then, whose eight subflows had not all joined in 3 s).
@@ -40,8 +42,9 @@ def rule(seconds: float = PROBE_SECONDS) -> str:
     """The rule in words, for probes of `seconds` of traffic."""
     return (f"a probe ({seconds:g} s of traffic after {PROBE_OMIT_S} s of start left out; a TCP flow on each path "
             f"or from each client, all at once) is reproduced when its fidelity is ok (each path's flow is a run "
-            f"of its own, and each must be) and together they carried at least {MIN_CARRIED:.0%} of the configured rate; the limit is the highest reproduced, "
-            f"bisected to within {RESOLUTION:.0%} of the lowest not reproduced")
+            f"of its own, and each must be) and together they carried at least {MIN_CARRIED:.0%} of the "
+            f"configured rate; the limit is the highest reproduced, bisected to within {RESOLUTION:.0%} of the "
+            f"lowest not reproduced")
 
 
 @dataclass
@@ -83,9 +86,6 @@ class Outcome:
                 "delay_excess_ms": self.delay_excess_ms, "seconds": round(self.seconds, 2), "folder": self.folder}
 
 
-STATUS_ORDER = ("ok", "warn", "unfaithful")
-
-
 def outcome_of(kind: str, count: int, rate: float, doc: dict | None, failure: str = "") -> Outcome:
     """A probe's outcome from its results.json (None: the run wrote none). Flows run together are one run
     record each: the probe is as faithful as its worst, carried their sum, and says every reason once. Each
@@ -102,8 +102,8 @@ def outcome_of(kind: str, count: int, rate: float, doc: dict | None, failure: st
     missing += [f"run {r.get('id', '?')} has no fidelity record" for r in runs
                 if r.get("status") == "ok" and not (r.get("fidelity") or {}).get("status")]
     fids = [r.get("fidelity") or {} for r in runs]
-    status = (None if missing else max((f["status"] for f in fids), key=lambda x: STATUS_ORDER.index(x)
-                                       if x in STATUS_ORDER else len(STATUS_ORDER)))
+    # the worst status; one the fidelity check does not know counts worse than unfaithful
+    status = None if missing else max((f["status"] for f in fids), key=lambda x: RANK.get(x, len(RANK)))
     carried = None if missing else round(sum(r["metrics"]["throughput_mbps"] for r in runs), 3)
     reasons = list(dict.fromkeys(x for f in fids for x in f.get("reasons") or ())) + missing
     delay = {name: d.get("excess_ms") for f in fids for name, d in ((f.get("checks") or {}).get("delay") or {}).items()}

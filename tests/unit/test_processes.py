@@ -128,13 +128,9 @@ def test_a_reaped_start_does_not_hang_while_another_thread_holds_an_import_lock(
 
 
 def _descendants(pid: int) -> list[int]:
-    parents = {}
-    for d in Path("/proc").iterdir():
-        if d.name.isdigit():
-            try:
-                parents[int(d.name)] = int((d / "stat").read_text().rsplit(")", 1)[1].split()[1])
-            except (OSError, ValueError, IndexError):
-                pass
+    from runners.linux.host_cpu import snapshot
+
+    parents = {child: ppid for child, (ppid, _) in snapshot().procs.items()}
     found, todo = [], [pid]
     while todo:
         parent = todo.pop()
