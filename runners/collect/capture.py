@@ -25,9 +25,13 @@ READY_TIMEOUT_S = 15.0
 # for DRAIN_QUIET_S, within DRAIN_LIMIT_S in all. -U writes each packet as tcpdump gets it, but libpcap on
 # Linux hands over a ring block only when it is full or after its timeout; with that drain alone CI still
 # lost the last 12 % of a run (705 of 5,575 packets never written, 2026-11-23), so --immediate-mode asks
-# libpcap for every packet as it comes.
+# libpcap for every packet as it comes. A quiet file is not enough either: a tcpdump the emulated CPU left
+# unscheduled for a while writes nothing, yet holds packets (10 never written, CI, 2026-11-27). So once the
+# files are quiet each tcpdump is asked for its counts (SIGUSR1, as `kill -USR1` does by hand), and the
+# drain ends only when every one has written all the kernel passed it.
 DRAIN_QUIET_S = 2.5
 DRAIN_LIMIT_S = 60.0
+COUNTS_ANSWER_S = 2.0
 
 
 @dataclass(frozen=True)
@@ -134,8 +138,36 @@ class Capture:
             if now != sizes:
                 sizes, quiet_since = now, time.monotonic()
             elif time.monotonic() - quiet_since >= DRAIN_QUIET_S:
-                return
+                if self._caught_up():
+                    return
+                quiet_since = time.monotonic()
             time.sleep(0.1)
+
+    def _caught_up(self) -> bool:
+        """True when every running tcpdump answers SIGUSR1 with counts saying it wrote (or the kernel
+        dropped) every packet the kernel passed it; a tcpdump too busy to answer has not caught up."""
+        running = [d for d in self.dumps if d.proc is not None and d.proc.poll() is None]
+        asked = {id(d): _answers(d.log) for d in running}
+        for d in running:
+            d.proc.send_signal(signal.SIGUSR1)
+        deadline = time.monotonic() + COUNTS_ANSWER_S
+        waiting = list(running)
+        while waiting and time.monotonic() < deadline:
+            waiting = [d for d in waiting if _answers(d.log) <= asked[id(d)] and d.proc.poll() is None]
+            if waiting:
+                time.sleep(0.05)
+        if waiting:
+            return False
+        for d in running:
+            counts = _tcpdump_counts(d.log.read_text(errors="replace"))
+            if counts.get("packets", 0) + counts.get("dropped_by_kernel", 0) < counts.get("received_by_filter", 0):
+                return False
+        return True
+
+
+def _answers(log: Path) -> int:
+    """How many times tcpdump has printed its counts into `log`."""
+    return log.read_text(errors="replace").count("received by filter") if log.exists() else 0
 
 
 # Packets the kernel handed tcpdump in the instant SIGINT arrived (the closing segments of connections the
@@ -155,9 +187,9 @@ def _tcpdump_counts(text: str) -> dict:
     for key, pattern in (("packets", r"(\d+) packets? captured"),
                          ("received_by_filter", r"(\d+) packets? received by filter"),
                          ("dropped_by_kernel", r"(\d+) packets? dropped by kernel")):
-        m = re.search(pattern, text)
-        if m:
-            out[key] = int(m.group(1))
+        found = re.findall(pattern, text)   # the last counts: SIGUSR1 may have printed earlier ones
+        if found:
+            out[key] = int(found[-1])
     if "packets" in out and "received_by_filter" in out:
         out["not_written"] = max(0, out["received_by_filter"] - out["packets"])
     return out

@@ -151,6 +151,72 @@ def test_capture_stops_only_once_every_file_has_stopped_growing(tmp_path, monkey
     assert f.stat().st_size == 800      # it waited for the last write
 
 
+FAKE_TCPDUMP = """
+import signal, sys, time
+asked = 0
+def counts(*_):
+    global asked
+    asked += 1
+    written = 100 if asked >= {caught_up_at} else 60   # behind until asked {caught_up_at} times
+    sys.stderr.write(f"tcpdump: {{written}} packets captured, 100 packets received by filter, 0 packets dropped by kernel\\n")
+    sys.stderr.flush()
+signal.signal(signal.SIGUSR1, counts if {answers} else signal.SIG_IGN)
+sys.stderr.write("tcpdump: listening on h1-eth0\\n"); sys.stderr.flush()
+while True:
+    time.sleep(0.02)
+"""
+
+
+def fake_dump(tmp_path, caught_up_at: int, answers: bool = True):
+    from runners.collect import capture as cap
+    log, pcap = tmp_path / "h1-h1-eth0.tcpdump.log", tmp_path / "h1-h1-eth0.part.pcap"
+    pcap.write_bytes(b"")
+    with log.open("wb") as err:
+        proc = subprocess.Popen([sys.executable, "-c", FAKE_TCPDUMP.format(caught_up_at=caught_up_at, answers=answers)],
+                                stderr=err)
+    while b"listening on" not in log.read_bytes():
+        time.sleep(0.02)
+    return cap._Dump("h1", "h1-eth0", pcap, log, proc)
+
+
+def test_a_quiet_file_is_not_enough_the_drain_waits_until_tcpdump_has_written_all_it_was_passed(tmp_path,
+                                                                                                monkeypatch):
+    """A tcpdump the emulated CPU left unscheduled writes nothing for seconds and still holds packets: the
+    drain asks it for its counts and ends only once it wrote all the kernel passed it."""
+    from runners.collect import capture as cap
+    monkeypatch.setattr(cap, "DRAIN_QUIET_S", 0.1)
+    d = fake_dump(tmp_path, caught_up_at=3)
+    c = cap.Capture(CaptureSpec(("client",)), procs=None)
+    c.dumps = [d]
+    try:
+        c._drain()
+        text = d.log.read_text()
+        assert cap._answers(d.log) == 3, text
+        assert cap._tcpdump_counts(text) == {"packets": 100, "received_by_filter": 100, "dropped_by_kernel": 0,
+                                             "not_written": 0}
+    finally:
+        d.proc.kill()
+        d.proc.wait()
+
+
+def test_a_tcpdump_that_never_catches_up_is_stopped_at_the_drain_limit(tmp_path, monkeypatch):
+    from runners.collect import capture as cap
+    monkeypatch.setattr(cap, "DRAIN_QUIET_S", 0.1)
+    monkeypatch.setattr(cap, "COUNTS_ANSWER_S", 0.2)
+    monkeypatch.setattr(cap, "DRAIN_LIMIT_S", 1.5)
+    d = fake_dump(tmp_path, caught_up_at=10**6, answers=False)
+    c = cap.Capture(CaptureSpec(("client",)), procs=None)
+    c.dumps = [d]
+    t0 = time.monotonic()
+    try:
+        c._drain()
+        assert 1.5 <= time.monotonic() - t0 < 4, "it waited for the limit, and not much beyond it"
+        assert cap._answers(d.log) == 0
+    finally:
+        d.proc.kill()
+        d.proc.wait()
+
+
 class Plan:
     all_clients, server, routers = ("h1",), "h2", ("r1", "r2")
 
