@@ -16,7 +16,7 @@ from scenarios.spec.model import Scenario
 from scenarios.spec.model.events import state_at, timeline
 
 from runners.collect.mptcp_monitor import after_event
-from runners.linux import procfs
+from runners.linux import procfs, ss
 from runners.results.recovery import DEFAULT_FRACTION, recovery
 
 # the path manager's counters around path changes (nstat names); their deltas over the run are kept
@@ -54,21 +54,26 @@ def capacity_after(scenario: Scenario, paths: list[str], mptcp: bool, at_ms: flo
     state = state_at(scenario.events, list(scenario.mptcp.backup), at_ms)
     rates = current_rates(scenario, at_ms)
     topo = scenario.topology
-    live, backup = [], []
-    for p in paths:
-        links = topo.links_of(p) or set()
-        targets = [("path", p)] + [("link", x) for x in links]
-        st = [state.get(t, {}) for t in targets]
-        if any(s.get("down") or s.get("blackholed") for s in st) or (mptcp and state.get(("path", p), {}).get("removed")):
-            continue
-        live.append(p)
-        is_backup = state.get(("path", p), {}).get("backup", p in scenario.mptcp.backup)
-        if mptcp and is_backup:
-            backup.append(p)
+    live = live_paths(scenario, paths, mptcp, at_ms)
+    backup = [p for p in live if mptcp and state.get(("path", p), {}).get("backup", p in scenario.mptcp.backup)]
     if any(rates[p] is None or _traced(topo, p) for p in live):
         return None, tuple(backup)
     chosen = [p for p in live if p not in backup] or live
     return float(sum(rates[p] for p in chosen)), tuple(backup)
+
+
+def live_paths(scenario: Scenario, paths: list[str], mptcp: bool, at_ms: float) -> list[str]:
+    """The run's paths still live once the changes up to `at_ms` are made: not down, not blackholed (on
+    the path or a link it crosses), and for MPTCP not with their endpoint removed."""
+    state = state_at(scenario.events, list(scenario.mptcp.backup), at_ms)
+    live = []
+    for p in paths:
+        targets = [("path", p)] + [("link", x) for x in scenario.topology.links_of(p) or set()]
+        if any(state.get(t, {}).get("down") or state.get(t, {}).get("blackholed") for t in targets):
+            continue
+        if not (mptcp and state.get(("path", p), {}).get("removed")):
+            live.append(p)
+    return live
 
 
 def _traced(topo, path: str) -> bool:
@@ -79,8 +84,10 @@ def _traced(topo, path: str) -> bool:
 
 
 def build(scenario: Scenario, applied: list[dict], samples: list[dict], paths: list[str], mptcp: bool,
-          monitor: Optional[dict], addresses: dict[str, str], before: dict, after: dict) -> tuple[dict, dict]:
-    """(the record's `events` section, the run's event metrics)."""
+          monitor: Optional[dict], addresses: dict[str, str], before: dict, after: dict,
+          ss_samples: Optional[list[dict]] = None) -> tuple[dict, dict]:
+    """(the record's `events` section, the run's event metrics). `ss_samples`: the client's `ss` samples
+    stamped on the run's clock (`t`), which can tell why a recovery did not come (window_limit)."""
     steps = [a for a in applied if a["action"] == "trace"]
     applied = [a for a in applied if a["action"] != "trace"]
     made = [a for a in applied if a.get("applied_s") is not None]
@@ -95,6 +102,8 @@ def build(scenario: Scenario, applied: list[dict], samples: list[dict], paths: l
             nxt = next((b["applied_s"] for b in made if b["applied_s"] > a["applied_s"]),
                        t.duration + t.omit if t.duration is not None else None)
             item.update(_around(scenario, a, samples, paths, mptcp, nxt))
+            if item.get("no_recovery") and item.get("capacity_mbps") and mptcp and ss_samples:
+                _explain(item, scenario, a, ss_samples, paths, addresses, nxt)
             if monitor is not None:
                 item["mptcp_events"] = after_event(monitor, a["applied_s"], nxt, addresses)
         changes.append(item)
@@ -120,6 +129,53 @@ def _around(scenario: Scenario, a: dict, samples: list[dict], paths: list[str], 
     return {**out, "stall_s": r.stall_s, "stall_open": r.stall_open, "recovery_s": r.recovery_s,
             "no_recovery": r.no_recovery, "bytes_before": r.bytes_before, "bytes_after": r.bytes_after,
             "backup_share": r.backup_share}
+
+
+def _explain(item: dict, scenario: Scenario, a: dict, ss_samples: list[dict], paths: list[str],
+             addresses: dict[str, str], next_s: Optional[float]) -> None:
+    """A recovery that did not come, when the windows the receiver offered could not carry its mark:
+    `window_limited` and the reason's words."""
+    if scenario.traffic.direction != "upload":   # only the client's ss is sampled: it sends on an upload
+        return
+    live = live_paths(scenario, paths, True, a["planned_s"] * 1000)
+    need = DEFAULT_FRACTION * item["capacity_mbps"]
+    limit = window_limit(ss_samples, a.get("done_s", a["applied_s"]), next_s, live, addresses, need)
+    if limit is None:
+        return
+    item["window_limited"] = limit
+    said = ", ".join(f"{p}'s {w['snd_wnd']:,} B per {w['rtt_ms']:.0f} ms RTT" for p, w in limit["paths"].items())
+    item["no_recovery"] += (f"; the receiver's window held the sender below it: {said} carry at most "
+                            f"{limit['max_mbps']:g} Mbit/s (ss at {', '.join(f'{t:g}' for t in limit['at_s'])} s)")
+
+
+def window_limit(ss_samples: list[dict], start_s: float, end_s: Optional[float], live: list[str],
+                 addresses: dict[str, str], need_mbps: float) -> Optional[dict]:
+    """When every `ss` sample of the client taken after `start_s` (and up to `end_s`) shows its live paths'
+    subflows offered windows that carry less than `need_mbps` in all (a subflow sends at most snd_wnd per
+    RTT): those windows, the most they carry, and the samples' times; else None. On each path the subflow
+    with the most bytes acknowledged stands for it (iperf3's data connection, not its control one)."""
+    seen, at = [], []
+    for s in ss_samples:
+        t = s.get("t")
+        if t is None or t <= start_s or (end_s is not None and t > end_s):
+            continue
+        best: dict[str, dict] = {}
+        for w in ss.send_windows(s["raw"]):
+            path = addresses.get(w["local"])
+            if path in live and w["bytes_acked"] >= best.get(path, {"bytes_acked": -1})["bytes_acked"]:
+                best[path] = w
+        if not best:
+            continue
+        most = sum(w["snd_wnd"] * 8 / w["rtt_ms"] / 1000 for w in best.values())
+        if most >= need_mbps:
+            return None
+        seen.append((most, best))
+        at.append(t)
+    if not seen:
+        return None
+    most, best = max(seen, key=lambda x: x[0])
+    return {"max_mbps": round(most, 2), "at_s": at,
+            "paths": {p: {"snd_wnd": w["snd_wnd"], "rtt_ms": w["rtt_ms"]} for p, w in sorted(best.items())}}
 
 
 def _metrics(changes: list[dict]) -> dict:

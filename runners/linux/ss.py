@@ -89,3 +89,16 @@ def parse_ss_mptcp_sockets(text: str) -> dict[str, dict[str, int]]:
         if tm:
             out[tm.group(1)] = _cwnd_and_send_buffer(line)
     return out
+
+
+def send_windows(text: str) -> list[dict[str, Any]]:
+    """Each MPTCP subflow's local address, the window its peer offers (`snd_wnd`, bytes), its smoothed RTT
+    (ms) and the bytes it has had acknowledged, from `ss -tinMO`: what a window-limited sender shows."""
+    out = []
+    for line in text.splitlines():
+        wm = re.search(r"\bsnd_wnd:(\d+)", line)
+        for entry in parse_ss_subflows(line) if wm else []:
+            if entry.get("rtt_ms"):
+                out.append({"local": entry["local"], "snd_wnd": int(wm.group(1)), "rtt_ms": entry["rtt_ms"],
+                            "bytes_acked": entry.get("bytes_acked", 0)})
+    return out

@@ -132,7 +132,8 @@ def _events_into(ctx: RunContext, events: RunEvents, results: list[dict], seen: 
         mptcp = result["mode"] == "mptcp"
         paths = [p.name for p in ctx.plan.paths] if mptcp else [result["primary"]]
         section, metrics = event_record.build(ctx.scenario, events.applied, seen.path_samples, paths, mptcp,
-                                              events.monitor_lines, addresses, seen.before, seen.after)
+                                              events.monitor_lines, addresses, seen.before, seen.after,
+                                              seen.ss_samples)
         result["events"] = section
         result["metrics"].update({k: v for k, v in metrics.items() if k != "no_recovery"})
         if "no_recovery" in metrics:

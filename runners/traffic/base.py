@@ -157,8 +157,9 @@ class TrafficTool:
                     raise RunFailure(f"run {run_id}: {what} did not finish in {self.timeout():.0f}s") from None
                 self.host.check_control_plane(f"during run {run_id}")
 
-    def watch_subflows(self, client_proc) -> list[dict]:
+    def watch_subflows(self, client_proc, t0: float | None = None) -> list[dict]:
         """Sample `ss` on the client while the tool runs; the sample with the most subflows is kept.
+        With `t0` (the sampler's clock) each sample is stamped with its time on the run's clock, `t`.
 
         Timed runs: first sample after min(2 s, duration/2), when the joins are
         done, then two more. Each `ss` costs emulated CPU that a userspace
@@ -178,8 +179,12 @@ class TrafficTool:
                 time.sleep(0.05)
             if client_proc.poll() is not None:
                 break
+            before = time.monotonic()
             raw = run(self.host.client, ss.ss_argv(), check=False).out
-            samples.append({"raw": raw, "subflows": ss.parse_ss_subflows(raw)})
+            sample = {"raw": raw, "subflows": ss.parse_ss_subflows(raw)}
+            if t0 is not None:   # stamped at the middle of the read, as the per-path samples are
+                sample["t"] = round((before + time.monotonic()) / 2 - t0, 3)
+            samples.append(sample)
         return samples
 
 

@@ -35,7 +35,7 @@ class CommandTool(TrafficTool):
             sampler = self.sampler(req)
             t0 = time.monotonic()
             client = h.procs.start(h.client, argv(tool.client))
-            ss_samples = self.watch_subflows(client)
+            ss_samples = self.watch_subflows(client, sampler.t0)
             try:
                 c_out, c_err = self.wait_client(client, time.monotonic() + self.timeout(), req.run_id,
                                                 "the client command")

@@ -71,7 +71,7 @@ class Iperf3Tool(TrafficTool):
             sampler = self.sampler(req)
             clients = self._start_clients(req, flows)
             self._after_connect(clients, flows, req.run_id)
-            ss_samples = self.watch_subflows(clients[flows[0].tag])
+            ss_samples = self.watch_subflows(clients[flows[0].tag], sampler.t0)
             try:
                 outs = self._wait_clients(clients, flows, req.run_id, sampler.t0)
             finally:

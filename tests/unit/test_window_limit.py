@@ -1,0 +1,87 @@
+"""Why a recovery did not come: the window the receiver offered on the live path, read from the client's
+`ss` samples. Recorded in the TCG micro-VM (kernel 6.1, 2026-11-27), lab 6 as it was then: A (10 Mbit/s,
+10 ms) down from 2 s to 8 s of a 13 s upload, B (10 Mbit/s, 30 ms) a backup path. In one run B's subflow
+was offered 620 kB and carried B's rate; in another it was offered its first 42 kB all along, which at
+B's 67 ms RTT carries 5.1 Mbit/s, and goodput never reached 80 % of B's rate."""
+import json
+from pathlib import Path
+
+import pytest
+
+from runners.collect import event_record
+from runners.linux import ss
+from scenarios.spec.loader import parse_scenario
+
+FIX = Path(__file__).resolve().parents[1] / "fixtures" / "events"
+LAB6_THEN = """\
+name: lab6
+topology:
+  kind: dual-homed
+  paths:
+    - {name: A, bw: 10, delay: 10ms, queue: 100}
+    - {name: B, bw: 10, delay: 30ms, queue: 100}
+mptcp: {primary: A, backup: [B]}
+traffic: {duration: 13, direction: upload}
+events:
+  - {name: a-down, at: 2s, path: A, do: down}
+  - {name: a-up, at: 8s, path: A, do: up}
+"""
+ADDRESSES = {a: p for p, ips in (("A", ("10.0.1.1", "10.0.1.2")), ("B", ("10.0.2.1", "10.0.2.2")))
+             for ip in ips for a in (ip, f"::ffff:{ip}")}
+# the sampler's schedule for a 13 s run (runners.traffic.base.watch_subflows): at 2 s, then every 2.6 s
+SS_TIMES = (2.0, 4.6, 7.2)
+
+
+def ss_samples(name: str) -> list[dict]:
+    text = (FIX / f"{name}.ss-subflows.txt").read_text()
+    return [{"raw": "Netid" + part, "t": t} for part, t in zip(text.split("Netid")[1:], SS_TIMES, strict=True)]
+
+
+def applied(done_down: float, done_up: float) -> list[dict]:
+    return [{"event": "a-down", "target": "path A", "action": "down", "detail": "down", "planned_s": 2.0,
+             "applied_s": 2.001, "drift_ms": 1.0, "done_s": done_down},
+            {"event": "a-up", "target": "path A", "action": "up", "detail": "up", "planned_s": 8.0,
+             "applied_s": 8.001, "drift_ms": 1.0, "done_s": done_up}]
+
+
+def build(name: str, with_ss: bool = True):
+    sc = parse_scenario(LAB6_THEN)
+    samples = json.loads((FIX / f"{name}.path-samples.json").read_text())
+    nstat = {"client_nstat": {}, "server_nstat": {}}
+    return event_record.build(sc, applied(2.0341, 8.033), samples, ["A", "B"], True, None, ADDRESSES, nstat,
+                              nstat, ss_samples(name) if with_ss else None)
+
+
+def test_ss_gives_each_subflows_offered_window_and_rtt():
+    first = ss.send_windows(ss_samples("backup-window-held")[1]["raw"])
+    on_b = [w for w in first if w["local"] == "10.0.2.1"]
+    assert {w["snd_wnd"] for w in on_b} == {42496} and max(w["bytes_acked"] for w in on_b) == 1250529
+    assert all(w["rtt_ms"] > 60 for w in on_b)
+
+
+def test_a_recovery_that_the_receivers_window_held_back_says_so():
+    section, metrics = build("backup-window-held")
+    down = section["changes"][0]
+    assert down["recovery_s"] is None and down["backup_share"] > 0.9
+    limit = down["window_limited"]
+    assert limit["paths"] == {"B": {"snd_wnd": 42496, "rtt_ms": pytest.approx(67.2, abs=0.6)}}
+    assert limit["max_mbps"] == pytest.approx(5.1, abs=0.1) and limit["at_s"] == [4.6, 7.2]
+    assert "the receiver's window held the sender below it: B's 42,496 B per 67 ms RTT" in down["no_recovery"]
+    assert "window held" in metrics["no_recovery"]   # the run's own reason carries it too
+
+
+def test_a_recovery_is_not_explained_without_samples_or_when_the_window_had_grown():
+    section, _ = build("backup-window-held", with_ss=False)
+    assert "window_limited" not in section["changes"][0] and section["changes"][0]["recovery_s"] is None
+    section, _ = build("backup-window-grew")
+    down = section["changes"][0]
+    assert down["recovery_s"] is not None and "window_limited" not in down
+
+
+def test_a_window_that_carries_the_mark_in_any_sample_explains_nothing():
+    held, grew = ss_samples("backup-window-held"), ss_samples("backup-window-grew")
+    assert event_record.window_limit(held, 2.03, 8.0, ["B"], ADDRESSES, 8.0)["max_mbps"] < 8.0
+    assert event_record.window_limit(grew, 2.03, 8.0, ["B"], ADDRESSES, 8.0) is None
+    assert event_record.window_limit([held[1], grew[2]], 2.03, 8.0, ["B"], ADDRESSES, 8.0) is None
+    assert event_record.window_limit(held, 7.5, 8.0, ["B"], ADDRESSES, 8.0) is None   # no sample after it
+    assert event_record.window_limit(held, 2.03, 8.0, ["A"], ADDRESSES, 1.0) is None   # A's window was wide
