@@ -23,6 +23,8 @@ from pathlib import Path
 
 import pytest
 
+from tests import failed_files
+
 REPO = Path(__file__).resolve().parent.parent
 # The first VM run of a session would leave its guest up as a warm VM (runners.backends.vm.keep): the
 # suite boots cold, as CI does, and leaves none behind; a test that wants one asks with --keep-vm.
@@ -90,6 +92,9 @@ class VmProxy:
                     print(f"== micro-VM {k}: pytest exited {codes[k - 1]} after {time.monotonic() - started:.0f} s "
                           f"(per-test times are its [vm{k}] lines) ==", flush=True)
             finally:
+                kept = failed_files.harvest([workdir / f"vm{k}" for k in range(1, len(parts) + 1)])
+                if kept is not None:
+                    print(f"== the failed tests' files (their tmp_path in the micro-VM): {kept} ==", flush=True)
                 shutil.rmtree(workdir, ignore_errors=True)
         if terminated:
             # SIGTERM stopped the VMs: the session ends here (the next test would boot more)
@@ -209,6 +214,20 @@ def pytest_collection_modifyitems(session, config, items):
     proxy = VmProxy(config, [it.nodeid for it in integration], problems)
     for it in integration:
         it.runtest = _proxied(it, proxy)
+
+
+@pytest.hookimpl(hookwrapper=True)
+def pytest_runtest_makereport(item, call):
+    """In the micro-VM: a failed test's tmp_path goes to the folder the host shares (beside the JUnit
+    XML), which the host keeps (tests/failed_files.py)."""
+    outcome = yield
+    report = outcome.get_result()
+    xml = getattr(item.config.option, "xmlpath", None)
+    if IN_VM and xml and report.when == "call" and report.failed and "tmp_path" in getattr(item, "funcargs", {}):
+        try:
+            failed_files.keep(item.funcargs["tmp_path"], Path(xml).parent, item.nodeid)
+        except OSError as e:   # keeping them must not hide the failure itself
+            print(f"could not keep {item.nodeid}'s files: {e}", flush=True)
 
 
 def _proxied(item, proxy: VmProxy):
