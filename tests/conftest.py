@@ -92,9 +92,12 @@ class VmProxy:
                     print(f"== micro-VM {k}: pytest exited {codes[k - 1]} after {time.monotonic() - started:.0f} s "
                           f"(per-test times are its [vm{k}] lines) ==", flush=True)
             finally:
-                kept = failed_files.harvest([workdir / f"vm{k}" for k in range(1, len(parts) + 1)])
-                if kept is not None:
-                    print(f"== the failed tests' files (their tmp_path in the micro-VM): {kept} ==", flush=True)
+                try:   # keeping them must not hide the tests' outcome
+                    kept = failed_files.harvest([workdir / f"vm{k}" for k in range(1, len(parts) + 1)])
+                    if kept is not None:
+                        print(f"== the failed tests' files (their tmp_path in the micro-VM): {kept} ==", flush=True)
+                except OSError as e:
+                    print(f"== the failed tests' files could not be kept: {e} ==", flush=True)
                 shutil.rmtree(workdir, ignore_errors=True)
         if terminated:
             # SIGTERM stopped the VMs: the session ends here (the next test would boot more)

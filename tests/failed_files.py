@@ -7,9 +7,11 @@ moves what came back to KEPT_DIR/<time>/ and says where. The newest KEEP_SETS se
 """
 from __future__ import annotations
 
+import hashlib
 import os
 import re
 import shutil
+import tempfile
 import time
 from pathlib import Path
 
@@ -17,11 +19,14 @@ KEPT_DIR = Path(os.environ.get("TESTBED_FAILED_TESTS_DIR", "/var/tmp/testbed-fai
 KEEP_SETS = 5
 # results with raw files, pcaps at 128 bytes a packet: a few MB a test; a larger file is left out
 MAX_FILE_BYTES = 20 * 1024 * 1024
+SET_NAME = re.compile(r"\d{8}T\d{6}-\w+")   # <time>-<mkdtemp's letters>
 
 
 def folder_name(nodeid: str) -> str:
-    """tests/integration/test_labs.py::test_lab6[x] -> test_labs.py--test_lab6-x-"""
-    return re.sub(r"[^A-Za-z0-9_.-]", "-", nodeid.rsplit("/", 1)[-1].replace("::", "--"))
+    """tests/integration/test_labs.py::test_lab6[x] -> test_labs.py--test_lab6-x--<8 hex digits of the
+    whole nodeid> (readable, and unique where two nodeids read alike once cleaned)."""
+    readable = re.sub(r"[^A-Za-z0-9_.-]", "-", nodeid.rsplit("/", 1)[-1].replace("::", "--"))
+    return f"{readable}-{hashlib.sha256(nodeid.encode()).hexdigest()[:8]}"
 
 
 def keep(tmp_path: Path, shared: Path, nodeid: str) -> Path:
@@ -40,12 +45,13 @@ def harvest(shared_dirs: list[Path], kept_dir: Path = KEPT_DIR, keep_sets: int =
     found = [d / "failed" for d in shared_dirs if (d / "failed").is_dir() and any((d / "failed").iterdir())]
     if not found:
         return None
-    target = kept_dir / time.strftime("%Y%m%dT%H%M%S")
-    target.mkdir(parents=True, exist_ok=True)
+    kept_dir.mkdir(parents=True, exist_ok=True)
+    target = Path(tempfile.mkdtemp(prefix=time.strftime("%Y%m%dT%H%M%S-"), dir=kept_dir))
     for failed in found:
         for test in failed.iterdir():
             shutil.move(str(test), str(target / test.name))
-    sets = sorted(p for p in kept_dir.iterdir() if p.is_dir())
-    for old in sets[:-keep_sets]:
+    # only the sets made here, oldest first: the folder may hold other things
+    sets = sorted(p for p in kept_dir.iterdir() if p.is_dir() and SET_NAME.fullmatch(p.name) and p != target)
+    for old in sets[:max(0, len(sets) - (keep_sets - 1))]:
         shutil.rmtree(old, ignore_errors=True)
     return target

@@ -95,11 +95,12 @@ def missing_tools(*needs: str) -> list[str]:
     return [t.missing_message() for t in tools_for(*needs) if t.found() is None]
 
 
-# Modules that run in a process of their own (the controller): the probe looks for them, with their
-# packages, but does not run them. Importing os-ken here took 9 s of a switched run's preparation in a
-# TCG guest (2026-11-27), in a process that never uses it; an os-ken that is there but cannot import
-# stops the controller at its start, whose error quotes its log.
-FOUND_NOT_IMPORTED = {"controller"}
+# The needs whose modules run in a process of their own (the controller's): the probe looks for their
+# modules (importing only the parent packages, as find_spec does) but does not import them. Importing
+# os-ken here took 9 s of a switched run's preparation in a TCG guest (2026-11-27), in a process that
+# never uses it; an os-ken that is there but cannot import stops the controller at its start, whose
+# error quotes its log.
+NEEDS_LOOKED_FOR_ONLY = {"controller"}
 
 
 def missing_python_modules(*needs: str) -> list[str]:
@@ -111,7 +112,7 @@ def missing_python_modules(*needs: str) -> list[str]:
         if need not in needs:
             continue
         try:
-            if need in FOUND_NOT_IMPORTED:
+            if need in NEEDS_LOOKED_FOR_ONLY:
                 if importlib.util.find_spec(module) is None:
                     raise ImportError(module)
             else:

@@ -166,8 +166,8 @@ class Capture:
 
 
 def _answers(log: Path) -> int:
-    """How many times tcpdump has printed its counts into `log`."""
-    return log.read_text(errors="replace").count("received by filter") if log.exists() else 0
+    """How many times tcpdump has printed all its counts into `log` (the kernel's drops come last)."""
+    return log.read_text(errors="replace").count("dropped by kernel") if log.exists() else 0
 
 
 # Packets the kernel handed tcpdump in the instant SIGINT arrived (the closing segments of connections the

@@ -102,7 +102,7 @@ def build(scenario: Scenario, applied: list[dict], samples: list[dict], paths: l
             nxt = next((b["applied_s"] for b in made if b["applied_s"] > a["applied_s"]),
                        t.duration + t.omit if t.duration is not None else None)
             item.update(_around(scenario, a, samples, paths, mptcp, nxt))
-            if item.get("no_recovery") and item.get("capacity_mbps") and mptcp and ss_samples:
+            if mptcp and ss_samples and (item.get("no_recovery") or "").startswith("goodput stayed below"):
                 _explain(item, scenario, a, ss_samples, paths, addresses, nxt)
             if monitor is not None:
                 item["mptcp_events"] = after_event(monitor, a["applied_s"], nxt, addresses)
@@ -148,34 +148,45 @@ def _explain(item: dict, scenario: Scenario, a: dict, ss_samples: list[dict], pa
                             f"{limit['max_mbps']:g} Mbit/s (ss at {', '.join(f'{t:g}' for t in limit['at_s'])} s)")
 
 
+# A window explains a missing recovery only if the samples reach this far past the change: the first
+# one after it can come before any window had time to grow.
+WINDOW_SAMPLES_REACH_S = 1.0
+
+
 def window_limit(ss_samples: list[dict], start_s: float, end_s: Optional[float], live: list[str],
                  addresses: dict[str, str], need_mbps: float) -> Optional[dict]:
-    """When every `ss` sample of the client taken after `start_s` (and up to `end_s`) shows its live paths'
-    subflows offered windows that carry less than `need_mbps` in all (a subflow sends at most snd_wnd per
-    RTT): those windows, the most they carry, and the samples' times; else None. On each path the subflow
-    with the most bytes acknowledged stands for it (iperf3's data connection, not its control one)."""
+    """When every `ss` sample of the client begun after `start_s` (and up to `end_s`), the last at least
+    WINDOW_SAMPLES_REACH_S after it, shows the data connection held to the windows its receiver offered
+    on the live paths, and those windows carry less than `need_mbps` in all (a subflow sends at most
+    snd_wnd per RTT): the windows, the most they carry, and the samples' times; else None.
+
+    The data connection is the one with the most bytes acknowledged (iperf3's, not its control one). A
+    subflow is held to its window when it holds a window's worth unacknowledged (Send-Q within one MSS
+    of snd_wnd) and the kernel did not find it waiting for data (app_limited): an idle subflow with a
+    small window explains nothing."""
     seen, at = [], []
     for s in ss_samples:
         t = s.get("t")
         if t is None or t <= start_s or (end_s is not None and t > end_s):
             continue
-        best: dict[str, dict] = {}
-        for w in ss.send_windows(s["raw"]):
-            path = addresses.get(w["local"])
-            if path in live and w["bytes_acked"] >= best.get(path, {"bytes_acked": -1})["bytes_acked"]:
-                best[path] = w
-        if not best:
-            continue
-        most = sum(w["snd_wnd"] * 8 / w["rtt_ms"] / 1000 for w in best.values())
-        if most >= need_mbps:
+        windows = ss.send_windows(s["raw"])
+        acked: dict[str, int] = {}
+        for w in windows:
+            acked[w["token"]] = acked.get(w["token"], 0) + w["bytes_acked"]
+        data = max(acked, key=acked.__getitem__, default=None)
+        on_live = {addresses.get(w["local"]): w for w in windows
+                   if w["token"] == data and addresses.get(w["local"]) in live}
+        held = all(w["send_q"] >= w["snd_wnd"] - w["mss"] and not w["app_limited"] for w in on_live.values())
+        most = sum(w["snd_wnd"] * 8 / w["rtt_ms"] / 1000 for w in on_live.values())
+        if not on_live or not held or most >= need_mbps:
             return None
-        seen.append((most, best))
+        seen.append((most, on_live))
         at.append(t)
-    if not seen:
+    if not at or at[-1] - start_s < WINDOW_SAMPLES_REACH_S:
         return None
-    most, best = max(seen, key=lambda x: x[0])
+    most, on_live = max(seen, key=lambda x: x[0])
     return {"max_mbps": round(most, 2), "at_s": at,
-            "paths": {p: {"snd_wnd": w["snd_wnd"], "rtt_ms": w["rtt_ms"]} for p, w in sorted(best.items())}}
+            "paths": {p: {"snd_wnd": w["snd_wnd"], "rtt_ms": w["rtt_ms"]} for p, w in sorted(on_live.items())}}
 
 
 def _metrics(changes: list[dict]) -> dict:

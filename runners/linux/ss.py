@@ -92,13 +92,18 @@ def parse_ss_mptcp_sockets(text: str) -> dict[str, dict[str, int]]:
 
 
 def send_windows(text: str) -> list[dict[str, Any]]:
-    """Each MPTCP subflow's local address, the window its peer offers (`snd_wnd`, bytes), its smoothed RTT
-    (ms) and the bytes it has had acknowledged, from `ss -tinMO`: what a window-limited sender shows."""
+    """Each MPTCP subflow's local address and connection (`token`), the window its peer offers
+    (`snd_wnd`, bytes), its smoothed RTT (ms), its MSS, what it holds unacknowledged (`send_q`, ss's
+    Send-Q), whether the kernel saw it waiting for data to send (`app_limited`) and the bytes it has had
+    acknowledged, from `ss -tinMO`: what tells a sender held to its window from one with nothing to send."""
     out = []
     for line in text.splitlines():
-        wm = re.search(r"\bsnd_wnd:(\d+)", line)
-        for entry in parse_ss_subflows(line) if wm else []:
-            if entry.get("rtt_ms"):
-                out.append({"local": entry["local"], "snd_wnd": int(wm.group(1)), "rtt_ms": entry["rtt_ms"],
+        wm, qm = re.search(r"\bsnd_wnd:(\d+)", line), re.match(r"\S+\s+\d+\s+(\d+)\s", line.strip())
+        for entry in parse_ss_subflows(line) if wm and qm else []:
+            mm = re.search(r"\bmss:(\d+)", line)
+            if entry.get("rtt_ms") and entry.get("token"):
+                out.append({"local": entry["local"], "token": entry["token"], "snd_wnd": int(wm.group(1)),
+                            "rtt_ms": entry["rtt_ms"], "mss": int(mm.group(1)) if mm else 1448,
+                            "send_q": int(qm.group(1)), "app_limited": bool(re.search(r"\bapp_limited\b", line)),
                             "bytes_acked": entry.get("bytes_acked", 0)})
     return out

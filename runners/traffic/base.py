@@ -67,6 +67,12 @@ class TrafficResult:
     by_path: dict[str, TrafficReport] = field(default_factory=dict)   # a run together: each path's flow
 
 
+def ss_samples_text(ss_samples: list[dict]) -> str:
+    """raw/<run>/ss-subflows.txt: each `ss` sample as read, after a line with the time its read began on
+    the run's clock."""
+    return "\n\n".join((f"# t={s['t']:g} s\n" if "t" in s else "") + s["raw"] for s in ss_samples)
+
+
 class PathSampler(threading.Thread):
     """Samples per-path received bytes every `interval` s: per-path throughput over time."""
 
@@ -159,7 +165,8 @@ class TrafficTool:
 
     def watch_subflows(self, client_proc, t0: float | None = None) -> list[dict]:
         """Sample `ss` on the client while the tool runs; the sample with the most subflows is kept.
-        With `t0` (the sampler's clock) each sample is stamped with its time on the run's clock, `t`.
+        With `t0` (the sampler's clock) each sample is stamped with the time its read began on the run's
+        clock, `t`.
 
         Timed runs: first sample after min(2 s, duration/2), when the joins are
         done, then two more. Each `ss` costs emulated CPU that a userspace
@@ -182,8 +189,8 @@ class TrafficTool:
             before = time.monotonic()
             raw = run(self.host.client, ss.ss_argv(), check=False).out
             sample = {"raw": raw, "subflows": ss.parse_ss_subflows(raw)}
-            if t0 is not None:   # stamped at the middle of the read, as the per-path samples are
-                sample["t"] = round((before + time.monotonic()) / 2 - t0, 3)
+            if t0 is not None:   # when the read began: `ss` takes up to a few tenths of a second under TCG,
+                sample["t"] = round(before - t0, 3)   # and a sample counts as after a change only if all of it is
             samples.append(sample)
         return samples
 

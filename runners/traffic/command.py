@@ -14,7 +14,8 @@ from topologies.plan import TopologyPlan
 
 from runners.errors import RunFailure
 from runners.linux.nsexec import Argv, run
-from runners.traffic.base import BASE_PORT, TrafficReport, TrafficResult, TrafficRun, TrafficTool
+from runners.traffic.base import (BASE_PORT, TrafficReport, TrafficResult, TrafficRun, TrafficTool,
+                                  ss_samples_text)
 
 
 class CommandTool(TrafficTool):
@@ -79,7 +80,7 @@ class CommandTool(TrafficTool):
             store.save_raw(req.run_id, "tool-server.txt",
                            s_out.decode(errors="replace") + s_err.decode(errors="replace"))
         store.save_raw(req.run_id, "tool-client.txt", c_out.decode(errors="replace") + c_err.decode(errors="replace"))
-        store.save_raw(req.run_id, "ss-subflows.txt", "\n\n".join(s["raw"] for s in ss_samples))
+        store.save_raw(req.run_id, "ss-subflows.txt", ss_samples_text(ss_samples))
 
     def _report(self, req: TrafficRun, c_text: str, seconds: float) -> TrafficReport:
         tool = self.host.scenario.traffic.command

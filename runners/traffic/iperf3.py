@@ -17,7 +17,7 @@ from runners.errors import ParseError, RunFailure
 from runners.linux.nsexec import Argv, run
 from runners.traffic.barrier import StartBarrier
 from runners.traffic.base import (BASE_PORT, TrafficReport, TrafficResult, TrafficRun, TrafficTool, changes_during_run,
-    fixed_size_extra, server_receives)
+    fixed_size_extra, server_receives, ss_samples_text)
 
 
 @dataclass(frozen=True)
@@ -86,7 +86,7 @@ class Iperf3Tool(TrafficTool):
                 self.barrier.close()    # after the clients: one that opened the FIFO late still got its line
                 self.barrier = None
         for run_id in req.together.values() or [req.run_id]:
-            h.store.save_raw(run_id, "ss-subflows.txt", "\n\n".join(s["raw"] for s in ss_samples))
+            h.store.save_raw(run_id, "ss-subflows.txt", ss_samples_text(ss_samples))
         by_tag = {f.tag: f for f in flows}
         for tag, out in outs.items():
             self._save(req, tag, *out)

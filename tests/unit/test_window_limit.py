@@ -85,3 +85,20 @@ def test_a_window_that_carries_the_mark_in_any_sample_explains_nothing():
     assert event_record.window_limit([held[1], grew[2]], 2.03, 8.0, ["B"], ADDRESSES, 8.0) is None
     assert event_record.window_limit(held, 7.5, 8.0, ["B"], ADDRESSES, 8.0) is None   # no sample after it
     assert event_record.window_limit(held, 2.03, 8.0, ["A"], ADDRESSES, 1.0) is None   # A's window was wide
+
+
+def test_an_idle_subflow_with_a_small_window_explains_nothing():
+    """Before the change B's data subflow had sent nothing (app_limited, Send-Q 0) with the 54 kB window
+    of its join: a small window that held nothing back is no reason, whatever its size."""
+    before_the_change = dict(ss_samples("backup-window-held")[0], t=3.0)
+    assert event_record.window_limit([before_the_change, dict(ss_samples("backup-window-held")[2])], 2.03, 8.0,
+                                     ["B"], ADDRESSES, 8.0) is None
+    first = ss.send_windows(before_the_change["raw"])
+    data_b = next(w for w in first if w["local"] == "10.0.2.1" and w["token"] == "79fd77d7")
+    assert data_b["app_limited"] and data_b["send_q"] == 0 and data_b["snd_wnd"] == 54272
+
+
+def test_samples_that_end_within_a_second_of_the_change_explain_nothing():
+    held = ss_samples("backup-window-held")
+    assert event_record.window_limit([held[1]], 4.0, 8.0, ["B"], ADDRESSES, 8.0) is None   # 0.6 s after
+    assert event_record.window_limit([held[1]], 3.5, 8.0, ["B"], ADDRESSES, 8.0)["at_s"] == [4.6]
