@@ -102,3 +102,10 @@ def test_samples_that_end_within_a_second_of_the_change_explain_nothing():
     held = ss_samples("backup-window-held")
     assert event_record.window_limit([held[1]], 4.0, 8.0, ["B"], ADDRESSES, 8.0) is None   # 0.6 s after
     assert event_record.window_limit([held[1]], 3.5, 8.0, ["B"], ADDRESSES, 8.0)["at_s"] == [4.6]
+
+
+def test_the_raw_ss_file_gives_each_samples_time():
+    from runners.traffic.base import ss_samples_text
+    text = ss_samples_text(ss_samples("backup-window-held"))
+    assert text.startswith("# t=2 s\nNetid") and "# t=4.6 s\nNetid" in text and "# t=7.2 s\nNetid" in text
+    assert [w["snd_wnd"] for w in ss.send_windows(text) if w["local"] == "10.0.2.1"][-1] == 42496
