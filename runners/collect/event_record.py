@@ -148,16 +148,16 @@ def _explain(item: dict, scenario: Scenario, a: dict, ss_samples: list[dict], pa
                             f"{limit['max_mbps']:g} Mbit/s (ss at {', '.join(f'{t:g}' for t in limit['at_s'])} s)")
 
 
-# A window explains a missing recovery only if the samples reach this far past the change: the first
-# one after it can come before any window had time to grow.
-WINDOW_SAMPLES_REACH_S = 1.0
+# Only the samples begun this long after the change can show a path held to its window: one taken just
+# after it can find the path that takes over still idle (its subflow had nothing to send yet).
+WINDOW_SETTLE_S = 1.0
 
 
 def window_limit(ss_samples: list[dict], start_s: float, end_s: Optional[float], live: list[str],
                  addresses: dict[str, str], need_mbps: float) -> Optional[dict]:
-    """When every `ss` sample of the client begun after `start_s` (and up to `end_s`), the last at least
-    WINDOW_SAMPLES_REACH_S after it, shows the data connection held to the windows its receiver offered
-    on the live paths, and those windows carry less than `need_mbps` in all (a subflow sends at most
+    """When every `ss` sample of the client begun WINDOW_SETTLE_S or more after `start_s` (and up to
+    `end_s`), and there is one, shows the data connection held to the windows its receiver offered on
+    the live paths, and those windows carry less than `need_mbps` in all (a subflow sends at most
     snd_wnd per RTT): the windows, the most they carry, and the samples' times; else None.
 
     The data connection is the one with the most bytes acknowledged (iperf3's, not its control one). A
@@ -167,7 +167,7 @@ def window_limit(ss_samples: list[dict], start_s: float, end_s: Optional[float],
     seen, at = [], []
     for s in ss_samples:
         t = s.get("t")
-        if t is None or t <= start_s or (end_s is not None and t > end_s):
+        if t is None or t < start_s + WINDOW_SETTLE_S or (end_s is not None and t > end_s):
             continue
         windows = ss.send_windows(s["raw"])
         acked: dict[str, int] = {}
@@ -182,7 +182,7 @@ def window_limit(ss_samples: list[dict], start_s: float, end_s: Optional[float],
             return None
         seen.append((most, on_live))
         at.append(t)
-    if not at or at[-1] - start_s < WINDOW_SAMPLES_REACH_S:
+    if not at:
         return None
     most, on_live = max(seen, key=lambda x: x[0])
     return {"max_mbps": round(most, 2), "at_s": at,
