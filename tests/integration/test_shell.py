@@ -118,31 +118,6 @@ def test_the_shell_in_a_real_terminal(tmp_path):
     assert leftovers() == []
 
 
-def test_pause_after_build_lets_a_second_terminal_look_in(tmp_path):
-    scen = write_scenario(tmp_path / "s.yaml", SHORT.replace("compare: [mptcp, tcp]", "compare: [mptcp]"))
-    p = subprocess.Popen([sys.executable, "-u", "-m", "runners.cli", str(scen), "--backend", "native",
-                          "--pause-after", "build", "--out", str(tmp_path / "o")], cwd=REPO, stdin=subprocess.DEVNULL,
-                         stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
-    seen, h1 = [], None
-    for line in p.stdout:
-        seen.append(line)
-        m = re.search(r"h1: nsenter -t (\d+) -n", line)
-        if m:
-            h1 = m.group(1)
-        if line.startswith("to continue: kill -USR1"):
-            break
-    assert h1, "".join(seen)
-    addrs = subprocess.run(["nsenter", "-t", h1, "-n", "ip", "-br", "addr"], capture_output=True, text=True).stdout
-    assert "10.0.1.1" in addrs and "10.0.2.1" in addrs, addrs
-    time.sleep(2)
-    assert p.poll() is None                                   # still waiting
-    p.send_signal(__import__("signal").SIGUSR1)
-    out, _ = p.communicate(timeout=180)
-    assert p.returncode == 0, "".join(seen) + out
-    assert "run r001-mptcp-A:" in out
-    assert leftovers() == []
-
-
 def test_closing_the_terminal_mid_traffic_cleans_up(tmp_path):
     """A lost ssh session or a killed tmux window: SIGHUP ends the shell through its cleanup."""
     scen = write_scenario(tmp_path / "s.yaml", SHORT.replace("duration: 3", "duration: 30"))

@@ -1,4 +1,5 @@
-"""Switches and the controller on a real kernel: learning, steering (E2), several clients (E5), failures."""
+"""Switches and the controller on a real kernel: learning (in E5 Exp 2's test: four clients through the
+learning app), steering (E2, userspace datapath), bridges, a user's app that dies."""
 import json
 import os
 import signal
@@ -36,26 +37,6 @@ topology:
 traffic: {duration: 4}
 runs: {compare: [mptcp, tcp], pause: 0.2s}
 """
-
-
-def test_learning_switch_network_passes_traffic(tmp_path):
-    f = write_scenario(tmp_path / "l.yaml", LEARNING)
-    r = run_cli(str(f), "--backend", "native", "--out", str(tmp_path / "o"))
-    assert r.returncode == 0, r.stdout + r.stderr
-    d, doc = result_set(tmp_path / "o")
-    runs = {x["mode"]: x for x in doc["runs"]}
-    # What the learning app must do: forward both subflows, each on its own pair of ports. How close the
-    # aggregate comes to 2x is fidelity, measured by lab 1 and the benchmark with repetitions: one 4 s run
-    # through OVS and os-ken under TCG once read 1.6x (CI, 2026-11-23) while both paths carried data.
-    assert runs["tcp"]["metrics"]["throughput_mbps"] > 7
-    assert runs["mptcp"]["metrics"]["subflows"] == 2
-    shares = {n: p["share"] for n, p in runs["mptcp"]["paths"].items()}
-    assert sorted(shares) == ["A", "B"] and min(shares.values()) > 0.25, runs["mptcp"]["paths"]
-    assert runs["mptcp"]["metrics"]["throughput_mbps"] > 1.3 * runs["tcp"]["metrics"]["throughput_mbps"]
-    events = [json.loads(x) for x in (d / "controller" / "report.jsonl").read_text().splitlines()]
-    assert [e["switch"] for e in events if e["event"] == "switch-connected"] == ["s1"]
-    assert "LearningSwitch" in (d / "controller" / "controller.log").read_text()
-    assert leftovers() == []
 
 
 STEER = """\
@@ -133,6 +114,14 @@ def test_e5_exp2_gives_a_row_per_client(tmp_path):
     # second subflow, through OVS and the controller under TCG, takes part of 4 s). The full scenario's
     # verdicts, with repetitions, are the measurement (docs/experiments.md).
     assert runs["mptcp"]["metrics"]["throughput_mbps"] > 1.25 * runs["tcp"]["metrics"]["throughput_mbps"]
+    # The learning app (os-ken), as the learning switch's own test checked before it was folded in here:
+    # the one switch reached it, and it forwarded every client's two subflows, each on its own pair of
+    # ports (both server links carry a fair part of MPTCP's bytes; TCP stays on A).
+    events = [json.loads(x) for x in (d / "controller" / "report.jsonl").read_text().splitlines()]
+    assert [e["switch"] for e in events if e["event"] == "switch-connected"] == ["s1"]
+    assert "LearningSwitch" in (d / "controller" / "controller.log").read_text()
+    shares = {n: p["share"] for n, p in runs["mptcp"]["paths"].items()}
+    assert sorted(shares) == ["A", "B"] and min(shares.values()) > 0.25, runs["mptcp"]["paths"]
 
 
 def test_bridge_switches_pass_traffic(tmp_path):
