@@ -133,7 +133,9 @@ def test_ctrl_c_during_the_boot_with_the_pipe_gone_stops_the_vm(tmp_path, new_le
 
 
 def test_a_wedged_guest_is_stopped_and_reported(tmp_path, new_leftovers):
-    p = start(tmp_path, TESTBED_VM_SILENCE_S="25")
+    # short: qemu is stopped as soon as it is seen, so the silence is the stop's (had the boot been silent
+    # that long first, the same words would be the outcome)
+    p = start(tmp_path, TESTBED_VM_SILENCE_S="12")
     seen: list[str] = []
     read_until(p, "booting micro-VM", seen)
     for pid in wait_for_qemu(p):
@@ -141,25 +143,8 @@ def test_a_wedged_guest_is_stopped_and_reported(tmp_path, new_leftovers):
     out, _ = p.communicate(timeout=120)
     text = "".join(seen) + out
     assert p.returncode == 1, text
-    assert "the micro-VM printed nothing for 25 s" in text and "it was stopped" in text, text
+    assert "the micro-VM printed nothing for 12 s" in text and "it was stopped" in text, text
     assert "Traceback" not in text
     meta = metadata(tmp_path)
     assert meta["status"] == "failed" and "printed nothing" in meta["failure"]
-    assert new_leftovers() == []
-
-
-def test_run_log_through_the_vm_holds_the_boot_and_the_guest(tmp_path, new_leftovers):
-    short = tmp_path / "short.yaml"
-    short.write_text((REPO / "scenarios" / "two-paths.yaml").read_text().replace("duration: 10", "duration: 2"))
-    r = subprocess.run([sys.executable, "-m", "runners.cli", str(short), "--backend", "vm", "-q",
-                        "--out", str(tmp_path / "res")], cwd=REPO, capture_output=True, text=True, timeout=300,
-                       env={**os.environ, "TESTBED_WARM_DIR": str(tmp_path / "no-warm-vm")})
-    assert r.returncode == 0, r.stdout + r.stderr
-    assert "booting micro-VM" not in r.stdout and "MPTCP" in r.stdout           # -q: the summary only
-    d = next((tmp_path / "res").glob("*/2*"))
-    log = (d / "run.log").read_text()
-    # the boot (host) and the guest's lines, each once: the run's start and its result
-    assert "booting micro-VM" in log and log.count("run r001-mptcp-A: mptcp with primary path A") == 1
-    assert len(re.findall(r"run r001-mptcp-A: [\d.]+ Mbit/s", log)) == 1, log
-    assert "\tiperf3" in (d / "commands.log").read_text() or " iperf3 " in (d / "commands.log").read_text()
     assert new_leftovers() == []

@@ -1,8 +1,10 @@
 """Warm by default, booted for real (TCG here): the first VM run leaves its guest up, the next ones use it
 with any --out (through its spool), their result sets the same files as a cold run's, --resume works on
-such a set, and `vm down` leaves nothing."""
+such a set, and `vm down` leaves nothing. The cold run, with -q, also shows that a VM run's run.log holds
+the boot and the guest's console."""
 import json
 import os
+import re
 import subprocess
 import sys
 from pathlib import Path
@@ -55,8 +57,16 @@ def test_two_warm_runs_pay_one_boot_and_write_what_a_cold_run_writes(tmp_path, w
         assert r.returncode == 0, r.stdout + r.stderr
         return r.stdout
 
-    cold = run("cold", TESTBED_KEEP_VM="0")     # the same command line as the warm runs
-    assert "booting micro-VM" in cold and not (tmp_path / "warm" / "state.json").exists()
+    # the same command line as the warm runs, with -q: the summary only on the terminal, and the whole
+    # console in the set's run.log, the host's lines (the boot) and the guest's, each once
+    cold = run("cold", "-q", TESTBED_KEEP_VM="0")
+    assert "booting micro-VM" not in cold and "MPTCP" in cold, cold
+    assert not (tmp_path / "warm" / "state.json").exists()
+    log = (the_set(tmp_path / "cold") / "run.log").read_text()
+    assert "booting micro-VM" in log and log.count("run r001-mptcp-A: mptcp with primary path A") == 1, log
+    assert len(re.findall(r"run r001-mptcp-A: [\d.]+ Mbit/s", log)) == 1, log
+    commands = (the_set(tmp_path / "cold") / "commands.log").read_text()
+    assert "\tiperf3" in commands or " iperf3 " in commands, commands[-2000:]
     first = run("warm1")
     assert "booting the warm VM" in first and "it stops after 10 min without one" in first
     second = run("warm2")
@@ -77,6 +87,8 @@ def test_two_warm_runs_pay_one_boot_and_write_what_a_cold_run_writes(tmp_path, w
             assert abs(host["clock_offset_s"]) < 5 and not any("host" in n for n in r["fidelity"]["notes"]), r
     for doc in (c, w):
         doc["metadata"].pop("phases")
+        for key in ("argv", "guest_argv"):      # the cold run's -q: one argument more
+            doc["metadata"].pop(key, None)
         doc["runs"].sort(key=lambda r: r["id"])    # each set shuffles its order
         for r in doc["runs"]:   # which directions a fidelity check judged depends on the traffic (a direction
             # needs 1,000 packets for the loss check: the ACKs' reached it in one set and not the other)
