@@ -217,6 +217,47 @@ def test_a_tcpdump_that_never_catches_up_is_stopped_at_the_drain_limit(tmp_path,
         d.proc.wait()
 
 
+FAKE_TCPDUMP_LATE_PACKETS = """
+import signal, sys, time
+def say(written, received):
+    sys.stderr.write(f"tcpdump: {written} packets captured, {received} packets received by filter, 0 packets dropped by kernel\\n")
+    sys.stderr.flush()
+signal.signal(signal.SIGUSR1, lambda *_: say(100, 100))      # caught up with the run
+def stop(*_):
+    say(100, 108)     # 8 more passed by the kernel as it stopped, none written
+    sys.exit(0)
+signal.signal(signal.SIGINT, stop)
+sys.stderr.write("tcpdump: listening on h1-eth0\\n"); sys.stderr.flush()
+while True:
+    time.sleep(0.02)
+"""
+
+
+def test_packets_that_arrive_after_the_drain_found_tcpdump_caught_up_are_not_the_runs(tmp_path, monkeypatch):
+    """What the kernel passes a tcpdump after it has written every packet of the run (its file quiet, its
+    counts caught up) are packets after the run: counted, not held against the capture. Without a drain
+    that found it caught up, the same counts are an incomplete capture."""
+    from runners.collect import capture as cap
+    monkeypatch.setattr(cap, "DRAIN_QUIET_S", 0.1)
+    log, pcap = tmp_path / "h1-h1-eth0.tcpdump.log", tmp_path / "h1-h1-eth0.part.pcap"
+    pcap.write_bytes(b"")
+    with log.open("wb") as err:
+        proc = subprocess.Popen([sys.executable, "-c", FAKE_TCPDUMP_LATE_PACKETS], stderr=err)
+    while b"listening on" not in log.read_bytes():
+        time.sleep(0.02)
+    c = cap.Capture(CaptureSpec(("client",)), procs=None)
+    c.dumps = [cap._Dump("h1", "h1-eth0", pcap, log, proc)]
+    try:
+        (record,) = c.stop()
+    finally:
+        proc.kill()
+        proc.wait()
+    assert record["not_written"] == 8 > cap.STRAGGLERS_ALLOWED and record["received_after_drain"] == 8, record
+    assert not cap.incomplete(record)
+    assert cap.incomplete({k: v for k, v in record.items() if k != "received_after_drain"})
+    assert record["file"] == "pcap/h1-h1-eth0.pcap" and (tmp_path / "h1-h1-eth0.pcap").exists()
+
+
 class Plan:
     all_clients, server, routers = ("h1",), "h2", ("r1", "r2")
 
