@@ -11,7 +11,6 @@ import re
 import shutil
 import signal
 import time
-from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -187,7 +186,9 @@ def incomplete(record: dict) -> bool:
     """A pcap that lacks packets of the run: the kernel dropped some, or tcpdump never wrote more than the
     few that arrive as it stops. Packets the kernel passed it after the drain had found it caught up
     (`received_after_drain`: the run's traffic had ended and every packet before them was written) are
-    not the run's: under TCG a few more than STRAGGLERS_ALLOWED arrived in that second (6, 2026-11-27)."""
+    not the run's: under TCG a few more than STRAGGLERS_ALLOWED arrived in that second (6, 2026-11-27).
+    So for a tcpdump the drain found caught up, only the kernel's drops make it incomplete; the
+    STRAGGLERS_ALLOWED bound judges one the drain gave up on (DRAIN_LIMIT_S)."""
     after = record.get("received_after_drain") or 0
     return bool(record.get("dropped_by_kernel")) or (record.get("not_written") or 0) - after > STRAGGLERS_ALLOWED
 
@@ -210,11 +211,7 @@ def subflows_csv(run_dir: Path, records: list[dict], client_nodes: list[str], pa
     if shutil.which("tshark") is None:
         return None
     side = [r for r in records if r["node"] in client_nodes] or records
-    # one tshark per capture, all at once: each spends seconds loading its dissectors before it reads a
-    # packet (most of its time in a TCG guest), and they do not depend on each other
-    with ThreadPoolExecutor(max_workers=max(1, len(side))) as pool:
-        lines = list(pool.map(lambda r: read_packets(run_dir / r["file"]), side))
     table = SubflowTable()
-    for r, text in zip(side, lines):
-        table.add(text, r["interface"])
+    for r in side:
+        table.add(read_packets(run_dir / r["file"]), r["interface"])
     return render_csv(table.rows(path_of))

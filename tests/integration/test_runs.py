@@ -47,7 +47,7 @@ def test_interrupt_mid_run_cleans_up(tmp_path, sig, code, pause):
                           *(["--pause-after", "build"] if pause else []), "--out", str(tmp_path / "res")],
                          cwd=REPO, stdin=subprocess.DEVNULL, stdout=subprocess.PIPE, stderr=subprocess.STDOUT,
                          text=True)
-    seen, h1 = [], None
+    seen, h1, released = [], None, False
     deadline = time.monotonic() + 240
     for line in p.stdout:
         seen.append(line)
@@ -59,12 +59,16 @@ def test_interrupt_mid_run_cleans_up(tmp_path, sig, code, pause):
                                    text=True).stdout
             assert "10.0.1.1" in addrs and "10.0.2.1" in addrs, addrs
             time.sleep(2)
-            assert p.poll() is None and not any(x.startswith("run r001-") for x in seen)     # still waiting
+            # still waiting: the process is there, and no run has started (no iperf3 anywhere yet)
+            assert p.poll() is None, "".join(seen)
+            assert subprocess.run(["pgrep", "-x", "iperf3"], capture_output=True).returncode == 1
             p.send_signal(signal.SIGUSR1)
+            released = True
         if line.startswith("run r001-") and " with primary path " in line:   # the first run, MPTCP or TCP
             break
         assert time.monotonic() < deadline, "".join(seen)
-    assert not pause or h1, "".join(seen)
+    # released, the set goes on to its first run (which the Ctrl-C below then ends)
+    assert released == pause, "".join(seen)
     time.sleep(5)  # iperf3 is running now
     assert [x for x in leftovers() if "Mininet host's network namespace" in x], "nothing was running?"
     p.send_signal(sig)
@@ -123,8 +127,10 @@ def logs_kept(r, result_set: Path, verbosity: str) -> None:
         assert "run r001" not in r.stdout and "building topology" not in r.stdout and "results:" not in r.stdout
         assert "MPTCP" in r.stdout and r.stderr == "", r.stdout + r.stderr
         return
-    # -v: every command on the terminal as it runs; two-paths: the server announces its second address
-    assert re.search(r"^\[h2\] ip mptcp endpoint add 10\.0\.2\.2 dev h2-eth1 signal", r.stdout, re.M), r.stdout
+    # -v: every command on the terminal as it runs; two-paths: the server announces its second address,
+    # path B, the backup in the -v set
+    assert re.search(r"^\[h2\] ip mptcp endpoint add 10\.0\.2\.2 dev h2-eth1 signal backup$", r.stdout, re.M), \
+        r.stdout
     assert re.search(r"^\[h2\] (mptcpize run )?iperf3 -s", r.stdout, re.M)
     lines = (result_set / "commands.log").read_text().splitlines()
     assert lines[0].startswith("# utc")

@@ -115,11 +115,15 @@ def test_e5_exp2_gives_a_row_per_client(tmp_path):
     # verdicts, with repetitions, are the measurement (docs/experiments.md).
     assert runs["mptcp"]["metrics"]["throughput_mbps"] > 1.25 * runs["tcp"]["metrics"]["throughput_mbps"]
     # The learning app (os-ken), as the learning switch's own test checked before it was folded in here:
-    # the one switch reached it, and it forwarded every client's two subflows, each on its own pair of
-    # ports (both server links carry a fair part of MPTCP's bytes; TCP stays on A).
+    # the one switch reached it; it installs flows rather than passing packets up (TCP's four clients
+    # near the server link's rate: 25.5 of 23.9 Mbit/s of goodput on 2026-11-23, the old test asked 0.7
+    # of its link); the client whose connection `ss` watches has two subflows; and each server link
+    # carries over a quarter of MPTCP's bytes.
     events = [json.loads(x) for x in (d / "controller" / "report.jsonl").read_text().splitlines()]
     assert [e["switch"] for e in events if e["event"] == "switch-connected"] == ["s1"]
     assert "LearningSwitch" in (d / "controller" / "controller.log").read_text()
+    assert runs["tcp"]["metrics"]["throughput_mbps"] > 0.7 * tcp_cap, runs["tcp"]["metrics"]
+    assert runs["mptcp"]["metrics"]["subflows"] == 2, runs["mptcp"]["metrics"]
     shares = {n: p["share"] for n, p in runs["mptcp"]["paths"].items()}
     assert sorted(shares) == ["A", "B"] and min(shares.values()) > 0.25, runs["mptcp"]["paths"]
 
