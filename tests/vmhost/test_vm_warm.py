@@ -87,8 +87,12 @@ def test_two_warm_runs_pay_one_boot_and_write_what_a_cold_run_writes(tmp_path, w
             assert abs(host["clock_offset_s"]) < 5 and not any("host" in n for n in r["fidelity"]["notes"]), r
     for doc in (c, w):
         doc["metadata"].pop("phases")
-        for key in ("argv", "guest_argv"):      # the cold run's -q: one argument more
-            doc["metadata"].pop(key, None)
+    # the user's command line: the cold run's -q is one argument more (the guest's own arguments are the
+    # same three: the set's scenario copy and its job file, which carries -q)
+    cold_argv, warm_argv = c["metadata"]["argv"], w["metadata"]["argv"]
+    assert len(cold_argv) == len(warm_argv) + 1 and "-q" in cold_argv, (cold_argv, warm_argv)
+    for doc in (c, w):
+        doc["metadata"].pop("argv")
         doc["runs"].sort(key=lambda r: r["id"])    # each set shuffles its order
         for r in doc["runs"]:   # which directions a fidelity check judged depends on the traffic (a direction
             # needs 1,000 packets for the loss check: the ACKs' reached it in one set and not the other)
