@@ -8,9 +8,14 @@ later run whose setup files hash the same, within MAX_AGE_DAYS of that date, sta
 checkout in it is replaced by this one, as a new checkout of the same setup files would be on a user's
 machine, and the README's first command runs as written, setup.sh first (its fast path), then the
 scenario. A run that finds no such root, or one too old or set up by other setup files, is a full run,
-and TESTBED_FRESH_ALL=1 (gate.FORCE) makes every run one. (chroot.py's rule, that an installed system is
-not reused, holds for every full run: what a reuse gives up is setup.sh on a minimal root, proven with
-the same setup files at most MAX_AGE_DAYS before.)
+and TESTBED_FRESH_ALL=1 (gate.FORCE) makes every run one. A reuse that fails, whatever the reason, removes
+the kept root (forget()), so that the next run is a full one. This relaxes chroot.py's rule (reusing
+downloads is fine, reusing an installed system is not) for Debian 12 between its full runs, to save most
+of its time on every CI run: what a reuse gives up is setup.sh on a minimal root, which a full run proved
+with the same setup files at most MAX_AGE_DAYS before; every full run keeps the rule.
+
+The kept tarball is readable by root alone (0600) and leaves out the host's pip and apt configuration that
+Chroot copies into every root (NOT_KEPT): a reuse copies them in again.
 """
 from __future__ import annotations
 
@@ -45,6 +50,51 @@ def stamp_path(cache: Path, suite: str) -> Path:
 def staged_path(cache: Path, suite: str) -> Path:
     """Where a full run writes the root it set up, until the run has passed (then promote() moves it)."""
     return cache / f"{suite}-set-up.tar.staged"
+
+
+def staged_files(cache: Path, suite: str) -> list[Path]:
+    """The staged root and snapshot()'s temporary file for it."""
+    staged = staged_path(cache, suite)
+    return [staged, snapshot_tmp(staged)]
+
+
+def sweep_staged(cache: Path, suite: str) -> list[Path]:
+    """Remove the staged files (2.6 GB) a full run killed before its cleanup (SIGKILL, a power cut) left;
+    which were there. Only a full run of a KEPT release calls it, before it stages its own: a reuse, or
+    another release's run, stages nothing and touches no staged file. The names are not per run because
+    runs of this test do not overlap on a machine: CI (.ci/run) runs one pytest, whose fresh-machine cases
+    run one after the other in its own process; two started at once by hand would share the rest of the
+    cache (the minimal roots, the downloads, the kept root) too."""
+    found = [path for path in staged_files(cache, suite) if path.exists()]
+    for path in found:
+        path.unlink(missing_ok=True)
+    return found
+
+
+def forget(cache: Path, suite: str) -> list[Path]:
+    """Remove the kept root, its stamp first (a tarball without one is never used), after a reuse of it
+    failed: the next run is then a full one, which runs setup.sh on the minimal root again. Which were there."""
+    found = [path for path in (stamp_path(cache, suite), tarball_path(cache, suite)) if path.exists()]
+    for path in found:
+        path.unlink(missing_ok=True)
+    return found
+
+
+@contextmanager
+def forgotten_unless_passed(kept: Path | None, cache: Path, suite: str, release: str):
+    """While open, a run on the kept root `kept` (None: a full run, nothing to do); whatever ends it with an
+    exception (a failed assertion, Ctrl-C, a timeout) removes the kept root (forget()): the next run is a full
+    one that proves setup.sh again, rather than every run reusing this root until it is MAX_AGE_DAYS old."""
+    if kept is None:
+        yield
+        return
+    try:
+        yield
+    except BaseException:
+        gone = forget(cache, suite)
+        chroot.log(f"{release}: the run on the reused root did not pass: the kept root is removed "
+                   f"({', '.join(map(str, gone)) or 'already gone'}), so the next run is a full one")
+        raise
 
 
 def read_stamp(cache: Path, suite: str) -> dict:
@@ -102,6 +152,7 @@ def promote(staged: Path, stamp: dict, cache: Path, suite: str) -> Path:
     """Make the staged root the kept one (only after the run passed). The old stamp goes first and the new one
     comes last, so that whatever interrupts this leaves either a matching pair or no stamp (a full run)."""
     stamp_path(cache, suite).unlink(missing_ok=True)
+    os.chmod(staged, 0o600)   # snapshot() made it so; whatever staged it, root alone reads the kept root
     os.replace(staged, tarball_path(cache, suite))
     tmp = stamp_path(cache, suite).with_suffix(".tmp")
     tmp.write_text(json.dumps(stamp, indent=1) + "\n")
@@ -109,22 +160,56 @@ def promote(staged: Path, stamp: dict, cache: Path, suite: str) -> Path:
     return tarball_path(cache, suite)
 
 
+# What Chroot._copy_network_trust (tests/fresh/chroot.py) copies from the host into every root that may hold
+# credentials (an index URL with a token, a registry's auth): left out of the kept root, whose reuse copies
+# them in again. Its other copies stay: resolv.conf, and certificate authorities (public certificates, no
+# keys), which ca-certificates has also merged into the root's /etc/ssl/certs by then.
+NOT_KEPT = ("etc/pip.conf", "etc/apt/apt.conf.d/99artifact-registry")
+# snapshot()'s tar, given the root (mounted at "$2") and the tar to write ("$3"): the tar created 0600
+# (umask), only those files left out (--anchored: ./etc/pip.conf, not a pip.conf deeper down). Owners by
+# number: the root's system users need not have the host's numbers.
+TAR = ('umask 077 && exec tar --numeric-owner --anchored '
+       + " ".join(f"--exclude=./{name}" for name in NOT_KEPT) + ' -C "$2" -cf "$3" .')
+
+
+def snapshot_tmp(out: Path) -> Path:
+    return out.with_name(out.name + ".tmp")
+
+
 def snapshot(root: Path, out: Path) -> None:
-    """Write `root` as it is on disk to the tar `out` (through a temporary name), leaving out what is mounted
-    in it (/proc, /sys, /dev, the host's download caches): tar reads it through a bind mount of the root
-    alone, in a mount namespace of its own that ends with tar, so that the host's mount table never holds
-    it. Owners by number: the root's system users need not have the host's numbers."""
+    """Write `root` as it is on disk to the tar `out` (through a temporary name; mode 0600, without NOT_KEPT),
+    leaving out what is mounted in it (/proc, /sys, /dev, the host's download caches): tar reads it through a
+    bind mount of the root alone, in a mount namespace of its own that ends with tar, so that the host's
+    mount table never holds it."""
     view = root.parent / "snapshot-view"
     view.mkdir()
-    tmp = out.with_name(out.name + ".tmp")
+    tmp = snapshot_tmp(out)
+    tmp.unlink(missing_ok=True)   # tar would keep an old file's mode
     try:
         subprocess.run(["unshare", "--mount", "--propagation", "private", "sh", "-c",
-                        'mount --bind "$1" "$2" && exec tar --numeric-owner -C "$2" -cf "$3" .',
-                        "sh", str(root), str(view), str(tmp)], check=True, timeout=900)
+                        'mount --bind "$1" "$2" && ' + TAR, "sh", str(root), str(view), str(tmp)],
+                       check=True, timeout=900)
         os.replace(tmp, out)
     finally:
         tmp.unlink(missing_ok=True)
         view.rmdir()
+
+
+def stage(root: Path, staged: Path, release: str) -> bool:
+    """snapshot() the root to `staged`; whether it was. Keeping the root only saves later runs time, so a
+    failure here (the disk full, tar failing or timing out) is logged, its partial file removed, and the
+    test goes on (a full run next time too)."""
+    t0 = time.monotonic()
+    try:
+        snapshot(root, staged)
+        size = staged.stat().st_size
+    except (subprocess.SubprocessError, OSError) as e:
+        staged.unlink(missing_ok=True)
+        chroot.log(f"{release}: the root as setup.sh left it is not kept (staging it failed: {e}); the test goes on")
+        return False
+    chroot.log(f"{release}: root as setup.sh left it staged in {time.monotonic() - t0:.0f} s "
+               f"({size / 1e9:.2f} GB; kept if the run passes)")
+    return True
 
 
 def remove_tracked(dest: Path) -> None:

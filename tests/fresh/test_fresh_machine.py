@@ -22,7 +22,8 @@ Which root, and which releases run:
   it was set up, starts from it instead: this checkout replaces the old one there (whose tracked files
   go and whose .venv stays, as a pull leaves them), and setup.sh (its fast path on a second run), the
   scenario and the unit suite run on it. Otherwise, or with TESTBED_FRESH_ALL=1, the run is a full one,
-  and the log says why.
+  and the log says why. A reuse that does not pass (Ctrl-C too) removes the kept root, so that the next
+  run is a full one; a full run that cannot stage its root (the disk full) goes on without keeping it.
 - Debian 13 runs only when those setup files changed since its last pass on this machine
   (tests/fresh/gate.py), always from the minimal root.
 
@@ -84,17 +85,24 @@ def test_readme_commands_on_a_fresh_debian(suite, tmp_path_factory):
     root = Path(tmp_path_factory.mktemp(f"fresh-{suite}")) / "root"
     root.mkdir()
     staged = setup_root.staged_path(CACHE, suite) if kept is None and suite in setup_root.KEPT else None
+    if staged:
+        swept = setup_root.sweep_staged(CACHE, suite)
+        if swept:
+            log(f"{release}: removed what an interrupted full run left staged: {', '.join(map(str, swept))}")
     before = host_state()
     t0 = time.monotonic()
     try:
-        with setup_root.unpacking(kept), Chroot(root, suite) as chroot:
-            log(f"{release}: {'kept' if kept else 'minimal'} root unpacked in {time.monotonic() - t0:.0f} s")
-            tested = checkout_in(root, kept)
-            set_up = run_setup(chroot, release, root, staged)
-            run_readme_rest(chroot, suite, root / CHECKOUT.lstrip("/"))
-        assert not chroot.stray_mounts, f"{release}: mounts left under the root (undone): {chroot.stray_mounts}"
-        left = left_behind(before, host_state())
-        assert not left, f"{release}: the host has gained {left}"
+        with setup_root.forgotten_unless_passed(kept, CACHE, suite, release):
+            with setup_root.unpacking(kept), Chroot(root, suite) as chroot:
+                log(f"{release}: {'kept' if kept else 'minimal'} root unpacked in {time.monotonic() - t0:.0f} s")
+                tested = checkout_in(root, kept)
+                set_up = run_setup(chroot, release)
+                if staged and not setup_root.stage(root, staged, release):
+                    staged = None
+                run_readme_rest(chroot, suite, root / CHECKOUT.lstrip("/"))
+            assert not chroot.stray_mounts, f"{release}: mounts left under the root (undone): {chroot.stray_mounts}"
+            left = left_behind(before, host_state())
+            assert not left, f"{release}: the host has gained {left}"
         log(f"{release}: passed in {time.monotonic() - t0:.0f} s; the host's mount table and links are as before")
         if staged:
             stamp = setup_root.make_stamp(suite, tested, set_up, staged)
@@ -128,10 +136,10 @@ def checkout_in(root: Path, kept: Path | None) -> Path:
     return tested
 
 
-def run_setup(chroot: Chroot, release: str, root: Path, staged: Path | None) -> float:
-    """The README's first command's first part: setup.sh, which must pass without pip complaining. With
-    `staged`, the root as setup.sh left it is written there (before the scenario's VM boot, caches and
-    results); returns when setup.sh finished (epoch seconds)."""
+def run_setup(chroot: Chroot, release: str) -> float:
+    """The README's first command's first part: setup.sh, which must pass without pip complaining; returns
+    when it finished (epoch seconds). A full run then stages the root as setup.sh left it (before the
+    scenario's VM boot, caches and results)."""
     log(f"{release}: running: {SETUP}")
     t0 = time.monotonic()
     setup = chroot.run(SETUP, CHECKOUT, timeout=1200)
@@ -140,11 +148,6 @@ def run_setup(chroot: Chroot, release: str, root: Path, staged: Path | None) -> 
         f"{(setup.stdout.strip().splitlines() or ['(no output)'])[-1]}")
     assert setup.returncode == 0, f"setup.sh failed on a fresh {release}:\n{setup.stdout[-6000:]}"
     assert not pip_complaints(setup.stdout), f"setup.sh on {release}:\n" + "\n".join(pip_complaints(setup.stdout))
-    if staged:
-        t1 = time.monotonic()
-        setup_root.snapshot(root, staged)
-        log(f"{release}: root as setup.sh left it staged in {time.monotonic() - t1:.0f} s "
-            f"({staged.stat().st_size / 1e9:.2f} GB; kept if the run passes)")
     return finished
 
 

@@ -4,6 +4,7 @@ checkout and cache, no root, no debootstrap."""
 from __future__ import annotations
 
 import calendar
+import inspect
 import json
 import subprocess
 import time
@@ -160,3 +161,98 @@ def test_make_stamp_dates_the_root_in_utc(checkout, tmp_path):
     (tmp_path / "t.tar").write_bytes(b"x")
     stamp = setup_root.make_stamp("bookworm", checkout, time.time(), tmp_path / "t.tar")
     assert stamp["set_up"].endswith(" UTC") and 0 <= setup_root.age_days(stamp, time.time()) < 0.01
+
+
+def test_a_full_run_sweeps_what_a_killed_run_left_staged_and_nothing_else(checkout, tmp_path):
+    cache = tmp_path / "cache"
+    tarball = keep(checkout, cache)
+    left = setup_root.staged_files(cache, "bookworm")
+    assert [p.name for p in left] == ["bookworm-set-up.tar.staged", "bookworm-set-up.tar.staged.tmp"]
+    for path in left:
+        path.write_bytes(b"half a root\n")
+    setup_root.staged_path(cache, "trixie").write_bytes(b"another release's\n")
+    assert setup_root.sweep_staged(cache, "bookworm") == left
+    assert sorted(p.name for p in cache.iterdir()) == ["bookworm-set-up.json", "bookworm-set-up.tar",
+                                                       "trixie-set-up.tar.staged"]
+    assert setup_root.sweep_staged(cache, "bookworm") == []
+    assert setup_root.decide("bookworm", checkout, cache, env={}, now=SET_UP)[0] == tarball
+
+
+def test_forget_makes_the_next_run_a_full_one(checkout, tmp_path):
+    cache = tmp_path / "cache"
+    keep(checkout, cache)
+    assert setup_root.forget(cache, "bookworm") == [setup_root.stamp_path(cache, "bookworm"),
+                                                    setup_root.tarball_path(cache, "bookworm")]
+    assert list(cache.iterdir()) == []
+    assert setup_root.decide("bookworm", checkout, cache, env={}, now=SET_UP)[0] is None
+    assert setup_root.forget(cache, "bookworm") == []
+
+
+def test_the_kept_root_is_root_s_alone(checkout, tmp_path):
+    cache = tmp_path / "cache"
+    staged = setup_root.staged_path(cache, "bookworm")
+    cache.mkdir()
+    staged.write_bytes(b"a root\n")
+    staged.chmod(0o644)
+    tarball = setup_root.promote(staged, setup_root.make_stamp("bookworm", checkout, SET_UP, staged), cache, "bookworm")
+    assert tarball.stat().st_mode & 0o777 == 0o600
+
+
+def test_the_snapshot_s_tar_is_0600_and_leaves_out_the_hosts_pip_and_apt_config(tmp_path):
+    """snapshot()'s tar command as it runs after its bind mount (here on the folder itself: no root)."""
+    root = tmp_path / "root"
+    names = ["etc/pip.conf", "etc/apt/apt.conf.d/99artifact-registry", "etc/apt/apt.conf.d/70debconf",
+             "etc/resolv.conf", "etc/ssl/certs/ca-certificates.crt", "home/user/mptcp-testbed/etc/pip.conf"]
+    for name in names:
+        (root / name).parent.mkdir(parents=True, exist_ok=True)
+        (root / name).write_text("x\n")
+    out = tmp_path / "root.tar"
+    subprocess.run(["sh", "-c", setup_root.TAR, "sh", str(root), str(root), str(out)], check=True)
+    assert out.stat().st_mode & 0o777 == 0o600
+    files = subprocess.run(["tar", "-tf", str(out)], capture_output=True, text=True, check=True).stdout.split()
+    assert sorted(f for f in files if not f.endswith("/")) == sorted(f"./{n}" for n in names[2:])
+    # each is what Chroot copies in from the host (and copies in again on a reuse)
+    copying = inspect.getsource(chroot.Chroot._copy_network_trust)
+    assert all(f'"{name}"' in copying for name in setup_root.NOT_KEPT)
+
+
+@pytest.mark.parametrize("error", [subprocess.CalledProcessError(2, "tar"), subprocess.TimeoutExpired("tar", 900),
+                                   OSError(28, "No space left on device")])
+def test_a_root_that_cannot_be_staged_is_not_kept_and_the_test_goes_on(tmp_path, monkeypatch, capsys, error):
+    staged = tmp_path / "bookworm-set-up.tar.staged"
+
+    def failing(root, out):
+        out.write_bytes(b"part of a root\n")
+        raise error
+    monkeypatch.setattr(setup_root, "snapshot", failing)
+    assert setup_root.stage(tmp_path / "root", staged, "Debian 12") is False
+    assert not staged.exists()
+    assert f"Debian 12: the root as setup.sh left it is not kept (staging it failed: {error}); the test goes on" \
+        in capsys.readouterr().out
+    monkeypatch.setattr(setup_root, "snapshot", lambda root, out: out.write_bytes(b"a root\n"))
+    assert setup_root.stage(tmp_path / "root", staged, "Debian 12") is True and staged.is_file()
+
+
+@pytest.mark.parametrize("end", [AssertionError("the scenario failed"), KeyboardInterrupt(),
+                                 subprocess.TimeoutExpired("chroot", 900)])
+def test_a_reuse_that_does_not_pass_removes_the_kept_root(checkout, tmp_path, capsys, end):
+    cache = tmp_path / "cache"
+    tarball = keep(checkout, cache)
+    with pytest.raises(type(end)):
+        with setup_root.forgotten_unless_passed(tarball, cache, "bookworm", "Debian 12"):
+            raise end
+    assert list(cache.iterdir()) == []
+    assert setup_root.decide("bookworm", checkout, cache, env={}, now=SET_UP)[0] is None
+    assert (f"Debian 12: the run on the reused root did not pass: the kept root is removed "
+            f"({cache / 'bookworm-set-up.json'}, {tarball}), so the next run is a full one") in capsys.readouterr().out
+
+
+def test_a_reuse_that_passes_and_a_full_run_that_fails_keep_the_kept_root(checkout, tmp_path):
+    cache = tmp_path / "cache"
+    tarball = keep(checkout, cache)
+    with setup_root.forgotten_unless_passed(tarball, cache, "bookworm", "Debian 12"):
+        pass
+    with pytest.raises(AssertionError):
+        with setup_root.forgotten_unless_passed(None, cache, "bookworm", "Debian 12"):
+            raise AssertionError("a full run failed: its staged root goes, the kept one stays")
+    assert setup_root.decide("bookworm", checkout, cache, env={}, now=SET_UP)[0] == tarball
