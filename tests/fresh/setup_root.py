@@ -65,7 +65,12 @@ def sweep_staged(cache: Path, suite: str) -> list[Path]:
     runs of this test do not overlap on a machine: CI (.ci/run) runs one pytest, whose fresh-machine cases
     run one after the other in its own process; two started at once by hand would share the rest of the
     cache (the minimal roots, the downloads, the kept root) too."""
-    found = [path for path in staged_files(cache, suite) if path.exists()]
+    return remove_existing(staged_files(cache, suite))
+
+
+def remove_existing(paths) -> list[Path]:
+    """Remove each of `paths` that exists, in order; which were there."""
+    found = [path for path in paths if path.exists()]
     for path in found:
         path.unlink(missing_ok=True)
     return found
@@ -74,10 +79,7 @@ def sweep_staged(cache: Path, suite: str) -> list[Path]:
 def forget(cache: Path, suite: str) -> list[Path]:
     """Remove the kept root, its stamp first (a tarball without one is never used), after a reuse of it
     failed: the next run is then a full one, which runs setup.sh on the minimal root again. Which were there."""
-    found = [path for path in (stamp_path(cache, suite), tarball_path(cache, suite)) if path.exists()]
-    for path in found:
-        path.unlink(missing_ok=True)
-    return found
+    return remove_existing((stamp_path(cache, suite), tarball_path(cache, suite)))
 
 
 @contextmanager

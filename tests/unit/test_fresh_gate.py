@@ -13,15 +13,6 @@ from tests.fresh.chroot import host_state, left_behind
 from tests.fresh.test_fresh_machine import pip_complaints
 
 
-@pytest.fixture
-def checkout(tmp_path) -> Path:
-    repo = tmp_path / "repo"
-    repo.mkdir()
-    for name in ("setup.sh", "requirements.txt", "pyproject.toml", "setup.py", "README.md"):
-        (repo / name).write_text(f"{name} v1\n")
-    return repo
-
-
 def test_bookworm_runs_every_time_and_trixie_until_it_has_passed(checkout, tmp_path):
     cache = tmp_path / "cache"
     assert gate.decide("bookworm", checkout, cache, env={})[0]

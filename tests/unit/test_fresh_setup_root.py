@@ -20,15 +20,6 @@ SET_UP = calendar.timegm((2026, 11, 27, 5, 0, 0))   # the kept root's setup.sh f
 DAY = 86400
 
 
-@pytest.fixture
-def checkout(tmp_path) -> Path:
-    repo = tmp_path / "repo"
-    repo.mkdir()
-    for name in ("setup.sh", "requirements.txt", "pyproject.toml", "setup.py", "README.md"):
-        (repo / name).write_text(f"{name} v1\n")
-    return repo
-
-
 def keep(checkout: Path, cache: Path, suite: str = "bookworm", set_up: float = SET_UP) -> Path:
     """What a passing full run leaves: the staged root promoted, its stamp beside it."""
     cache.mkdir(parents=True, exist_ok=True)
