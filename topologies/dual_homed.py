@@ -28,7 +28,7 @@ def plan_dual_homed(scenario: Scenario) -> TopologyPlan:
         for node, ifname, ip in ((CLIENT, pp.client_if, pp.client_ip), (SERVER, pp.server_if, pp.server_ip)):
             iface = Interface(node, ifname, p.name, (("ipv4", ip, 24),), sh)
             ifaces.append(iface)
-            setup[node] += interface_setup_argvs(iface, flush_family=None)
+            setup[node] += interface_setup_argvs(iface, keep_link_local=False)
         setup[CLIENT] += [["ip", "rule", "add", "from", pp.client_ip, "table", str(pp.table), "priority", str(pp.table)],
                           ["ip", "route", "add", "default", "dev", pp.client_if, "table", str(pp.table)]]
     return TopologyPlan(kind="dual-homed", client=CLIENT, server=SERVER, paths=tuple(paths),

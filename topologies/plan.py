@@ -230,7 +230,6 @@ def join_how(scenario, first: PathPlan, path: PathPlan) -> str:
 
 
 
-IP_FAMILY_FLAG = {"ipv4": "-4", "ipv6": "-6"}
 
 
 def link_mac(number: int, end: int) -> str:
@@ -240,15 +239,17 @@ def link_mac(number: int, end: int) -> str:
     return f"02:00:00:{number >> 8:02x}:{number & 0xff:02x}:{end:02x}"
 
 
-def interface_setup_argvs(iface: Interface, flush_family: str | None = "ipv4") -> list[Argv]:
-    """Flush the interface's addresses (of one family, or all), add its own, bring it up.
+def interface_setup_argvs(iface: Interface, keep_link_local: bool = True) -> list[Argv]:
+    """Flush the interface's addresses (those of global scope, or all), add its own, bring it up.
 
-    Routers and switched hosts flush IPv4 only: a router needs the interface's IPv6
-    link-local address to send neighbour solicitations for packets it forwards.
-    IPv6 addresses skip duplicate detection (nodad): the links are private.
+    Routers and switched hosts keep their link-local addresses: a router needs the interface's
+    IPv6 link-local address to send neighbour solicitations for packets it forwards. The flush
+    clears what Mininet gave the interface (an IPv4 address of global scope); `scope global`
+    rather than `-4` keeps the flush in the namespace's one `ip -batch` (ipbatch), one process
+    start less per interface under TCG. IPv6 addresses skip duplicate detection (nodad): the
+    links are private.
     """
-    flush = [IP_FAMILY_FLAG[flush_family]] if flush_family else []
-    argvs = [["ip", *flush, "addr", "flush", "dev", iface.name]]
+    argvs = [["ip", "addr", "flush", "dev", iface.name, *(["scope", "global"] if keep_link_local else [])]]
     for fam, addr, plen in iface.addrs:
         # no -4/-6: the address says its family, and without an option the whole setup is one `ip -batch`
         argvs.append(["ip", "addr", "add", f"{addr}/{plen}", "dev", iface.name] + (["nodad"] if fam == "ipv6" else []))

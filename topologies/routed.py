@@ -24,12 +24,12 @@ import ipaddress
 from scenarios.spec.graph import adjacency, first_hops, first_overlap
 from scenarios.spec.model import Routed, Scenario
 
-from .plan import (IP_FAMILY_FLAG, Argv, Interface, LinkPlan, PathPlan, PlanError, TopologyPlan,
+from .plan import (Argv, Interface, LinkPlan, PathPlan, PlanError, TopologyPlan,
                    interface_setup_argvs,
                    shaping_for)
 
 FAMILIES = ("ipv4", "ipv6")
-IPFLAG = IP_FAMILY_FLAG
+DEFAULT_ROUTE = {"ipv4": "0.0.0.0/0", "ipv6": "::/0"}   # `default` would need -4/-6
 HOSTLEN = {"ipv4": 32, "ipv6": 128}
 
 
@@ -133,7 +133,8 @@ class _Routes:
 
     def write(self, setup: dict[str, list[Argv]]) -> None:
         for (node, fam, dst), (gw, dev, _) in sorted(self.table.items()):
-            setup[node].append(["ip", IPFLAG[fam], "route", "replace", dst, "via", gw, "dev", dev])
+            # no -4/-6: the addresses say the family, and the node's setup stays one `ip -batch` (ipbatch)
+            setup[node].append(["ip", "route", "replace", dst, "via", gw, "dev", dev])
 
 
 def _shortest_path_routes(topo: Routed, subnets: dict, at: dict, routes: _Routes) -> None:
@@ -192,11 +193,22 @@ def _address_pair_problems(paths: list[PathPlan]) -> list[str]:
 
 def _source_rules(topo: Routed, ifaces: list[Interface], setup: dict[str, list[Argv]]) -> None:
     """Client and server: one routing table per interface, chosen by source address (both families),
-    so each subflow and its replies keep to their path."""
+    so each subflow and its replies keep to their path.
+
+    Routes and IPv4 rules carry no family option, so they join the node's one `ip -batch`; an IPv6
+    rule needs `-6` (`ip rule` takes the family from the option alone), so those go last, as a second
+    batch, instead of breaking the first into a process per command."""
+    v6_rules: dict[str, list[Argv]] = {}
     for t, i in enumerate(i for i in ifaces if i.node in (topo.client, topo.server)):
         table = str(200 + t)
         peer = next(x for x in ifaces if x.link == i.link and x.node != i.node)
         for fam, addr, _ in i.addrs:
-            setup[i.node] += [["ip", IPFLAG[fam], "rule", "add", "from", addr, "table", table, "priority", table],
-                              ["ip", IPFLAG[fam], "route", "add", "default", "via", peer.addr(fam), "dev", i.name,
-                               "table", table]]
+            rule = ["rule", "add", "from", addr, "table", table, "priority", table]
+            if fam == "ipv6":
+                v6_rules.setdefault(i.node, []).append(["ip", "-6", *rule])
+            else:
+                setup[i.node].append(["ip", *rule])
+            setup[i.node].append(["ip", "route", "add", DEFAULT_ROUTE[fam], "via", peer.addr(fam), "dev", i.name,
+                                  "table", table])
+    for node, rules in v6_rules.items():
+        setup[node] += rules

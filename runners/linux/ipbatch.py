@@ -1,4 +1,5 @@
-"""Consecutive `ip` or `tc` changes in a command batch, run by one `ip -batch` (or `tc -batch`) process.
+"""Consecutive `ip`, `tc` or `nft` changes in a command batch, run by one `ip -batch` (`tc -batch`,
+`nft -f`) process.
 
 Every process start costs 0.05-0.1 s in a TCG guest, and a dual-homed host's
 setup alone is a dozen `ip` commands: addresses, routes, rules, links. iproute2
@@ -15,6 +16,12 @@ command's output has to be told apart from another's. A read (`show`, `list`,
 of one batch share their leading options (`-4`, `-6`); a command with an
 option that takes a value (`-n NS`), or a word that iproute2's line parser
 would treat specially (spaces, quotes, `#`, a backslash), also runs on its own.
+
+`nft` joins its arguments with spaces and parses them as one line, so a file
+of such lines (`nft -f FILE`) says the same; a word with a line break, which
+would split the line, runs on its own. Unlike iproute2, nft applies a file
+all or nothing: when a line fails, every command of the batch failed, and
+stderr names the line (`FILE:N:COLUMNS: Error: ...`).
 """
 from __future__ import annotations
 
@@ -27,6 +34,8 @@ CHANGES = frozenset({"add", "set", "flush", "del", "delete", "replace", "change"
 READS = frozenset({"show", "list", "lst", "get", "monitor", "save", "restore", "help", "exec"})
 PLAIN_WORD = re.compile(r"[A-Za-z0-9_.:/=,+@%-]+")
 FAILED_LINE = re.compile(r"^Command failed .*:(\d+)\s*$")
+NFT_CHANGES = frozenset({"add", "insert", "create", "delete", "destroy", "flush", "replace"})
+NFT_FAILED_LINE = re.compile(r"^\S+?:(\d+):[\d-]+: Error: ", re.MULTILINE)
 
 
 @dataclass(frozen=True)
@@ -44,11 +53,16 @@ class Unit:
         """What runs: the command itself, or the tool reading the batch file."""
         if not self.lines:
             return self.argvs[0]
+        if self.tool == "nft":
+            return ["nft", "-f", str(batch_file)]
         return [self.tool, *self.options, "-force", "-batch", str(batch_file)]
 
 
 def batch_key(argv: list[str]) -> tuple[str, tuple[str, ...]] | None:
-    """(tool, leading options) for an `ip`/`tc` change that a batch file can carry; None if it cannot."""
+    """(tool, leading options) for an `ip`/`tc`/`nft` change that a batch file can carry; None if it cannot."""
+    if argv[:1] == ["nft"]:
+        fits = len(argv) >= 3 and argv[1] in NFT_CHANGES and not any("\n" in w or "\r" in w for w in argv)
+        return ("nft", ()) if fits else None
     if len(argv) < 3 or argv[0] not in TOOLS:
         return None
     i = 1
@@ -96,6 +110,8 @@ def spread(unit: Unit, rc: int, out: str, err: str) -> list[tuple[int, str, str]
     """(rc, out, err) of each command of the unit, from its process's exit code and output."""
     if not unit.lines:
         return [(rc, out, err)]
+    if unit.tool == "nft":
+        return _spread_nft(len(unit.argvs), rc, out, err)
     failed: dict[int, str] = {}
     pending: list[str] = []
     for line in err.splitlines(keepends=True):
@@ -112,3 +128,15 @@ def spread(unit: Unit, rc: int, out: str, err: str) -> list[tuple[int, str, str]
     first_rc, _, first_err = results[0]
     results[0] = (first_rc, out, first_err + "".join(pending))
     return results
+
+
+def _spread_nft(count: int, rc: int, out: str, err: str) -> list[tuple[int, str, str]]:
+    """nft applied all of the batch or none of it: on failure every command failed, and the one stderr
+    names gets the message; the others say why they failed too."""
+    if rc == 0:
+        return [(0, out, err)] + [(0, "", "")] * (count - 1)
+    named = {int(m.group(1)) for m in NFT_FAILED_LINE.finditer(err)}
+    if not named:
+        return [(rc, out, err)] * count
+    why = f"not applied: `nft -f` applies its batch all or nothing, and line {min(named)} failed: {err.strip()}"
+    return [(1, out if n == 1 else "", err if n in named else why) for n in range(1, count + 1)]

@@ -87,15 +87,6 @@ def test_a_routed_link_up_gives_back_both_families_routes_through_it():
     assert ["ip", "route", "replace", "10.1.4.0/24", "via", "10.1.2.2", "dev", "r1-eth1"] in argvs(up, "r1")
 
 
-def test_a_default_route_loses_its_family_option_for_the_batch_and_keeps_its_family():
-    from topologies.events import _without_family
-    assert _without_family(["ip", "-6", "route", "replace", "default", "via", "fe80::1", "dev", "x", "table", "7"]) \
-        == ["ip", "route", "replace", "::/0", "via", "fe80::1", "dev", "x", "table", "7"]
-    assert _without_family(["ip", "-4", "route", "replace", "default", "dev", "x"]) == \
-        ["ip", "route", "replace", "0.0.0.0/0", "dev", "x"]
-    assert _without_family(["ip", "-4", "rule", "add", "from", "10.0.0.1"])[1] == "-4"    # not a route: kept
-
-
 def tbf(dev: str, rate: str, burst: int = 3200) -> list[str]:
     return ["tc", "qdisc", "change", "dev", dev, "root", "handle", "1:", "tbf", "rate", rate, "burst", str(burst),
             "limit", "3000"]

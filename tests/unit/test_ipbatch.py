@@ -71,3 +71,36 @@ def test_a_batch_process_passes_through_the_shell_batch_like_any_command():
     per_command = [r for u, d in zip(units, done) for r in ipbatch.spread(u, d.rc, d.out, d.err)]
     assert [rc for rc, _, _ in per_command] == [0, 0, 0, 0, 0, 0, 1, 0, 0]
     assert per_command[6][2] == "Error: x\n" and per_command[8][1] == "10.9.0.1 id 1"
+
+
+NFT_COUNTERS = [["nft", "add", "table", "inet", "mptb"],
+                ["nft", "add", "chain", "inet", "mptb", "in", "{ type filter hook input priority 0 ; policy accept ; }"],
+                ["nft", "add", "rule", "inet", "mptb", "in", "ip", "saddr", "10.0.0.300", "counter", "comment", '"A"'],
+                ["nft", "add", "rule", "inet", "mptb", "in", "ip", "saddr", "10.0.0.1", "counter", "comment", '"B"']]
+# what nft 1.0.6 printed for `nft -f F` whose line 3 failed (recorded in a namespace, 2026-11-27)
+NFT_LINE_3 = ("/tmp/testbed-batch-x/0.nft:3:32-41: Error: Could not resolve hostname: Name or service not known\n"
+              'add rule inet mptb in ip saddr 10.0.0.300 counter comment "A"\n'
+              "                               ^^^^^^^^^^\n")
+
+
+def test_nft_changes_are_one_file_whose_lines_are_the_words_nft_would_have_joined():
+    units = ipbatch.units([*NFT_COUNTERS, ["nft", "-j", "list", "table", "inet", "mptb"]])
+    assert [len(u.argvs) for u in units] == [4, 1]
+    assert units[0].lines[1] == "add chain inet mptb in { type filter hook input priority 0 ; policy accept ; }"
+    assert units[0].lines[3] == 'add rule inet mptb in ip saddr 10.0.0.1 counter comment "B"'
+    assert units[0].argv("/tmp/b/0.nft") == ["nft", "-f", "/tmp/b/0.nft"]
+    assert units[1].argv() == ["nft", "-j", "list", "table", "inet", "mptb"]     # a read runs on its own
+    for alone in (["nft", "-j", "add", "table", "x"], ["nft", "add", "table", "inet", "a\nadd table inet b"],
+                  ["nft", "list", "ruleset"], ["nft", "add"]):
+        assert ipbatch.batch_key(alone) is None, alone
+
+
+def test_a_failed_nft_batch_fails_every_command_and_names_the_line_that_did():
+    unit = ipbatch.units(NFT_COUNTERS)[0]
+    got = ipbatch.spread(unit, 1, "", NFT_LINE_3)
+    assert [rc for rc, _, _ in got] == [1, 1, 1, 1]      # all or nothing: nothing was applied
+    assert got[2][2] == NFT_LINE_3
+    assert all(e.startswith("not applied: `nft -f` applies its batch all or nothing, and line 3 failed")
+               for _, _, e in (got[0], got[1], got[3]))
+    assert ipbatch.spread(unit, 0, "", "") == [(0, "", "")] * 4
+    assert ipbatch.spread(unit, 127, "", "sh: 1: nft: not found\n") == [(127, "", "sh: 1: nft: not found\n")] * 4

@@ -7,6 +7,7 @@ from topologies.kinds import plan
 from topologies.plan import PlanError
 
 from runners.collect import counters
+from runners.linux import ipbatch
 from runners.pipeline import mptcp_config
 from runners.traffic import iperf3
 
@@ -49,18 +50,18 @@ def test_families_take_different_links_non_congruent():
     p = plan(parse_scenario(TWO_FAMILIES))
     r1 = routes(p, "r1")
     # the server's IPv4 address via v4core (r1-eth1), its IPv6 address via v6core (r1-eth2)
-    assert ["ip", "-4", "route", "replace", "10.1.4.2/32", "via", "10.1.2.2", "dev", "r1-eth1"] in r1
-    assert ["ip", "-6", "route", "replace", "fd00:1:4::2/128", "via", "fd00:1:3::2", "dev", "r1-eth2"] in r1
+    assert ["ip", "route", "replace", "10.1.4.2/32", "via", "10.1.2.2", "dev", "r1-eth1"] in r1
+    assert ["ip", "route", "replace", "fd00:1:4::2/128", "via", "fd00:1:3::2", "dev", "r1-eth2"] in r1
     r2 = routes(p, "r2")
-    assert ["ip", "-4", "route", "replace", "10.1.1.1/32", "via", "10.1.2.1", "dev", "r2-eth0"] in r2
-    assert ["ip", "-6", "route", "replace", "fd00:1:1::1/128", "via", "fd00:1:3::1", "dev", "r2-eth1"] in r2
+    assert ["ip", "route", "replace", "10.1.1.1/32", "via", "10.1.2.1", "dev", "r2-eth0"] in r2
+    assert ["ip", "route", "replace", "fd00:1:1::1/128", "via", "fd00:1:3::1", "dev", "r2-eth1"] in r2
     assert ["sysctl", "-q", "-w", "net.ipv6.conf.all.forwarding=1"] in p.setup["r1"]
     assert not any("forwarding=1" in " ".join(a) for a in p.setup["h1"])
 
 
 def test_every_node_reaches_every_subnet():
     p = plan(parse_scenario(TWO_FAMILIES))
-    dsts = {a[4] for a in routes(p, "h1")}
+    dsts = {a[3] for a in routes(p, "h1")}
     assert {"10.1.2.0/24", "10.1.3.0/24", "10.1.4.0/24", "fd00:1:4::/64"} <= dsts
 
 
@@ -68,15 +69,25 @@ def test_shared_link_congruent_paths_do_not_conflict():
     text = TWO_FAMILIES.replace("via: [access, v6core, egress]", "via: [access, v4core, egress]")
     p = plan(parse_scenario(text))
     r1 = routes(p, "r1")
-    assert ["ip", "-6", "route", "replace", "fd00:1:4::2/128", "via", "fd00:1:2::2", "dev", "r1-eth1"] in r1
+    assert ["ip", "route", "replace", "fd00:1:4::2/128", "via", "fd00:1:2::2", "dev", "r1-eth1"] in r1
 
 
 def test_end_hosts_route_by_source_address_for_both_families():
     p = plan(parse_scenario(TWO_FAMILIES))
     h1, h2 = p.setup["h1"], p.setup["h2"]
-    assert ["ip", "-4", "rule", "add", "from", "10.1.1.1", "table", "200", "priority", "200"] in h1
-    assert ["ip", "-6", "route", "add", "default", "via", "fd00:1:1::2", "dev", "h1-eth0", "table", "200"] in h1
+    assert ["ip", "rule", "add", "from", "10.1.1.1", "table", "200", "priority", "200"] in h1
+    assert ["ip", "route", "add", "::/0", "via", "fd00:1:1::2", "dev", "h1-eth0", "table", "200"] in h1
     assert ["ip", "-6", "rule", "add", "from", "fd00:1:4::2", "table", "201", "priority", "201"] in h2
+
+
+def test_every_node_sets_up_with_at_most_two_ip_processes():
+    """Routes carry no family option and IPv6 rules (which need `-6`) come last: each node's `ip`
+    commands are one `ip -batch`, two with IPv6 rules, not a process per command (ipbatch)."""
+    p = plan(parse_scenario(TWO_FAMILIES))
+    for node, argvs in p.setup.items():
+        ip_units = [u for u in ipbatch.units(argvs) if u.tool == "ip"]
+        assert len(ip_units) <= (2 if node in ("h1", "h2") else 1), (node, [u.argvs for u in ip_units])
+        assert all(a[1] == "-6" for u in ip_units[1:] for a in u.argvs), node
 
 
 def test_dual_stack_mptcp_signals_the_other_family_and_uses_a_v6_socket():
@@ -103,7 +114,7 @@ def test_e3_four_paths_each_on_its_own_links():
     r1 = routes(p, "r1")
     for i, x in enumerate(p.paths):
         wan = f"r1-eth{4 + i}"
-        assert any(a[4] == f"{x.server_ip}/32" and a[-1] == wan for a in r1), (x, r1)
+        assert any(a[3] == f"{x.server_ip}/32" and a[-1] == wan for a in r1), (x, r1)
     s = load_scenario(REPO / "scenarios" / "e3-ipv4.yaml")
     assert len([a for a in mptcp_config.mptcp_argvs(s, p, "A").server if "signal" in a]) == 3
 
