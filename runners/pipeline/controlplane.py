@@ -187,7 +187,10 @@ class Controller:
     # a user's app in lab 5 (2026-11-23). A controller that fails exits, which is seen at once.
     START_TIMEOUT_S = 120
 
-    def start(self, timeout: float = START_TIMEOUT_S) -> None:
+    def launch(self) -> None:
+        """Start the controller's process; wait_listening() waits for its port. Between the two the
+        network's build starts OVS: os-ken's imports and OVS's start overlap (about 4 s of a switched
+        build under TCG, where both are CPU-bound and the guest has two CPUs)."""
         if port_open(self.port):
             raise ControlPlaneError(f"controller port {self.port} is already in use on 127.0.0.1; "
                                     "stop whatever listens there or set topology.controller.port")
@@ -199,6 +202,8 @@ class Controller:
                                      stdin=subprocess.DEVNULL, stdout=logf, stderr=subprocess.STDOUT,
                                      start_new_session=True)
         logf.close()
+
+    def wait_listening(self, timeout: float = START_TIMEOUT_S) -> None:
         deadline = time.monotonic() + timeout
         while time.monotonic() < deadline:
             if self.proc.poll() is not None:

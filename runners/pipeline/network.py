@@ -42,14 +42,16 @@ class Network:
         return self._qdisc_readers[name]
 
     def build(self, plan: TopologyPlan) -> None:
-        if any(w.type != "bridge" for w in plan.switches):
-            self.ovs.ensure(userspace=any(w.type == "ovs-user" for w in plan.switches))
         controlled = [w.name for w in plan.switches if w.controller]
         if controlled:
-            # before Mininet: OVS backs off for a long time when the controller is not there yet
             self.controller = Controller(self._controller_app(plan), plan.controller["port"], plan.controller,
                                          self.controller_dir, log=self.log)
-            self.controller.start()
+            self.controller.launch()   # its imports run while OVS starts
+        if any(w.type != "bridge" for w in plan.switches):
+            self.ovs.ensure(userspace=any(w.type == "ovs-user" for w in plan.switches))
+        if controlled:
+            # before Mininet: OVS backs off for a long time when the controller is not there yet
+            self.controller.wait_listening()
         self.mininet = build_network(plan, plan.controller["port"] if plan.controller else None)
         check_bridges([w.name for w in plan.switches if w.type != "bridge"])
         self.client = self.mininet.get(plan.client)
