@@ -157,14 +157,15 @@ STEERED_RUN_SHARE = 0.10
 STEERED_SET_SHARE = 0.35
 
 
-def steered_apart(run: dict, switch: str = "s2") -> dict[str, float]:
-    """Asserts that `switch` sent the run's two data subflows (server ports 5201 and 5300) up different WAN
-    links, each with at least STEERED_RUN_SHARE of the bytes; returns each uplink's bytes."""
+def steered_apart(run: dict, switch: str = "s2", port: str = "sport") -> dict[str, float]:
+    """Asserts that `switch` sent the run's two data subflows (server ports 5201 and 5300, its flows'
+    `port`: sport where the server sends, dport where the client does) up different WAN links, each with
+    at least STEERED_RUN_SHARE of the bytes; returns each uplink's bytes."""
     flows = run["steering"]["switches"][switch]["flows"]
     data = {}
     for fl in flows:        # per server port, its busiest flow: the data subflow (the others: iperf3's control)
-        if fl["sport"] in (5201, 5300) and fl["bytes"] > data.get(fl["sport"], {"bytes": -1})["bytes"]:
-            data[fl["sport"]] = fl
+        if fl[port] in (5201, 5300) and fl["bytes"] > data.get(fl[port], {"bytes": -1})["bytes"]:
+            data[fl[port]] = fl
     assert sorted(data) == [5201, 5300] and data[5201]["uplink"] != data[5300]["uplink"], flows
     up = {name: u["bytes"] for name, u in run["steering"]["switches"][switch]["uplinks"].items()}
     assert min(up.values()) > STEERED_RUN_SHARE * sum(up.values()), up

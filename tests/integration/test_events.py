@@ -5,7 +5,7 @@ import json
 
 import pytest
 
-from .helpers import REPO, leftovers, run_cli, write_scenario
+from .helpers import REPO, leftovers, run_cli, steered_apart, write_scenario
 from .test_runs import results_of
 
 pytestmark = pytest.mark.integration
@@ -138,8 +138,8 @@ topology:
   server: srv
   clients: [cli]
   switches:
-    - {name: s1, type: ovs, controller: true}
-    - {name: s2, type: ovs, controller: true}
+    - {name: s1, type: ovs-user, controller: true}
+    - {name: s2, type: ovs-user, controller: true}
   controller:
     app: steering
     steer: {uplinks: {s1: [wanA, wanB], s2: [wanA, wanB]}, by: server-port}
@@ -161,8 +161,10 @@ runs: {compare: [mptcp]}
 
 
 def test_links_between_switches_are_blackholed_and_reshaped(tmp_path):
-    """Links between two OVS switches: netem on the switches' ports is changed in place, the set's one
-    connection survives the blackhole on the other WAN, and the network is put back afterwards."""
+    """Links between two switches of OVS's userspace datapath (their ports' offloads off), under the
+    steering app: netem on the switches' ports is changed in place, the set's one connection survives the
+    blackhole on one WAN link, each subflow keeps to the WAN link the app chose for it (the app's
+    decisions, OVS's flow counters and the links' own bytes agree), and the network is put back."""
     f = write_scenario(tmp_path / "switched.yaml", SWITCHED_LINK)
     r = run_cli(str(f), "--backend", "native", "--out", str(tmp_path / "out"))
     assert r.returncode == 0, r.stdout + r.stderr
@@ -175,6 +177,15 @@ def test_links_between_switches_are_blackholed_and_reshaped(tmp_path):
     # the switches choose the links a path crosses: no capacity to measure a recovery against, said so
     assert run["metrics"]["recovery_s"] is None and "switches choose" in changes["a-hole"]["no_recovery"]
     # no "error" above: each shape was read back from the switch ports' netem as it was asked for
+    # The client's site sends the data up (an upload): s1 puts a subflow on each WAN link by server port
+    steered_apart(run, "s1", "dport")
+    decided = {(e["switch"], e["dport"] if e["switch"] == "s1" else e["sport"], e["uplink"])
+               for e in run["steering"]["decisions"]}
+    assert ("s1", 5201, "wanB") in decided and ("s1", 5300, "wanA") in decided, decided
+    for name, link in run["links"].items():     # s1 -> s2 the data, s2 -> s1 only acknowledgements
+        if name.startswith("wan"):
+            assert link["from_peer_bytes"] < 0.1 * link["to_peer_bytes"], (name, link)
+    assert (tmp_path / "out" / "switched-link" / "latest" / "raw" / run["id"] / "ofctl-flows-s1.txt").exists()
     assert leftovers() == []
 
 

@@ -1,5 +1,7 @@
 """Switches and the controller on a real kernel: learning (in E5 Exp 2's test: four clients through the
-learning app), steering (E2, userspace datapath), bridges, a user's app that dies."""
+learning app), bridges, a user's app that dies. Steering (E2) on the userspace datapath is checked in
+test_events.py's switched test, whose two WAN links the steering app splits; on the kernel datapath in
+lab 5's test."""
 import json
 import os
 import signal
@@ -9,7 +11,7 @@ from pathlib import Path
 
 import pytest
 
-from .helpers import REPO, STEERED_RUN_SHARE, ForkedCli, leftovers, run_cli, steered_apart, write_scenario
+from .helpers import REPO, ForkedCli, leftovers, run_cli, write_scenario
 
 pytestmark = pytest.mark.integration
 
@@ -37,51 +39,6 @@ topology:
 traffic: {duration: 4}
 runs: {compare: [mptcp, tcp], pause: 0.2s}
 """
-
-
-STEER = """\
-name: steer
-topology:
-  kind: switched
-  server: srv
-  clients: [cli]
-  switches:
-    - {name: s1, type: ovs-user, controller: true}
-    - {name: s2, type: ovs-user, controller: true}
-  controller:
-    app: steering
-    steer: {uplinks: {s1: [wanA, wanB], s2: [wanA, wanB]}, by: server-port}
-  links:
-    - {name: access, between: [cli, s1]}
-    - {name: wanA, between: [s1, s2], bw: 8, delay: 10ms}
-    - {name: wanB, between: [s1, s2], bw: 8, delay: 10ms}
-    - {name: dc, between: [s2, srv]}
-  paths:
-    - {name: main}
-mptcp: {signal_ports: [5300]}
-traffic: {bytes: 3MiB, direction: download}
-runs: {compare: [mptcp], pause: 0.2s}
-"""
-
-
-def test_steering_puts_two_subflows_on_two_uplinks(tmp_path):
-    """Userspace datapath switches (offloads off), checked from OVS flow counters and link bytes."""
-    f = write_scenario(tmp_path / "s.yaml", STEER)
-    r = run_cli(str(f), "--backend", "native", "--out", str(tmp_path / "o"))
-    assert r.returncode == 0, r.stdout + r.stderr
-    d, doc = result_set(tmp_path / "o")
-    (run,) = doc["runs"]
-    assert run["metrics"]["subflows"] == 2
-    steered_apart(run)      # the server site's switch sends the data up: a subflow on each WAN link
-    # the controller said the same, and the links' own counters agree
-    decided = {(e["switch"], e["dport"] if e["switch"] == "s1" else e["sport"], e["uplink"])
-               for e in run["steering"]["decisions"]}
-    assert ("s1", 5201, "wanB") in decided and ("s1", 5300, "wanA") in decided
-    links = run["links"]
-    assert min(links["wanA"]["to_peer_bytes"], links["wanB"]["to_peer_bytes"]) < 200_000       # s1 -> s2: acks
-    assert min(links["wanA"]["from_peer_bytes"], links["wanB"]["from_peer_bytes"]) > STEERED_RUN_SHARE * 3 * 2**20
-    assert (d / "raw" / run["id"] / "ofctl-flows-s2.txt").exists()
-    assert leftovers() == []
 
 
 def test_e5_exp2_gives_a_row_per_client(tmp_path):
