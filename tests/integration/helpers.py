@@ -29,8 +29,8 @@ def run_cli(*args: str, timeout: float = 900, plots: bool = False) -> subprocess
     jobs the same way. Tests of signals (Ctrl-C, SIGTERM) and of a SIGKILLed run start
     a real `python -m runners.cli` process instead.
     With `--no-plots` unless `plots`: drawing a set's figures costs seconds under TCG,
-    and the figures are checked where they are the point (the sweep test, lab 1, the
-    fresh-machine run, and the unit tests on recorded sets).
+    and the figures are checked where they are the point (lab 1, the fresh-machine run,
+    and the unit tests on recorded sets, sweeps' among them).
     """
     if not plots and args and args[0] not in ("shell", "export", "report", "merge", "compare", "vm", "clean",
                                               "list") and "--check" not in args and "--dry-run" not in args:

@@ -41,11 +41,11 @@ def e3_case7(fam: str) -> str:
 
 def test_e3_case7_ipv4_efficiency(tmp_path):
     f = write_scenario(tmp_path / "case7.yaml", e3_case7("ipv4"))
-    # with figures: a case none of whose runs counts a metric (the baselines' OFO) once broke them
-    r = run_cli(str(f), "--backend", "native", "--out", str(tmp_path / "o"), plots=True)
+    # no figures: a case none of whose runs counts a metric (the baselines' OFO), which once broke them, is
+    # drawn in tests/unit/test_plots.py from a recorded set (under TCG they cost this test 10 s)
+    r = run_cli(str(f), "--backend", "native", "--out", str(tmp_path / "o"))
     assert r.returncode == 0, r.stdout + r.stderr
     d = next((tmp_path / "o" / "e3-ipv4").iterdir())
-    assert (d / "plots" / "box-ofo_mptcp.png").is_file() and (d / "report.html").is_file()
     runs = json.loads((d / "results.json").read_text())["runs"]
     assert len(runs) == 5
     stats = {(s["case"], s["metric"]): s for s in json.loads((d / "stats.json").read_text())}

@@ -65,8 +65,10 @@ def test_sweep_survives_a_crash_and_resumes(tmp_path):
     assert len([ln for ln in seen if ln.startswith("building topology")]) == 1   # 4 points, one network
 
     # the resume is a new run-scenario (a fork that imported the testbed before the first run started:
-    # only the killed run had to be its own process), and it draws the sweep's figures
-    r = run_cli("--resume", str(run_dir), "--backend", "native", plots=True)
+    # only the killed run had to be its own process). Without figures: a sweep's are drawn from a recorded
+    # set in tests/unit/test_experiments.py, and from real runs in lab 1's test and the fresh-machine test
+    # (under TCG they cost this test 20 s)
+    r = run_cli("--resume", str(run_dir), "--backend", "native")
     assert r.returncode == 0, r.stdout + r.stderr
     assert f"resuming: {len(before)} finished run(s) kept" in r.stdout
     runs = json.loads((run_dir / "results.json").read_text())["runs"]
@@ -74,8 +76,7 @@ def test_sweep_survives_a_crash_and_resumes(tmp_path):
     assert len({(x["point"], x["repeat"]) for x in runs}) == 8
     kept = {x["id"]: x["started_utc"] for x in runs}
     assert all(kept[x["id"]] == x["started_utc"] for x in before)           # finished runs untouched
-    for f in ("runs.csv", "stats.csv", "junit.xml", "plots/box-throughput_mbps.png",
-              "plots/throughput_mbps-vs-paths.A.delay.png", "plots/throughput_mbps-vs-paths.B.bw.png"):
+    for f in ("runs.csv", "stats.csv", "junit.xml"):
         assert (run_dir / f).exists(), f
     xmlschema.XMLSchema(str(REPO / "tests" / "fixtures" / "junit.xsd")).validate(str(run_dir / "junit.xml"))
     verdicts = json.loads((run_dir / "verdicts.json").read_text())
