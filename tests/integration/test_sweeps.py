@@ -3,15 +3,13 @@ import json
 import os
 import re
 import signal
-import subprocess
-import sys
 import time
 from pathlib import Path
 
 import pytest
 import xmlschema
 
-from .helpers import REPO, leftovers, run_cli, write_scenario
+from .helpers import REPO, ForkedCli, leftovers, run_cli, write_scenario
 
 pytestmark = pytest.mark.integration
 
@@ -47,8 +45,9 @@ def kill_strays() -> None:
 def test_sweep_survives_a_crash_and_resumes(tmp_path):
     scen = write_scenario(tmp_path / "sweep.yaml", SWEEP)
     out = tmp_path / "res"
-    p = subprocess.Popen([sys.executable, "-u", "-m", "runners.cli", str(scen), "--backend", "native",
-                          "--out", str(out)], cwd=REPO, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
+    # a fork that imported the testbed once (a new interpreter's start costs seconds under TCG): SIGKILL
+    # ends it as it would a process of its own, with no cleanup
+    p = ForkedCli(str(scen), "--backend", "native", "--out", str(out))
     finished, seen = 0, []
     for line in p.stdout:
         seen.append(line)
@@ -57,15 +56,14 @@ def test_sweep_survives_a_crash_and_resumes(tmp_path):
             if finished == 3:
                 break
     p.kill()
-    p.wait()
+    p.communicate(timeout=30)
     kill_strays()
     run_dir = next((out / "sweep2x2").iterdir())
     before = json.loads((run_dir / "results.json").read_text())["runs"]
     assert len(before) >= 3, "".join(seen)
     assert len([ln for ln in seen if ln.startswith("building topology")]) == 1   # 4 points, one network
 
-    # the resume is a new run-scenario (a fork that imported the testbed before the first run started:
-    # only the killed run had to be its own process). Without figures: a sweep's are drawn from a recorded
+    # the resume is a new run-scenario. Without figures: a sweep's are drawn from a recorded
     # set in tests/unit/test_experiments.py, and from real runs in lab 1's test and the fresh-machine test
     # (under TCG they cost this test 20 s)
     r = run_cli("--resume", str(run_dir), "--backend", "native")
