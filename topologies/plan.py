@@ -243,11 +243,12 @@ def interface_setup_argvs(iface: Interface, keep_link_local: bool = True) -> lis
     """Flush the interface's addresses (those of global scope, or all), add its own, bring it up.
 
     Routers and switched hosts keep their link-local addresses: a router needs the interface's
-    IPv6 link-local address to send neighbour solicitations for packets it forwards. The flush
-    clears what Mininet gave the interface (an IPv4 address of global scope); `scope global`
-    rather than `-4` keeps the flush in the namespace's one `ip -batch` (ipbatch), one process
-    start less per interface under TCG. IPv6 addresses skip duplicate detection (nodad): the
-    links are private.
+    IPv6 link-local address to send neighbour solicitations for packets it forwards. Mininet
+    gives the interfaces no address (topologies.net), so the flush is a safety net: an interface
+    starts from the plan's addresses only, whatever else configured it. `scope global` rather
+    than `-4` keeps the flush in the namespace's one `ip -batch` (ipbatch), one process start
+    less per interface under TCG. IPv6 addresses skip duplicate detection (nodad): the links
+    are private.
     """
     argvs = [["ip", "addr", "flush", "dev", iface.name, *(["scope", "global"] if keep_link_local else [])]]
     for fam, addr, plen in iface.addrs:

@@ -35,6 +35,7 @@ READS = frozenset({"show", "list", "lst", "get", "monitor", "save", "restore", "
 PLAIN_WORD = re.compile(r"[A-Za-z0-9_.:/=,+@%-]+")
 FAILED_LINE = re.compile(r"^Command failed .*:(\d+)\s*$")
 NFT_CHANGES = frozenset({"add", "insert", "create", "delete", "destroy", "flush", "replace"})
+NOT_APPLIED = "not applied:"   # how a command of a failed all-or-nothing batch says it was not the cause
 NFT_FAILED_LINE = re.compile(r"^\S+?:(\d+):[\d-]+: Error: ", re.MULTILINE)
 
 
@@ -138,5 +139,6 @@ def _spread_nft(count: int, rc: int, out: str, err: str) -> list[tuple[int, str,
     named = {int(m.group(1)) for m in NFT_FAILED_LINE.finditer(err)}
     if not named:
         return [(rc, out, err)] * count
-    why = f"not applied: `nft -f` applies its batch all or nothing, and line {min(named)} failed: {err.strip()}"
+    first = min(named)
+    why = f"{NOT_APPLIED} `nft -f` applies its batch all or nothing, and line {first} failed: {err.strip()}"
     return [(1, out if n == 1 else "", err if n in named else why) for n in range(1, count + 1)]

@@ -127,7 +127,9 @@ def split_batch(argvs: list[list[str]], marker: str, out: str, err: str) -> list
 
 def run_batch(node, argvs: list[list[str]], timeout: float = 60, check: bool = True) -> list[Result]:
     """Run several commands in a host's namespace with one process start (and one more per run of
-    `ip` or `tc` changes, which read their commands from a file: ipbatch); results in order."""
+    `ip`, `tc` or `nft` changes, which read their commands from a file: ipbatch); results in order.
+    A run of nft changes is applied all or nothing: one failed command fails the run's others too, and
+    with `check` the error raised names the command nft refused, not one it left unapplied."""
     if not argvs:
         return []
     marker = "@@testbed-" + secrets.token_hex(8)
@@ -158,10 +160,11 @@ def run_batch(node, argvs: list[list[str]], timeout: float = 60, check: bool = T
     for r in results:
         COMMANDS.record(node.name, r.argv, r.rc, share)
     if check:
-        for r in results:
-            if r.rc != 0:
-                raise CommandError(f"{node.name}: `{' '.join(r.argv)}` failed (exit {r.rc}): "
-                                   f"{(r.err or r.out).strip()[:500]}")
+        failed = [r for r in results if r.rc != 0]
+        # the cause first: a command an all-or-nothing batch left unapplied only says which one failed
+        for r in sorted(failed, key=lambda r: r.err.startswith(ipbatch.NOT_APPLIED))[:1]:
+            raise CommandError(f"{node.name}: `{' '.join(r.argv)}` failed (exit {r.rc}): "
+                               f"{(r.err or r.out).strip()[:500]}")
     return results
 
 

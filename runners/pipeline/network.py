@@ -121,9 +121,13 @@ def setup_per_node(plan: TopologyPlan) -> dict[str, list[list[str]]]:
     for node, argvs in plan.setup.items():
         per_node.setdefault(node, []).extend(argvs)
     shaped = plan.shaped_interfaces()
-    # the `ip` ones first, next to the plan's: a run of `ip` changes is one process (ipbatch)
+    # the `ip` ones next to the plan's own, before its IPv6 rules (`ip -6`, last): a run of `ip` changes
+    # with the same options is one process (ipbatch)
+    gso: dict[str, list[Argv]] = {}
     for iface in shaped:
-        per_node.setdefault(iface.node, []).append(one_segment_per_packet_argv(iface.name))
+        gso.setdefault(iface.node, []).append(one_segment_per_packet_argv(iface.name))
+    for node, argvs in gso.items():
+        per_node[node] = before_trailing_v6(per_node.get(node, []), argvs)
     for iface in shaped:
         per_node[iface.node].append(segmentation_offloads_off_argv(iface.name))
     for node, ifname in plan.offload_off:
@@ -134,6 +138,14 @@ def setup_per_node(plan: TopologyPlan) -> dict[str, list[list[str]]]:
             view = plan.for_client(node) if node in plan.all_clients else plan
             per_node.setdefault(node, []).extend(counters.nft_counter_argvs(view, node))
     return per_node
+
+
+def before_trailing_v6(argvs: list[Argv], extra: list[Argv]) -> list[Argv]:
+    """`argvs` with `extra` put before its trailing run of `ip -6` commands (routed plans end with them)."""
+    k = len(argvs)
+    while k > 0 and argvs[k - 1][:2] == ["ip", "-6"]:
+        k -= 1
+    return argvs[:k] + extra + argvs[k:]
 
 
 def segmentation_offloads_off_argv(ifname: str) -> Argv:

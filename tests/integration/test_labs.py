@@ -49,7 +49,8 @@ def test_lab1_two_paths_aggregate(tmp_path):
     runs, _ = run_lab(tmp_path, "lab1-two-paths", plots=True)
     d = (tmp_path / "lab1-two-paths" / "latest").resolve()
     assert d == next((tmp_path / "lab1-two-paths").glob("2*"))
-    for f in ("scenario.yaml", "metadata.json", "results.json", "runs.csv", "stats.csv", "junit.xml", "report.html"):
+    for f in ("scenario.yaml", "metadata.json", "results.json", "runs.csv", "stats.csv", "junit.xml", "report.html",
+              "plots/box-throughput_mbps.png"):      # figures drawn from real runs
         assert (d / f).exists(), f
     meta = json.loads((d / "metadata.json").read_text())
     assert meta["status"] == "ok" and meta["backend_kernel"] and "iperf3" in meta

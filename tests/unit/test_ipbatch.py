@@ -1,6 +1,16 @@
 """Runs of `ip`/`tc` changes become one `-batch` process; each command keeps its own result."""
+import os
+import subprocess
+from pathlib import Path
+
+import pytest
+from scenarios.spec.loader import load_scenario
+from topologies.kinds import plan
+
 from runners.linux import ipbatch
-from runners.linux.nsexec import batch_argv, split_batch
+from runners.linux.nsexec import CommandError, batch_argv, run_batch, split_batch
+
+REPO = Path(__file__).resolve().parents[2]
 
 SETUP = [["ip", "addr", "flush", "dev", "h1-eth0"],
          ["ip", "addr", "add", "10.0.1.1/24", "dev", "h1-eth0"],
@@ -104,3 +114,39 @@ def test_a_failed_nft_batch_fails_every_command_and_names_the_line_that_did():
                for _, _, e in (got[0], got[1], got[3]))
     assert ipbatch.spread(unit, 0, "", "") == [(0, "", "")] * 4
     assert ipbatch.spread(unit, 127, "", "sh: 1: nft: not found\n") == [(127, "", "sh: 1: nft: not found\n")] * 4
+
+
+class _Node:
+    """A namespace stand-in: runs the argument lists here, with `bin` first on PATH."""
+    name = "h1"
+
+    def __init__(self, bin_dir):
+        self.env = {**os.environ, "PATH": f"{bin_dir}:{os.environ['PATH']}"}
+
+    def popen(self, argv, **kw):
+        return subprocess.Popen(argv, env=self.env, **kw)
+
+
+def test_a_refused_nft_batch_raises_for_the_command_nft_named(tmp_path):
+    # a stand-in nft that refuses line 3 of its file as nft 1.0.6 did (NFT_LINE_3)
+    fake = tmp_path / "nft"
+    fake.write_text("#!/bin/sh\nprintf '%s' \"$NFT_ERR\" >&2\nexit 1\n")
+    fake.chmod(0o755)
+    node = _Node(tmp_path)
+    node.env["NFT_ERR"] = NFT_LINE_3
+    with pytest.raises(CommandError) as e:
+        run_batch(node, NFT_COUNTERS)
+    assert "10.0.0.300" in str(e.value).split("failed")[0] and "Could not resolve hostname" in str(e.value)
+    results = run_batch(node, NFT_COUNTERS, check=False)
+    assert [r.rc for r in results] == [1, 1, 1, 1] and results[2].err == NFT_LINE_3
+
+
+def test_a_routed_hosts_setup_with_its_shaping_is_at_most_two_ip_processes():
+    """The plan's IPv6 rules (`ip -6`) stay last when the runner adds the shaped interfaces' gso lines."""
+    from runners.pipeline.network import setup_per_node
+    for name in ("e3-ipv6.yaml", "e3-mixed.yaml", "e1-shared-bottleneck.yaml"):
+        per_node = setup_per_node(plan(load_scenario(REPO / "scenarios" / name)))
+        for node, argvs in per_node.items():
+            ip_units = [u for u in ipbatch.units(argvs) if u.tool == "ip"]
+            assert len(ip_units) <= 2, (name, node, [len(u.argvs) for u in ip_units])
+            assert all(a[1] == "-6" for u in ip_units[1:] for a in u.argvs), (name, node)
