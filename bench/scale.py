@@ -64,6 +64,16 @@ def first_non_linear(units: list[float], ys: list[float]) -> tuple[int, float] |
     return None
 
 
+def bend_note(bend: tuple[int, float] | None, ys: list[float], sizes, group: str, unit: str) -> str:
+    """first_non_linear's answer in words: the ratio, or the seconds added where the steps before cost nothing."""
+    if bend is None:
+        return "no step over 1.5x the cost per unit before it (by 0.5 s)"
+    k, ratio = bend
+    how = (f"{ratio:.1f}x the cost per {unit} of the steps before it" if ratio != float("inf") else
+           f"{ys[k] - ys[k - 1]:.2f} s more where the steps before it cost nothing")
+    return f"first non-linear step: to {sizes[k]} {group}, {how}"
+
+
 MAKERS = {"paths": dual_homed, "clients": switched}
 
 
@@ -98,10 +108,7 @@ class ScaleBench(Bench):
         for m in MEASURES:
             bend = first_non_linear(units, seen[m])
             self.add(group, f"{m}: slope per {unit}", f"{units[0]}-{units[-1]} {unit}s", round(slope(units, seen[m]), 3),
-                     f"s/{unit}", None, "no step over 1.5x the cost per unit before it (by 0.5 s)" if bend is None else
-                     f"first non-linear step: to {sizes[bend[0]]} {group}, " + (
-                         f"{bend[1]:.1f}x the cost per {unit} of the steps before it" if bend[1] != float("inf") else
-                         f"{(seen[m][bend[0]] - seen[m][bend[0] - 1]):.2f} s more where the steps before it cost nothing"))
+                     f"s/{unit}", None, bend_note(bend, seen[m], sizes, group, unit))
 
 
 if __name__ == "__main__":

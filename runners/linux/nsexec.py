@@ -159,12 +159,12 @@ def run_batch(node, argvs: list[list[str]], timeout: float = 60, check: bool = T
     share = (time.monotonic() - t0) / len(argvs)
     for r in results:
         COMMANDS.record(node.name, r.argv, r.rc, share)
-    if check:
-        failed = [r for r in results if r.rc != 0]
-        # the cause first: a command an all-or-nothing batch left unapplied only says which one failed
-        for r in sorted(failed, key=lambda r: r.err.startswith(ipbatch.NOT_APPLIED))[:1]:
-            raise CommandError(f"{node.name}: `{' '.join(r.argv)}` failed (exit {r.rc}): "
-                               f"{(r.err or r.out).strip()[:500]}")
+    failed = [r for r in results if r.rc != 0]
+    if check and failed:
+        # the first cause: a command an all-or-nothing batch left unapplied only says which one failed
+        r = min(failed, key=lambda r: r.err.startswith(ipbatch.NOT_APPLIED))
+        raise CommandError(f"{node.name}: `{' '.join(r.argv)}` failed (exit {r.rc}): "
+                           f"{(r.err or r.out).strip()[:500]}")
     return results
 
 

@@ -34,3 +34,15 @@ def test_every_paths_size_is_a_valid_scenario(n):
 def test_every_clients_size_is_a_valid_scenario(n):
     sc = parse_scenario(switched(n), f"scale-clients-{n}.yaml")
     assert len(sc.topology.clients) == n and len(sc.topology.links) == n + 1
+
+
+def test_a_bend_is_said_as_a_ratio_or_in_seconds_after_steps_that_cost_nothing():
+    from bench.scale import bend_note
+    sizes = SIZES["clients"]
+    assert bend_note(None, [1, 2, 3, 4], sizes, "clients", "node").startswith("no step over 1.5x")
+    ys = [0.3, 0.6, 1.8, 8.2]
+    assert bend_note(first_non_linear([3, 6, 18, 34], ys), ys, sizes, "clients", "node") == \
+        "first non-linear step: to 32 clients, 4.0x the cost per node of the steps before it"
+    ys = [15.75, 13.42, 23.43, 36.1]     # a cold first build: the step before the bend cost less than nothing
+    assert bend_note(first_non_linear([3, 6, 18, 34], ys), ys, sizes, "clients", "node") == \
+        "first non-linear step: to 16 clients, 10.01 s more where the steps before it cost nothing"
