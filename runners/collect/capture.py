@@ -16,19 +16,22 @@ from pathlib import Path
 
 from runners.collect.pcap_subflows import SubflowTable, read_packets, render_csv
 from runners.errors import RunFailure
+from runners.linux.nsexec import ProcessRegistry
 
 ROLES = ("client", "server", "routers")
 DEFAULT_SNAPLEN = 128
 READY_TIMEOUT_S = 15.0
 # Under TCG a tcpdump falls seconds behind the traffic, and on SIGINT it drops what the kernel still holds
 # for it: a 5 s transfer's pcaps ended at 2.4 s (2026-11-23). Each is stopped once its file has not grown
-# for DRAIN_QUIET_S, within DRAIN_LIMIT_S in all. -U writes each packet as tcpdump gets it, but libpcap on
-# Linux hands over a ring block only when it is full or after its timeout; with that drain alone CI still
-# lost the last 12 % of a run (705 of 5,575 packets never written, 2026-11-23), so --immediate-mode asks
-# libpcap for every packet as it comes. A quiet file is not enough either: a tcpdump the emulated CPU left
-# unscheduled for a while writes nothing, yet holds packets (10 never written, CI, 2026-11-27). So once the
-# files are quiet each tcpdump is asked for its counts (SIGUSR1, as `kill -USR1` does by hand), and the
-# drain ends only when every one has written all the kernel passed it.
+# for DRAIN_QUIET_S, within DRAIN_LIMIT_S in all. -U writes each packet as tcpdump gets it, and
+# --immediate-mode asks libpcap for every packet as it comes (else Linux hands over a ring block only when
+# it is full or after its timeout). A quiet file is not enough either: a tcpdump the emulated CPU left
+# unscheduled for a while writes nothing, yet holds packets. So once the files are quiet each tcpdump is
+# asked for its counts (SIGUSR1, as `kill -USR1` does by hand), and the drain ends only when every one has
+# written all the kernel passed it.
+# The tcpdumps are started through a process registry of their own: the traffic tool stops every process
+# of the run's registry when its traffic ends, and until 2026-11-27 that ended them with SIGTERM before the
+# drain began (6 and 10 packets never written in CI runs of that day, 705 of 5,575 on 2026-11-23).
 DRAIN_QUIET_S = 2.5
 DRAIN_LIMIT_S = 60.0
 COUNTS_ANSWER_S = 2.0
@@ -75,10 +78,12 @@ class _Dump:
 
 
 class Capture:
-    """One run's tcpdumps: `start` waits until each listens, `stop` ends them and keeps the files."""
+    """One run's tcpdumps: `start` waits until each listens, `stop` lets them catch up, ends them and keeps
+    the files; `close` ends any still running at once (a run that failed or was stopped)."""
 
-    def __init__(self, spec: CaptureSpec, procs, log=print):
-        self.spec, self.procs, self.log = spec, procs, log
+    def __init__(self, spec: CaptureSpec, procs: ProcessRegistry | None = None, log=print):
+        # a registry of its own, never the run's: see the comment above DRAIN_QUIET_S
+        self.spec, self.procs, self.log = spec, procs if procs is not None else ProcessRegistry(), log
         self.dumps: list[_Dump] = []
 
     def start(self, nodes: list, out_dir: Path) -> None:
@@ -111,6 +116,15 @@ class Capture:
         """Let every tcpdump catch up, end it (SIGINT: it flushes and reports), keep its pcap; one record
         per file, with what it captured, what the kernel dropped, and what it received but never wrote."""
         self._drain()
+        return self._end()
+
+    def close(self) -> None:
+        """End the tcpdumps still running without waiting for them to catch up; their pcaps are kept.
+        Nothing to do after `stop`."""
+        if self.dumps:
+            self._end()
+
+    def _end(self) -> list[dict]:
         for d in self.dumps:
             if d.proc.poll() is None:
                 d.proc.send_signal(signal.SIGINT)
@@ -176,9 +190,10 @@ def _answers(log: Path) -> int:
     return log.read_text(errors="replace").count("dropped by kernel") if log.exists() else 0
 
 
-# Packets the kernel handed tcpdump in the instant SIGINT arrived (the closing segments of connections the
-# run's end tears down) are counted as received but never written: 0-2 per file with --immediate-mode
-# (CI, 2026-11-23). More than this many is a capture that lost part of its run.
+# Packets the kernel handed tcpdump in the instant it was told to stop (the closing segments of connections
+# the run's end tears down) are counted as received but never written: 0-2 per file with --immediate-mode
+# (CI, 2026-11-23, when the traffic's end still stopped the tcpdumps). More than this many, when the drain
+# gave up, is a capture that lost part of its run.
 STRAGGLERS_ALLOWED = 5
 
 

@@ -84,15 +84,21 @@ def one_run(ctx: RunContext, job: Job) -> list[dict]:
     before = ctx.counters.snapshot(job.run_id, "before", endpoints_text)
     clock.mark("snapshot_before")
     dumps = _start_capture(ctx, job.run_id)
-    events = RunEvents(ctx, job.primary, mptcp) if changes_during_run(sc) else None
-    fidelity_sampler.for_run(ctx)   # CPU and queues, started and stopped by the tool's per-path sampler
     try:
-        traffic = tool.run(req)
+        events = RunEvents(ctx, job.primary, mptcp) if changes_during_run(sc) else None
+        fidelity_sampler.for_run(ctx)   # CPU and queues, started and stopped by the tool's per-path sampler
+        try:
+            traffic = tool.run(req)
+        finally:
+            if events is not None:
+                events.end(time.monotonic() - (events.scheduler.t0 or time.monotonic()))
+        ctx.traffic_ended = clock.mark("traffic")
+        captured = _finish_capture(ctx, job.run_id, dumps)
     finally:
-        if events is not None:
-            events.end(time.monotonic() - (events.scheduler.t0 or time.monotonic()))
-    ctx.traffic_ended = clock.mark("traffic")
-    captured = _finish_capture(ctx, job.run_id, dumps)
+        if dumps is not None:   # a run that failed or was stopped: its tcpdumps end here, pcaps kept
+            dumps.close()
+    if captured is not None:
+        clock.mark("capture")
     for run_id in together.values() or [job.run_id]:
         ctx.store.save_raw(run_id, "path-samples.json", json.dumps(traffic.path_samples) + "\n")
     after = ctx.counters.snapshot(job.run_id, "after")
@@ -146,7 +152,7 @@ def _events_into(ctx: RunContext, events: RunEvents, results: list[dict], seen: 
 def _start_capture(ctx: RunContext, run_id: str) -> Capture | None:
     if ctx.capture is None:
         return None
-    dumps = Capture(ctx.capture, ctx.procs, ctx.log)
+    dumps = Capture(ctx.capture, log=ctx.log)
     dumps.start([ctx.network.get(n) for n in capture_nodes(ctx.capture, ctx.plan)],
                 ctx.store.raw_dir(run_id) / "pcap")
     return dumps

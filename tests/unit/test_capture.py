@@ -309,3 +309,50 @@ def test_the_session_fails_when_its_tests_leave_a_network_namespace_mount(tmp_pa
     mountinfo.write_text(line.format("/") + line.format("/run/netns"))
     conftest.pytest_sessionfinish(session, 0)
     assert session.exitstatus == 1
+
+
+class FakeTcpdumpNode:
+    """A node whose every process is FAKE_TCPDUMP_LATE_PACKETS, whatever command it was asked to run."""
+    name = "h1"
+
+    def intfNames(self):
+        return ["h1-eth0"]
+
+    def popen(self, argv, stdin=None, stdout=None, stderr=None):
+        if "-w" in argv:
+            Path(argv[argv.index("-w") + 1]).write_bytes(b"")
+        return subprocess.Popen([sys.executable, "-c", FAKE_TCPDUMP_LATE_PACKETS], stdin=stdin, stdout=stdout,
+                                stderr=stderr)
+
+
+def test_the_traffic_tools_end_of_run_stop_leaves_the_tcpdumps_to_the_drain(tmp_path, monkeypatch):
+    """The traffic tool stops every process of the run's registry when its traffic ends. The tcpdumps are
+    not in it: they run on until the drain has found them caught up (until 2026-11-27 they were in it, got
+    SIGTERM there, and never reached the drain)."""
+    from runners.collect import capture as cap
+    from runners.linux.nsexec import ProcessRegistry
+    monkeypatch.setattr(cap, "DRAIN_QUIET_S", 0.1)
+    run_procs = ProcessRegistry()
+    c = cap.Capture(CaptureSpec(("client",)))
+    c.start([FakeTcpdumpNode()], tmp_path)
+    tool_proc = run_procs.start(FakeTcpdumpNode(), ["iperf3"], stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    try:
+        run_procs.stop_all()               # what iperf3.py and command.py do at the traffic's end
+        assert tool_proc.poll() is not None and all(d.proc.poll() is None for d in c.dumps)
+        (record,) = c.stop()
+    finally:
+        c.close()
+    assert record["received_after_drain"] == 8 and not cap.incomplete(record), record
+
+
+def test_close_ends_the_tcpdumps_of_a_failed_run_at_once_and_keeps_their_pcaps(tmp_path, monkeypatch):
+    from runners.collect import capture as cap
+    monkeypatch.setattr(cap, "DRAIN_QUIET_S", 30.0)      # close must not wait for a drain
+    c = cap.Capture(CaptureSpec(("client",)))
+    c.start([FakeTcpdumpNode()], tmp_path)
+    (proc,) = [d.proc for d in c.dumps]
+    t0 = time.monotonic()
+    c.close()
+    assert proc.poll() is not None and time.monotonic() - t0 < 5
+    assert not c.dumps and [p.name for p in tmp_path.iterdir()] == ["h1-h1-eth0.pcap"]
+    c.close()                                             # again, or after stop: nothing to do
