@@ -1,6 +1,7 @@
 """--capture on a real run: a pcap per client interface from before the handshake to after the last
 byte, and subflows-pcap.csv that agrees with `ss` (the subflow count) and the per-path counters (each
-path's share of the bytes) of the same run."""
+path's share of the bytes) of the same run. A TCP baseline's table is checked on a recorded one
+(tests/unit/test_capture.py): a second captured run here cost 23 s in the TCG micro-VM."""
 import csv
 import json
 import subprocess
@@ -21,7 +22,7 @@ topology:
     - {name: A, bw: 8, delay: 5ms}
     - {name: B, bw: 4, delay: 5ms}
 traffic: {duration: 5}
-runs: {compare: [mptcp, tcp], pause: 200ms}
+runs: {compare: [mptcp], pause: 200ms}
 """
 
 
@@ -62,7 +63,5 @@ def test_capture_gives_pcaps_and_a_subflow_table_that_agrees_with_ss_and_the_cou
         share = payload(x) / total
         assert abs(share - mptcp["paths"][x["path"]]["share"]) < 0.03, (x, mptcp["paths"])
 
-    tcp_rows = list(csv.DictReader((d / "raw" / runs["tcp"]["id"] / "subflows-pcap.csv").open()))
-    assert {x["kind"] for x in tcp_rows} == {"TCP"}
     assert "tcpdump" not in subprocess.run(["ps", "-eo", "comm"], capture_output=True, text=True).stdout
     assert leftovers() == []

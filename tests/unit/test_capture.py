@@ -109,6 +109,16 @@ def test_a_pcap_is_incomplete_when_packets_were_dropped_or_more_than_the_last_fe
     assert not incomplete({"packets": 10, "not_written": STRAGGLERS_ALLOWED})
 
 
+def test_a_plain_tcp_runs_connections_are_each_one_tcp_row_without_an_mptcp_connection():
+    """A TCP baseline's capture (iperf3's control and data connections, no MPTCP option on any SYN)."""
+    t = SubflowTable()
+    t.add((FIX / "tcp-h1-h1-eth0.tshark.tsv").read_text(), "h1-eth0")
+    rows = t.rows(PATHS)
+    assert [(r["kind"], r["connection"], r["client_port"], r["path"]) for r in rows] == [
+        ("TCP", "", 36257, "A"), ("TCP", "", 45507, "A")]
+    assert rows[1]["bytes_client_to_server"] > rows[0]["bytes_client_to_server"]   # the data connection
+
+
 def test_capture_asks_libpcap_for_every_packet_at_once(tmp_path):
     """Without --immediate-mode, libpcap hands tcpdump whole ring blocks and CI lost a run's last 12 %."""
     from runners.collect import capture as cap
