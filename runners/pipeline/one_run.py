@@ -10,7 +10,7 @@ import os
 import time
 
 from runners.collect import event_record, fidelity_sampler, mptcp_monitor, record, subflows
-from runners.collect.capture import Capture, capture_nodes, incomplete as capture_incomplete, subflows_csv
+from runners.collect.capture import Capture, capture_nodes, incomplete as capture_incomplete
 from runners.pipeline.context import RunContext
 from runners.pipeline.drain import rest_between_runs
 from runners.pipeline.events import RunEvents
@@ -159,7 +159,8 @@ def _start_capture(ctx: RunContext, run_id: str) -> Capture | None:
 
 
 def _finish_capture(ctx: RunContext, run_id: str, dumps: Capture | None) -> dict | None:
-    """Stop the run's tcpdumps; subflows-pcap.csv from them (a tshark failure is a warning)."""
+    """Stop the run's tcpdumps; the record of their files, with what the report needs to read the subflows
+    from them (runners.analysis.pcap_subflows)."""
     if dumps is None:
         return None
     files = dumps.stop()
@@ -167,19 +168,10 @@ def _finish_capture(ctx: RunContext, run_id: str, dumps: Capture | None) -> dict
         if capture_incomplete(f):
             ctx.log(f"warning: run {run_id}: {f['file']} lacks packets: tcpdump wrote {f.get('packets')} of "
                      f"{f.get('received_by_filter')} (the kernel dropped {f.get('dropped_by_kernel', 0)})")
-    out = {"files": files}
     path_of = {p.client_ip: p.name for p in ctx.plan.paths}
     for _, paths in ctx.plan.client_paths:
         path_of.update({p.client_ip: p.name for p in paths})
-    try:
-        text = subflows_csv(ctx.store.raw_dir(run_id), files, list(ctx.plan.all_clients), path_of)
-    except (RuntimeError, OSError, ValueError) as e:
-        ctx.log(f"warning: run {run_id}: subflows-pcap.csv not written: {e}")
-        text = None
-    if text is not None:
-        ctx.store.save_raw(run_id, "subflows-pcap.csv", text)
-        out["subflows_csv"] = f"raw/{run_id}/subflows-pcap.csv"
-    return out
+    return {"files": files, "client_nodes": list(ctx.plan.all_clients), "paths_by_address": path_of}
 
 
 def _record(ctx: RunContext, job: Job, started: float, report: TrafficReport, seen: record.Observations,

@@ -33,8 +33,8 @@ class Costs:
     # round trips of a path per run (round_trip_seconds): the tool's control exchanges, a transfer's start
     control_rtts: float = 0.0
     start_rtts: float = 0.0
-    # --capture: per run, tcpdump's start and stop and reading the captures back (subflows-pcap.csv),
-    # which grows with the packets captured
+    # --capture: per run, tcpdump's start and stop (the drain waits for 2.5 s of quiet files, natively
+    # too) and reading the captures back (subflows-pcap.csv, on the host), which grows with the packets
     capture_run: float = 0.0
     capture_per_mb: float = 0.0
     # a run with events or a trace: the batch processes and MPTCP monitors started and stopped, the network
@@ -59,21 +59,23 @@ class Costs:
 # under an os-ken controller: prepare 22 s, build 37 s and teardown 4 s against 2.4, 1.6-3.8 and 0.2-0.5
 # s, and 0.7 s per run and switch (flows cleared and relearnt, counters read); on 2026-11-26, after switch
 # ports went with their veth pairs at teardown, three sets of lab 5 (10 Mbit/s WAN links) spent 24.7-28.9 s
-# beyond a plain network's (prepare 10.0-12.2 s, build, shaping and teardown 22.8-24.6 s). --capture (lab 1's step 4):
-# 13.2 s per run beyond its traffic for TCP's 6.1 MB, 19.9 s for MPTCP's 11.8 MB. A busy machine (another
+# beyond a plain network's (prepare 10.0-12.2 s, build, shaping and teardown 22.8-24.6 s). --capture: 2.7-2.9 s
+# per 5 s run in the guest (tcpdump's start and drain; one of four 6.9 s), and 0.6-0.8 s on the host reading
+# the pcaps back, for TCP's 4.9 MB and MPTCP's 6.9 MB (2026-11-27; 13.2 and 19.9 s per run when the guest
+# read them, for lab 1's 6.1 and 11.8 MB). A busy machine (another
 # engineer's VM or tests) made the boot and the guest's start up to 15 s slower. A warm VM: hand-over
 # 0.8 s + 0.4 s prepare (the benchmark, 2026-11-25). Natively there is no emulation: the native row is an
 # estimate (these, at most), until a set of the scenario has run.
 DEFAULTS = {
     "vm": Costs(start=20.5, build=5.7, run_overhead=2.5, report=0.3, source="defaults measured in the TCG VM",
-                controller=27.0, switch_run=0.7, control_rtts=7, start_rtts=4, capture_run=4.0,
-                capture_per_mb=1.1, events_run=1.5),
+                controller=27.0, switch_run=0.7, control_rtts=7, start_rtts=4, capture_run=2.5,
+                capture_per_mb=0.2, events_run=1.5),
     "warm vm": Costs(start=1.2, build=5.7, run_overhead=2.5, report=0.3, source="defaults measured in the TCG VM",
-                     controller=27.0, switch_run=0.7, control_rtts=7, start_rtts=4, capture_run=4.0,
-                     capture_per_mb=1.1, events_run=1.5),
+                     controller=27.0, switch_run=0.7, control_rtts=7, start_rtts=4, capture_run=2.5,
+                     capture_per_mb=0.2, events_run=1.5),
     "native": Costs(start=2.0, build=2.6, run_overhead=1.7, report=0.3, source="defaults (estimated)",
-                    controller=20.0, switch_run=0.3, control_rtts=7, start_rtts=4, capture_run=1.0,
-                    capture_per_mb=0.3, events_run=0.5),
+                    controller=20.0, switch_run=0.3, control_rtts=7, start_rtts=4, capture_run=3.0,
+                    capture_per_mb=0.1, events_run=0.5),
 }
 
 
@@ -218,7 +220,7 @@ def render_table(exp, repeat: int | None, costs: Costs, backend: str, capture: b
     lines += ["", f"{runs} runs on {networks} network(s){on}, about {duration(total)} on the {backend} backend",
               f"costs: {costs.describe(switched=any(_switches(p) for p in exp.points))}"]
     if capture:
-        lines.append(f"--capture: {costs.capture_run:.0f} s per run and {costs.capture_per_mb:.1f} s per MB sent")
+        lines.append(f"--capture: {costs.capture_run:g} s per run and {costs.capture_per_mb:.1f} s per MB sent")
     return "\n".join(lines)
 
 

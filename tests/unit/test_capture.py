@@ -11,7 +11,7 @@ from pathlib import Path
 import pytest
 
 from runners.collect.capture import CaptureSpec, _tcpdump_counts, capture_nodes, parse_roles
-from runners.collect.pcap_subflows import SubflowTable, data_connection, read_packets, render_csv
+from runners.analysis.pcap_subflows import SubflowTable, data_connection, read_packets, render_csv
 from runners.linux.netns import netns_mounts
 
 REPO = Path(__file__).resolve().parents[2]
@@ -76,7 +76,7 @@ def test_tshark_reads_a_recorded_pcap_as_recorded():
 
 @pytest.mark.parametrize("true,false", [("1", "0"), ("True", "False")])
 def test_both_spellings_of_tsharks_flags_read_alike(true, false):
-    from runners.collect.pcap_subflows import FIELDS
+    from runners.analysis.pcap_subflows import FIELDS
     flags = {FIELDS.index(f) for f in ("tcp.flags.syn", "tcp.flags.ack", "tcp.options.mptcp.backup.flag")}
 
     def spell(i: int, value: str) -> str:
@@ -117,6 +117,53 @@ def test_a_plain_tcp_runs_connections_are_each_one_tcp_row_without_an_mptcp_conn
     assert [(r["kind"], r["connection"], r["client_port"], r["path"]) for r in rows] == [
         ("TCP", "", 36257, "A"), ("TCP", "", 45507, "A")]
     assert rows[1]["bytes_client_to_server"] > rows[0]["bytes_client_to_server"]   # the data connection
+
+
+def captured_set(tmp_path: Path) -> tuple[Path, list[dict]]:
+    """A result set whose MPTCP run captured h1-eth1 (the recorded pcap), a TCP run that captured nothing,
+    and two runs that shared one capture whose pcap is not a pcap."""
+    pcap = tmp_path / "raw" / "r001-mptcp-A" / "pcap" / "h1-h1-eth1.pcap"
+    pcap.parent.mkdir(parents=True)
+    shutil.copy(FIX / "h1-h1-eth1.pcap", pcap)
+    broken = tmp_path / "raw" / "r002-tcp-A" / "pcap" / "h1-h1-eth0.pcap"
+    broken.parent.mkdir(parents=True)
+    broken.write_text("not a pcap")
+    files = lambda name: [{"node": "h1", "interface": name.split("-", 1)[1].removesuffix(".pcap"), "file": f"pcap/{name}"}]
+    captured = {"files": files("h1-h1-eth1.pcap"), "client_nodes": ["h1"], "paths_by_address": PATHS}
+    broken_capture = {"files": files("h1-h1-eth0.pcap"), "client_nodes": ["h1"], "paths_by_address": PATHS}
+    return tmp_path, [{"id": "r001-mptcp-A", "capture": captured}, {"id": "r001-tcp-A"},
+                      {"id": "r002-tcp-A", "capture": broken_capture, "shared_raw": "raw/r002-tcp-A"},
+                      {"id": "r002-tcp-B", "capture": broken_capture, "shared_raw": "raw/r002-tcp-A"}]
+
+
+@pytest.mark.skipif(shutil.which("tshark") is None, reason="tshark is installed by setup.sh")
+def test_the_report_writes_each_captured_runs_subflow_table_once(tmp_path, monkeypatch):
+    from runners.analysis import pcap_subflows
+    run_dir, runs = captured_set(tmp_path)
+    warnings = pcap_subflows.write_subflow_tables(run_dir, runs)
+    written = run_dir / "raw" / "r001-mptcp-A" / "subflows-pcap.csv"
+    t = SubflowTable()
+    t.add((FIX / "h1-h1-eth1.tshark.tsv").read_text(), "h1-eth1")
+    assert list(csv.DictReader(written.open())) == list(csv.DictReader(io.StringIO(render_csv(t.rows(PATHS)))))
+    assert len(warnings) == 1 and warnings[0].startswith("run r002-tcp-A: subflows-pcap.csv not written: tshark"), \
+        warnings                                           # one warning for the capture the two runs shared
+    assert sorted(p.name for p in run_dir.rglob("subflows-pcap.csv")) == ["subflows-pcap.csv"]
+
+    def no_tshark(*_):
+        raise AssertionError("a table that exists is not read again")
+    monkeypatch.setattr(pcap_subflows, "read_packets", no_tshark)
+    runs = [r for r in runs if r["id"] != "r002-tcp-A" and r["id"] != "r002-tcp-B"]
+    assert pcap_subflows.write_subflow_tables(run_dir, runs) == []
+
+
+def test_without_tshark_the_report_says_which_tables_it_could_not_write(tmp_path, monkeypatch):
+    from runners.analysis import pcap_subflows
+    run_dir, runs = captured_set(tmp_path)
+    monkeypatch.setattr(pcap_subflows.shutil, "which", lambda name: None)
+    assert pcap_subflows.write_subflow_tables(run_dir, runs) == [
+        f"2 captured run(s) without subflows-pcap.csv: tshark is not installed (setup.sh installs it; then "
+        f"`run-scenario report {run_dir}`)"]
+    assert not list(run_dir.rglob("subflows-pcap.csv"))
 
 
 def test_capture_asks_libpcap_for_every_packet_at_once(tmp_path):

@@ -1,7 +1,9 @@
-"""One row per TCP subflow seen in a run's captures, read with tshark (subflows-pcap.csv).
+"""One row per TCP subflow seen in a run's captures, read with tshark (subflows-pcap.csv), written when
+the set is reported (`write_subflow_tables`): by the host for a VM's set, where tshark runs at native
+speed, and again by `run-scenario report` for any captured run that lacks its table.
 
-Pure apart from `read_packets`, which runs tshark: the packets' fields go in,
-the rows come out, so the aggregation is tested on recorded tshark output.
+The aggregation is pure (`SubflowTable`): the packets' fields go in, the rows come out, so it is tested
+on recorded tshark output.
 Each subflow is named by its 4-tuple as the side that sent the SYN sees it
 (the client side), with its MPTCP connection (Wireshark's mptcp.stream), how
 it began (MP_CAPABLE, MP_JOIN, or plain TCP), the backup flag of its SYN,
@@ -12,9 +14,14 @@ from __future__ import annotations
 
 import csv
 import io
+import shutil
 import subprocess
 from dataclasses import dataclass, field
 from pathlib import Path
+
+from runners.results.store import atomic_write
+
+SUBFLOWS_CSV = "subflows-pcap.csv"
 
 FIELDS = ("frame.time_epoch", "ip.src", "ipv6.src", "ip.dst", "ipv6.dst", "tcp.srcport", "tcp.dstport", "tcp.len",
           "tcp.flags.syn", "tcp.flags.ack", "tcp.options.mptcp.subtype", "tcp.options.mptcp.backup.flag",
@@ -147,3 +154,37 @@ def data_connection(rows: list[dict]) -> list[dict]:
         return []
     return max(by_conn.values(), key=lambda rs: sum(r["bytes_client_to_server"] + r["bytes_server_to_client"]
                                                     for r in rs))
+
+
+def subflows_csv(raw_dir: Path, files: list[dict], client_nodes: list[str], path_of: dict[str, str]) -> str:
+    """subflows-pcap.csv's text from the client side's captures (else the server's)."""
+    side = [f for f in files if f["node"] in client_nodes] or files
+    table = SubflowTable()
+    for f in side:
+        table.add(read_packets(raw_dir / f["file"]), f["interface"])
+    return render_csv(table.rows(path_of))
+
+
+def write_subflow_tables(run_dir: Path, runs: list[dict]) -> list[str]:
+    """subflows-pcap.csv beside the pcaps of every captured run that lacks one (runs that shared a capture
+    share a table); a warning for each that could not be written."""
+    todo: dict[Path, dict] = {}
+    for r in runs:
+        capture = r.get("capture") or {}
+        raw = run_dir / (r.get("shared_raw") or f"raw/{r['id']}")
+        if capture.get("files") and not (raw / SUBFLOWS_CSV).exists():
+            todo.setdefault(raw, r)
+    if todo and shutil.which("tshark") is None:
+        return [f"{len(todo)} captured run(s) without {SUBFLOWS_CSV}: tshark is not installed (setup.sh installs "
+                f"it; then `run-scenario report {run_dir}`)"]
+    warnings = []
+    for raw, r in todo.items():
+        capture = r["capture"]
+        try:
+            text = subflows_csv(raw, capture["files"], capture.get("client_nodes", []),
+                                capture.get("paths_by_address", {}))
+        except (RuntimeError, OSError, ValueError) as e:
+            warnings.append(f"run {r['id']}: {SUBFLOWS_CSV} not written: {e}")
+            continue
+        atomic_write(raw / SUBFLOWS_CSV, text)
+    return warnings
