@@ -165,11 +165,11 @@ def subflows_csv(raw_dir: Path, files: list[dict], client_nodes: list[str], path
     return render_csv(table.rows(path_of))
 
 
-def write_subflow_tables(run_dir: Path, runs: list[dict]) -> list[str]:
-    """subflows-pcap.csv beside the pcaps of every captured run that lacks one (runs that shared a capture
-    share a table); a warning for each that could not be written."""
+def write_subflow_tables(run_dir: Path, doc: dict) -> list[str]:
+    """subflows-pcap.csv beside the pcaps of every captured run of the set `doc` (results.json) that lacks
+    one (runs that shared a capture share a table); a warning for each that could not be written."""
     todo: dict[Path, dict] = {}
-    for r in runs:
+    for r in doc["runs"]:
         capture = r.get("capture") or {}
         raw = run_dir / (r.get("shared_raw") or f"raw/{r['id']}")
         if capture.get("files") and not (raw / SUBFLOWS_CSV).exists():
@@ -179,12 +179,22 @@ def write_subflow_tables(run_dir: Path, runs: list[dict]) -> list[str]:
                 f"it; then `run-scenario report {run_dir}`)"]
     warnings = []
     for raw, r in todo.items():
-        capture = r["capture"]
+        clients, path_of = capture_sides(r["capture"], (doc.get("metadata") or {}).get("address_plan") or {})
         try:
-            text = subflows_csv(raw, capture["files"], capture.get("client_nodes", []),
-                                capture.get("paths_by_address", {}))
+            if not clients:
+                raise ValueError("the set does not say which nodes were clients")
+            atomic_write(raw / SUBFLOWS_CSV, subflows_csv(raw, r["capture"]["files"], clients, path_of))
         except (RuntimeError, OSError, ValueError) as e:
             warnings.append(f"run {r['id']}: {SUBFLOWS_CSV} not written: {e}")
-            continue
-        atomic_write(raw / SUBFLOWS_CSV, text)
     return warnings
+
+
+def capture_sides(capture: dict, address_plan: dict) -> tuple[list[str], dict[str, str]]:
+    """The client nodes and each client address's path. Sets recorded before 2026-11-27 (their tables
+    were written in the run) keep them only in metadata's address plan: `"client": "10.0.1.1 (h1-eth0)"`."""
+    if "client_nodes" in capture:
+        return capture["client_nodes"], capture.get("paths_by_address", {})
+    clients = address_plan.get("clients") or [c for c in [address_plan.get("client")] if c]
+    path_of = {str(p["client"]).split()[0]: p["name"] for p in address_plan.get("paths", [])
+               if p.get("client") and p.get("name")}
+    return clients, path_of

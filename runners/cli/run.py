@@ -142,7 +142,8 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--capture", nargs="?", const="client,server", metavar="ROLES",
                    help="tcpdump on every interface of these nodes (client, server, routers; default client,server) "
                    "during each run's traffic: raw/<run>/pcap/<node>-<interface>.pcap, and with tshark "
-                   "raw/<run>/subflows-pcap.csv (one row per subflow). Costs CPU, most under TCG")
+                   "raw/<run>/subflows-pcap.csv (one row per subflow), written with the report after the runs. "
+                   "Costs CPU, most under TCG")
     p.add_argument("--snaplen", type=int, default=None, metavar="BYTES",
                    help="bytes kept per captured packet (default 128: headers and MPTCP options; 64-65535)")
     talk = p.add_mutually_exclusive_group()

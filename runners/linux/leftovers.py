@@ -45,15 +45,15 @@ def _process_table() -> list[tuple[int, str, str, str]]:
 
 
 def leftover_processes(ovs_was_running: bool = True) -> list[tuple[int, str]]:
-    """Processes in a Mininet host's network namespace (one where a Mininet shell or iperf3 runs: other
-    namespaces, such as containers', are not ours), iperf3, mnexec, a controller, OVS daemons when they
+    """Processes in a Mininet host's network namespace (one where a Mininet shell, iperf3 or --capture's
+    tcpdump runs: other namespaces, such as containers', are not ours), iperf3, mnexec, a controller, OVS daemons when they
     were not running before, and micro-VMs of a cold boot (their command names our script folder)."""
     # our own namespace, not init's: /proc/1 may be unreadable (a container), and a run's
     # processes start in the namespace run-scenario runs in
     root_ns = os.readlink("/proc/self/ns/net")
     table = _process_table()
     ours_ns = {netns for _, netns, comm, cmd in table
-               if netns != root_ns and ("mininet:" in cmd or comm in OUR_COMMANDS)}
+               if netns != root_ns and ("mininet:" in cmd or comm in OUR_COMMANDS or _our_tcpdump(comm, cmd))}
     found = []
     for pid, netns, comm, cmd in table:
         if netns in ours_ns:
@@ -67,6 +67,12 @@ def leftover_processes(ovs_was_running: bool = True) -> list[tuple[int, str]]:
         elif VM_SCRIPT_PREFIX in cmd:
             found.append((pid, f"micro-VM of a run: {comm}"))
     return found
+
+
+def _our_tcpdump(comm: str, cmd: str) -> bool:
+    """--capture's tcpdump (runners.collect.capture writes *.part.pcap): after a SIGKILL it can be the last
+    process of a host's namespace, and keeps it and its links alive."""
+    return comm == "tcpdump" and ".part.pcap" in cmd
 
 
 def processes_naming(path: Path) -> list[tuple[int, str]]:

@@ -169,7 +169,8 @@ def run_batch(node, argvs: list[list[str]], timeout: float = 60, check: bool = T
 
 
 class ProcessRegistry:
-    """Every background process the run started, so that every exit path can stop it."""
+    """Background processes started for one purpose (a run's traffic and samplers; --capture's tcpdumps
+    apart), so that every exit path can stop them."""
 
     def __init__(self) -> None:
         self._procs: list[subprocess.Popen] = []

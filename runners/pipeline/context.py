@@ -30,6 +30,9 @@ class RunContext:
     log: Callable[[str], None]
     network: Network
     procs: ProcessRegistry = field(default_factory=ProcessRegistry)
+    # --capture's tcpdumps, apart: the traffic tools stop every process of `procs` when their traffic ends,
+    # and a tcpdump must run on until its drain (runners.collect.capture); the runner's cleanup stops both
+    capture_procs: ProcessRegistry = field(default_factory=ProcessRegistry)
     capture: CaptureSpec | None = None
     pause_after: str | None = None
     scenario: Any = None

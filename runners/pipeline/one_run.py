@@ -152,7 +152,7 @@ def _events_into(ctx: RunContext, events: RunEvents, results: list[dict], seen: 
 def _start_capture(ctx: RunContext, run_id: str) -> Capture | None:
     if ctx.capture is None:
         return None
-    dumps = Capture(ctx.capture, log=ctx.log)
+    dumps = Capture(ctx.capture, ctx.capture_procs, ctx.log)
     dumps.start([ctx.network.get(n) for n in capture_nodes(ctx.capture, ctx.plan)],
                 ctx.store.raw_dir(run_id) / "pcap")
     return dumps

@@ -151,6 +151,7 @@ class NativeRunner:
     def cleanup(self) -> None:
         ctx, t0 = self.ctx, time.monotonic()
         ctx.procs.stop_all()
+        ctx.capture_procs.stop_all()
         if ctx.network.up:
             ctx.shaper.applied.clear()
             ctx.mptcp.forget()

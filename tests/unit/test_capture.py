@@ -119,7 +119,7 @@ def test_a_plain_tcp_runs_connections_are_each_one_tcp_row_without_an_mptcp_conn
     assert rows[1]["bytes_client_to_server"] > rows[0]["bytes_client_to_server"]   # the data connection
 
 
-def captured_set(tmp_path: Path) -> tuple[Path, list[dict]]:
+def captured_set(tmp_path: Path) -> tuple[Path, dict]:
     """A result set whose MPTCP run captured h1-eth1 (the recorded pcap), a TCP run that captured nothing,
     and two runs that shared one capture whose pcap is not a pcap."""
     pcap = tmp_path / "raw" / "r001-mptcp-A" / "pcap" / "h1-h1-eth1.pcap"
@@ -131,16 +131,17 @@ def captured_set(tmp_path: Path) -> tuple[Path, list[dict]]:
     files = lambda name: [{"node": "h1", "interface": name.split("-", 1)[1].removesuffix(".pcap"), "file": f"pcap/{name}"}]
     captured = {"files": files("h1-h1-eth1.pcap"), "client_nodes": ["h1"], "paths_by_address": PATHS}
     broken_capture = {"files": files("h1-h1-eth0.pcap"), "client_nodes": ["h1"], "paths_by_address": PATHS}
-    return tmp_path, [{"id": "r001-mptcp-A", "capture": captured}, {"id": "r001-tcp-A"},
-                      {"id": "r002-tcp-A", "capture": broken_capture, "shared_raw": "raw/r002-tcp-A"},
-                      {"id": "r002-tcp-B", "capture": broken_capture, "shared_raw": "raw/r002-tcp-A"}]
+    return tmp_path, {"runs": [{"id": "r001-mptcp-A", "capture": captured}, {"id": "r001-tcp-A"},
+                               {"id": "r002-tcp-A", "capture": broken_capture, "shared_raw": "raw/r002-tcp-A"},
+                               {"id": "r002-tcp-B", "capture": broken_capture, "shared_raw": "raw/r002-tcp-A"}],
+                      "metadata": {}}
 
 
 @pytest.mark.skipif(shutil.which("tshark") is None, reason="tshark is installed by setup.sh")
 def test_the_report_writes_each_captured_runs_subflow_table_once(tmp_path, monkeypatch):
     from runners.analysis import pcap_subflows
-    run_dir, runs = captured_set(tmp_path)
-    warnings = pcap_subflows.write_subflow_tables(run_dir, runs)
+    run_dir, doc = captured_set(tmp_path)
+    warnings = pcap_subflows.write_subflow_tables(run_dir, doc)
     written = run_dir / "raw" / "r001-mptcp-A" / "subflows-pcap.csv"
     t = SubflowTable()
     t.add((FIX / "h1-h1-eth1.tshark.tsv").read_text(), "h1-eth1")
@@ -152,15 +153,38 @@ def test_the_report_writes_each_captured_runs_subflow_table_once(tmp_path, monke
     def no_tshark(*_):
         raise AssertionError("a table that exists is not read again")
     monkeypatch.setattr(pcap_subflows, "read_packets", no_tshark)
-    runs = [r for r in runs if r["id"] != "r002-tcp-A" and r["id"] != "r002-tcp-B"]
-    assert pcap_subflows.write_subflow_tables(run_dir, runs) == []
+    doc["runs"] = [r for r in doc["runs"] if r["id"] not in ("r002-tcp-A", "r002-tcp-B")]
+    assert pcap_subflows.write_subflow_tables(run_dir, doc) == []
+
+
+def test_a_set_recorded_before_the_report_wrote_the_tables_takes_its_clients_from_the_address_plan():
+    """Its capture records name no client nodes; its metadata's address plan does. Without either, the
+    table is not guessed (every node's pcaps would count each subflow twice)."""
+    from runners.analysis.pcap_subflows import capture_sides
+    plan = {"client": "h1", "clients": ["h1"],
+            "paths": [{"name": "A", "client": "10.0.1.1 (h1-eth0)"}, {"name": "B", "client": "10.0.2.1 (h1-eth1)"}]}
+    assert capture_sides({"files": []}, plan) == (["h1"], PATHS)
+    assert capture_sides({"files": [], "client_nodes": ["h3"], "paths_by_address": {"10.0.3.1": "C"}}, plan) == (
+        ["h3"], {"10.0.3.1": "C"})
+    assert capture_sides({"files": []}, {}) == ([], {})
+
+
+@pytest.mark.skipif(shutil.which("tshark") is None, reason="tshark is installed by setup.sh")
+def test_a_set_that_names_no_clients_gets_a_warning_not_a_table(tmp_path):
+    from runners.analysis import pcap_subflows
+    run_dir, doc = captured_set(tmp_path)
+    doc["runs"] = doc["runs"][:1]
+    del doc["runs"][0]["capture"]["client_nodes"]
+    assert pcap_subflows.write_subflow_tables(run_dir, doc) == [
+        "run r001-mptcp-A: subflows-pcap.csv not written: the set does not say which nodes were clients"]
+    assert not list(run_dir.rglob("subflows-pcap.csv"))
 
 
 def test_without_tshark_the_report_says_which_tables_it_could_not_write(tmp_path, monkeypatch):
     from runners.analysis import pcap_subflows
-    run_dir, runs = captured_set(tmp_path)
+    run_dir, doc = captured_set(tmp_path)
     monkeypatch.setattr(pcap_subflows.shutil, "which", lambda name: None)
-    assert pcap_subflows.write_subflow_tables(run_dir, runs) == [
+    assert pcap_subflows.write_subflow_tables(run_dir, doc) == [
         f"2 captured run(s) without subflows-pcap.csv: tshark is not installed (setup.sh installs it; then "
         f"`run-scenario report {run_dir}`)"]
     assert not list(run_dir.rglob("subflows-pcap.csv"))
@@ -413,3 +437,21 @@ def test_close_ends_the_tcpdumps_of_a_failed_run_at_once_and_keeps_their_pcaps(t
     assert proc.poll() is not None and time.monotonic() - t0 < 5
     assert not c.dumps and [p.name for p in tmp_path.iterdir()] == ["h1-h1-eth0.pcap"]
     c.close()                                             # again, or after stop: nothing to do
+
+
+def test_a_start_that_fails_halfway_ends_the_tcpdumps_it_had_started(tmp_path):
+    from runners.collect import capture as cap
+
+    class SecondFails(FakeTcpdumpNode):
+        def intfNames(self):
+            return ["h1-eth0", "h1-eth1"]
+
+        def popen(self, argv, **kw):
+            if "h1-eth1" in argv:
+                raise OSError("mnexec: no such process")
+            return super().popen(argv, **kw)
+    c = cap.Capture(CaptureSpec(("client",)))
+    with pytest.raises(OSError):
+        c.start([SecondFails()], tmp_path)
+    assert not c.dumps and not list(tmp_path.glob("*.tcpdump.log"))
+    assert all(p.poll() is not None for p in c.procs._procs)

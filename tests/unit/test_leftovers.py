@@ -14,10 +14,13 @@ def test_only_our_processes_are_leftovers(monkeypatch, tmp_path):
         (105, own, "qemu-system-x86", "qemu-system-x86_64 -fsdev path=/tmp/testbed-vm-cmd-x1"),
         (106, own, "python3", "python3 -m controller.launch steering 6653"),
         (107, own, "sshd", "sshd: /usr/sbin/sshd -D"),
+        # a SIGKILLed run's capture, the last process of its host's namespace; and a user's own tcpdump
+        (108, "net:[9003]", "tcpdump", "tcpdump -i h1-eth0 -w /r/raw/r001-mptcp-A/pcap/h1-h1-eth0.part.pcap"),
+        (109, "net:[9004]", "tcpdump", "tcpdump -i eth0 -w /root/mine.pcap"),
     ]
     monkeypatch.setattr(leftovers, "_process_table", lambda: table)
     found = dict(leftovers.leftover_processes())
-    assert sorted(found) == [101, 102, 104, 105, 106]
+    assert sorted(found) == [101, 102, 104, 105, 106, 108]
     assert "micro-VM" in found[105] and "controller" in found[106]
 
 
