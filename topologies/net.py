@@ -1,6 +1,7 @@
 """Build a TopologyPlan as a real Mininet network (this part touches the kernel)."""
 from __future__ import annotations
 
+import subprocess
 from concurrent.futures import ThreadPoolExecutor
 
 from topologies.plan import TopologyPlan
@@ -41,9 +42,71 @@ def _intf_classes():
             return {}
 
     class SwitchPort(GoneWithItsPair):
-        """A switch's port: Mininet's config (it brings the port up), but not deleted twice."""
+        """A switch's port, brought up as its veth pair is made (make_veth_pairs): Mininet's config would
+        ask the switch's shell to (`ifconfig up`), one round trip per port."""
+
+        def config(self, **_params):
+            return {}
 
     return PlannedIntf, SwitchPort
+
+
+def _planned_node_classes():
+    """(PlannedHost, PremadeLink): a host whose namespace's setup is the plan's, and a link whose veth
+    pair is already made."""
+    from mininet.link import Link
+    from mininet.node import Host
+
+    class PlannedHost(Host):
+        """Mininet's config would bring `lo` up through the host's shell (`ifconfig lo up`), one host after
+        another: the runner's setup batch of the namespace does it (runners.pipeline.network)."""
+
+        def config(self, **_params):
+            return {}
+
+    class PremadeLink(Link):
+        """A link whose veth pair make_veth_pairs made, with every other pair, in one `ip -batch`: Mininet
+        makes each through a node's shell (`ip link add`), one round trip per link."""
+
+        @classmethod
+        def makeIntfPair(cls, *_args, **_kwargs):
+            return None
+
+    return PlannedHost, PremadeLink
+
+
+def veth_pair_lines(plan: TopologyPlan, netns_of: dict[str, int | None]) -> tuple[list[str], list[str]]:
+    """`ip -batch` lines that make every link's veth pair, each end with its MAC in its node's namespace
+    (`netns_of`: a node's shell pid, None for a node in this namespace: a switch), and bring up the ends
+    that stay here (switch ports: nothing in the plan's setup does); and the names of those ends."""
+    lines, here = [], []
+    for (a, b, a_if, b_if, _pa, _pb), (mac_a, mac_b) in zip(plan.link_ports(), plan.link_macs()):
+        ends = []
+        for node, ifname, mac in ((a, a_if, mac_a), (b, b_if, mac_b)):
+            pid = netns_of[node]
+            ends.append(f"name {ifname} address {mac}" + (f" netns {pid}" if pid is not None else ""))
+            if pid is None:
+                here.append(ifname)
+        lines.append(f"link add {ends[0]} type veth peer {ends[1]}")
+    return lines + [f"link set dev {name} up" for name in here], here
+
+
+def make_veth_pairs(lines: list[str], here: list[str]) -> None:
+    """Run veth_pair_lines in one `ip -batch` in this namespace. A pair with an end in a node's namespace
+    goes with it when Mininet stops the node; if the batch fails part-way, the ends it made here (`here`)
+    are deleted again, as Mininet does not know them yet."""
+    if not lines:
+        return
+    r = _ip_batch(lines)
+    if r.returncode != 0:
+        if here:
+            _ip_batch([f"link del dev {name}" for name in here], force=True)
+        raise RuntimeError(f"making the veth pairs: `ip -batch` failed: {(r.stderr or r.stdout).strip()[-500:]}")
+
+
+def _ip_batch(lines: list[str], force: bool = False) -> subprocess.CompletedProcess:
+    return subprocess.run(["ip", *(["-force"] if force else []), "-batch", "-"],
+                          input="".join(f"{line}\n" for line in lines), capture_output=True, text=True, check=False)
 
 
 def planned_link_ends(net) -> dict[str, list]:
@@ -66,16 +129,17 @@ def build_network(plan: TopologyPlan, controller_port: int | None = None):
     (nothing passes without it) and connect to 127.0.0.1:`controller_port`;
     the others are standalone learning switches.
     """
-    from mininet.link import Link
     from mininet.net import Mininet
-    from mininet.node import Host, OVSSwitch, RemoteController
+    from mininet.node import OVSSwitch, RemoteController
 
+    planned_host, premade_link = _planned_node_classes()
     # every MAC is the plan's, set as the veth pair is made (Mininet's autoSetMacs set each host's first
     # one again afterwards: three shell round trips per host)
-    net = Mininet(topo=None, build=False, controller=None, host=Host, link=Link,
+    net = Mininet(topo=None, build=False, controller=None, host=planned_host, link=premade_link,
                   autoSetMacs=False, waitConnected=False)
+    here: list[str] = []
     try:
-        nodes = _start_hosts(net, [*plan.hosts, *plan.routers], Host)
+        nodes = _start_hosts(net, [*plan.hosts, *plan.routers], planned_host)
         ctrl = None
         if any(w.controller for w in plan.switches):
             ctrl = RemoteController("c0", ip="127.0.0.1", port=controller_port)
@@ -90,11 +154,12 @@ def build_network(plan: TopologyPlan, controller_port: int | None = None):
                     datapath="user" if w.type == "ovs-user" else "kernel")
         planned, switch_port = _intf_classes()
         switch_names = {w.name for w in plan.switches}
+        for n in (n for a, b, *_ in plan.link_ports() for n in (a, b)):
+            if n not in nodes:
+                nodes[n] = net.addHost(n, ip=None)
+        lines, here = veth_pair_lines(plan, {n: node.pid if node.inNamespace else None for n, node in nodes.items()})
+        make_veth_pairs(lines, here)
         for (a, b, a_if, b_if, pa, pb), (mac_a, mac_b) in zip(plan.link_ports(), plan.link_macs()):
-            for n in (a, b):
-                if n not in nodes:
-                    nodes[n] = net.addHost(n, ip=None)
-            # a switch's port keeps Mininet's config: nothing in the plan brings it up
             net.addLink(nodes[a], nodes[b], port1=pa, port2=pb, intfName1=a_if, intfName2=b_if,
                         addr1=mac_a, addr2=mac_b, cls1=switch_port if a in switch_names else planned,
                         cls2=switch_port if b in switch_names else planned)
@@ -103,6 +168,8 @@ def build_network(plan: TopologyPlan, controller_port: int | None = None):
             nodes[w.name].start([ctrl] if (w.controller and ctrl is not None) else [])
     except BaseException:
         _stop_after_a_failed_build(net)
+        if here:   # pairs between switches that Mininet may not know yet: gone with no namespace
+            _ip_batch([f"link del dev {name}" for name in here], force=True)
         raise
     return net
 

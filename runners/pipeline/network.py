@@ -116,14 +116,15 @@ class Network:
 
 
 def setup_per_node(plan: TopologyPlan) -> dict[str, list[list[str]]]:
-    """Every namespace's setup commands, in order: the plan's, offloads, then nft counters."""
+    """Every namespace's setup commands, in order: the plan's, `lo` up, offloads, then nft counters."""
     per_node: dict[str, list] = {}
     for node, argvs in plan.setup.items():
         per_node.setdefault(node, []).extend(argvs)
     shaped = plan.shaped_interfaces()
     # the `ip` ones next to the plan's own, before its IPv6 rules (`ip -6`, last): a run of `ip` changes
-    # with the same options is one process (ipbatch)
-    gso: dict[str, list[Argv]] = {}
+    # with the same options is one process (ipbatch). `lo` too: topologies.net's hosts skip Mininet's
+    # `ifconfig lo up`, a shell round trip per host.
+    gso: dict[str, list[Argv]] = {node: [["ip", "link", "set", "dev", "lo", "up"]] for node in (*plan.hosts, *plan.routers)}
     for iface in shaped:
         gso.setdefault(iface.node, []).append(one_segment_per_packet_argv(iface.name))
     for node, argvs in gso.items():

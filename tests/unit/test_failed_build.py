@@ -26,3 +26,44 @@ def test_a_command_cut_by_a_signal_is_read_to_its_end_before_the_network_is_stop
     _stop_after_a_failed_build(net)
     assert busy.calls == ["waitOutput"] and switch.calls == ["waitOutput"] and idle.calls == []
     assert net.stopped_with_waiting == [False, False, False]
+
+
+def _plan(name: str):
+    from pathlib import Path
+    from scenarios.spec.loader import load_scenario
+    from topologies.kinds import plan
+    return plan(load_scenario(Path(__file__).resolve().parents[2] / "scenarios" / name))
+
+
+def test_every_veth_pair_is_one_line_of_one_batch_with_each_end_in_its_nodes_namespace():
+    """Hosts' and routers' ends are made in their namespaces (their shells' pids); switches' ends stay in
+    the runner's namespace and are brought up there, as nothing in the plan's setup does."""
+    from topologies.net import veth_pair_lines
+    p = _plan("e5-exp2.yaml")
+    pids = {n: 1000 + k for k, n in enumerate([*p.hosts, *p.routers])}
+    netns_of = {**pids, **{w.name: None for w in p.switches}}
+    lines, here = veth_pair_lines(p, netns_of)
+    adds = [line for line in lines if line.startswith("link add ")]
+    assert len(adds) == len(p.links) and lines[len(adds):] == [f"link set dev {n} up" for n in here]
+    for (a, b, a_if, b_if, _, _), (mac_a, mac_b), line in zip(p.link_ports(), p.link_macs(), adds):
+        first, peer = line.removeprefix("link add ").split(" type veth peer ")
+        for node, ifname, mac, words in ((a, a_if, mac_a, first), (b, b_if, mac_b, peer)):
+            expected = f"name {ifname} address {mac}" + (f" netns {pids[node]}" if node in pids else "")
+            assert words == expected, line
+    switch_ends = sorted(i for a, b, ai, bi, _, _ in p.link_ports() for n, i in ((a, ai), (b, bi)) if n not in pids)
+    assert sorted(here) == switch_ends and switch_ends
+
+
+def test_a_failed_batch_deletes_the_ends_it_made_here_and_says_what_ip_said(monkeypatch):
+    import subprocess
+    import pytest
+    from topologies import net
+    calls = []
+
+    def fake(lines, force=False):
+        calls.append((lines, force))
+        return subprocess.CompletedProcess([], 1 if not force else 0, "", "RTNETLINK answers: File exists\n")
+    monkeypatch.setattr(net, "_ip_batch", fake)
+    with pytest.raises(RuntimeError, match="veth pairs.*File exists"):
+        net.make_veth_pairs(["link add name s1-eth1 type veth peer name s2-eth1"], ["s1-eth1", "s2-eth1"])
+    assert calls[1] == (["link del dev s1-eth1", "link del dev s2-eth1"], True)
