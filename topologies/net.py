@@ -92,21 +92,31 @@ def veth_pair_lines(plan: TopologyPlan, netns_of: dict[str, int | None]) -> tupl
 
 
 def make_veth_pairs(lines: list[str], here: list[str]) -> None:
-    """Run veth_pair_lines in one `ip -batch` in this namespace. A pair with an end in a node's namespace
-    goes with it when Mininet stops the node; if the batch fails part-way, the ends it made here (`here`)
-    are deleted again, as Mininet does not know them yet."""
+    """Run veth_pair_lines in one `ip -batch` in this namespace, once none of the ends it makes here
+    (`here`) exists: one that does is another run's, or a leftover, and is never touched. A pair with an
+    end in a node's namespace goes with it when Mininet stops the node; build_network deletes the ends
+    here if the build fails."""
     if not lines:
         return
+    taken = sorted(set(here) & interfaces_here())
+    if taken:
+        raise RuntimeError(f"interface(s) {', '.join(taken)} exist already: another run's, or left behind "
+                           "(`run-scenario clean` lists what a run left)")
     r = _ip_batch(lines)
     if r.returncode != 0:
-        if here:
-            _ip_batch([f"link del dev {name}" for name in here], force=True)
         raise RuntimeError(f"making the veth pairs: `ip -batch` failed: {(r.stderr or r.stdout).strip()[-500:]}")
+
+
+def interfaces_here() -> set[str]:
+    """The network interfaces of this namespace, read without starting a process."""
+    with open("/proc/self/net/dev", encoding="ascii") as f:
+        return {line.split(":", 1)[0].strip() for line in f.readlines()[2:]}
 
 
 def _ip_batch(lines: list[str], force: bool = False) -> subprocess.CompletedProcess:
     return subprocess.run(["ip", *(["-force"] if force else []), "-batch", "-"],
-                          input="".join(f"{line}\n" for line in lines), capture_output=True, text=True, check=False)
+                          input="".join(f"{line}\n" for line in lines), capture_output=True, text=True,
+                          check=False, timeout=120)
 
 
 def planned_link_ends(net) -> dict[str, list]:
@@ -157,8 +167,10 @@ def build_network(plan: TopologyPlan, controller_port: int | None = None):
         for n in (n for a, b, *_ in plan.link_ports() for n in (a, b)):
             if n not in nodes:
                 nodes[n] = net.addHost(n, ip=None)
-        lines, here = veth_pair_lines(plan, {n: node.pid if node.inNamespace else None for n, node in nodes.items()})
-        make_veth_pairs(lines, here)
+        lines, ends_here = veth_pair_lines(plan, {n: node.pid if node.inNamespace else None
+                                                  for n, node in nodes.items()})
+        make_veth_pairs(lines, ends_here)
+        here = ends_here   # from now on, ends this build made (none of them existed before)
         for (a, b, a_if, b_if, pa, pb), (mac_a, mac_b) in zip(plan.link_ports(), plan.link_macs()):
             net.addLink(nodes[a], nodes[b], port1=pa, port2=pb, intfName1=a_if, intfName2=b_if,
                         addr1=mac_a, addr2=mac_b, cls1=switch_port if a in switch_names else planned,
@@ -167,9 +179,11 @@ def build_network(plan: TopologyPlan, controller_port: int | None = None):
         for w in plan.switches:
             nodes[w.name].start([ctrl] if (w.controller and ctrl is not None) else [])
     except BaseException:
-        _stop_after_a_failed_build(net)
-        if here:   # pairs between switches that Mininet may not know yet: gone with no namespace
-            _ip_batch([f"link del dev {name}" for name in here], force=True)
+        try:
+            _stop_after_a_failed_build(net)
+        finally:
+            if here:   # pairs between switches that Mininet may not know yet: no namespace takes them along
+                _ip_batch([f"link del dev {name}" for name in here], force=True)
         raise
     return net
 
@@ -199,7 +213,7 @@ def _stop_after_a_failed_build(net) -> None:
     """net.stop() after the build stopped part-way. A signal (SIGTERM mid-build raises Terminated from
     its handler) can land while a node's shell still runs a command: Mininet then refuses every further
     command on that node (AssertionError in sendCmd) and nothing would be torn down. The pending
-    command (a build step: an `ifconfig up`, an `ip link`) is read to its end first."""
+    command (a build step: a switch's `ovs-vsctl`, a bridge's `ip link`) is read to its end first."""
     for node in (*net.hosts, *net.switches):
         if getattr(node, "waiting", False) and getattr(node, "shell", None):
             node.waitOutput()

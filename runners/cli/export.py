@@ -44,7 +44,7 @@ HOSTS = {hosts}
 SWITCHES = {switches}
 # (node a, node b, interface on a, interface on b, port on a, port on b, MAC on a, MAC on b)
 LINKS = {links}
-# per node, in order: addresses, routes, forwarding, offloads, counters
+# per node, in order: addresses, routes, forwarding, lo up, offloads, counters
 SETUP = {setup}
 # netem on both directions of every path (its rate in a TBF above it where the rate changes during a run)
 SHAPING = {shaping}

@@ -124,7 +124,10 @@ def setup_per_node(plan: TopologyPlan) -> dict[str, list[list[str]]]:
     # the `ip` ones next to the plan's own, before its IPv6 rules (`ip -6`, last): a run of `ip` changes
     # with the same options is one process (ipbatch). `lo` too: topologies.net's hosts skip Mininet's
     # `ifconfig lo up`, a shell round trip per host.
-    gso: dict[str, list[Argv]] = {node: [["ip", "link", "set", "dev", "lo", "up"]] for node in (*plan.hosts, *plan.routers)}
+    switches = {w.name for w in plan.switches}
+    namespaced = dict.fromkeys([*plan.hosts, *plan.routers, *(n for a, b, *_ in plan.link_ports() for n in (a, b))])
+    gso: dict[str, list[Argv]] = {node: [["ip", "link", "set", "dev", "lo", "up"]] for node in namespaced
+                                  if node not in switches}
     for iface in shaped:
         gso.setdefault(iface.node, []).append(one_segment_per_packet_argv(iface.name))
     for node, argvs in gso.items():

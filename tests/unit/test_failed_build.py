@@ -54,7 +54,10 @@ def test_every_veth_pair_is_one_line_of_one_batch_with_each_end_in_its_nodes_nam
     assert sorted(here) == switch_ends and switch_ends
 
 
-def test_a_failed_batch_deletes_the_ends_it_made_here_and_says_what_ip_said(monkeypatch):
+def test_an_end_that_exists_already_is_never_touched_and_a_failed_batch_says_what_ip_said(monkeypatch):
+    """An end in the runner's namespace that exists is another run's switch port, or a leftover: the build
+    stops before its batch and deletes nothing. A batch that fails says what `ip` said (build_network's
+    cleanup deletes the ends it made)."""
     import subprocess
     import pytest
     from topologies import net
@@ -62,8 +65,19 @@ def test_a_failed_batch_deletes_the_ends_it_made_here_and_says_what_ip_said(monk
 
     def fake(lines, force=False):
         calls.append((lines, force))
-        return subprocess.CompletedProcess([], 1 if not force else 0, "", "RTNETLINK answers: File exists\n")
+        return subprocess.CompletedProcess([], 1, "", "Command failed -:1\nRTNETLINK answers: Operation not permitted\n")
     monkeypatch.setattr(net, "_ip_batch", fake)
-    with pytest.raises(RuntimeError, match="veth pairs.*File exists"):
-        net.make_veth_pairs(["link add name s1-eth1 type veth peer name s2-eth1"], ["s1-eth1", "s2-eth1"])
-    assert calls[1] == (["link del dev s1-eth1", "link del dev s2-eth1"], True)
+    monkeypatch.setattr(net, "interfaces_here", lambda: {"lo", "eth0", "s1-eth1"})
+    lines = ["link add name s1-eth1 type veth peer name s2-eth1"]
+    with pytest.raises(RuntimeError, match=r"s1-eth1 exist already.*run-scenario clean"):
+        net.make_veth_pairs(lines, ["s1-eth1", "s2-eth1"])
+    assert calls == []
+    monkeypatch.setattr(net, "interfaces_here", lambda: {"lo", "eth0"})
+    with pytest.raises(RuntimeError, match="(?s)veth pairs.*Operation not permitted"):
+        net.make_veth_pairs(lines, ["s1-eth1", "s2-eth1"])
+    assert calls == [(lines, False)]
+
+
+def test_this_namespaces_interfaces_are_read_from_proc():
+    from topologies.net import interfaces_here
+    assert "lo" in interfaces_here()

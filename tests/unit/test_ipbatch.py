@@ -150,3 +150,17 @@ def test_a_routed_hosts_setup_with_its_shaping_is_at_most_two_ip_processes():
             ip_units = [u for u in ipbatch.units(argvs) if u.tool == "ip"]
             assert len(ip_units) <= 2, (name, node, [len(u.argvs) for u in ip_units])
             assert all(a[1] == "-6" for u in ip_units[1:] for a in u.argvs), (name, node)
+
+
+def test_every_namespace_brings_its_loopback_up_in_its_setup_batch():
+    """topologies.net's hosts skip Mininet's `ifconfig lo up`: every node with a namespace (hosts, routers,
+    and a routed network's extra hosts) gets it in its setup, within one of its `ip` batches."""
+    from runners.pipeline.network import setup_per_node
+    lo_up = ["ip", "link", "set", "dev", "lo", "up"]
+    for name in ("two-paths.yaml", "e1-shared-bottleneck.yaml", "e5-exp2.yaml", "e3-ipv6.yaml"):
+        p = plan(load_scenario(REPO / "scenarios" / name))
+        per_node = setup_per_node(p)
+        switches = {w.name for w in p.switches}
+        ends = {n for a, b, *_ in p.link_ports() for n in (a, b)} - switches
+        assert ends and all(lo_up in per_node[n] for n in ends), name
+        assert not any(lo_up in per_node.get(w, []) for w in switches), name
