@@ -136,12 +136,15 @@ class Capture:
         """End the tcpdumps still running without waiting for them to catch up; their pcaps are kept.
         Nothing to do after `stop`."""
         if self.dumps:
-            self._end()
+            # SIGTERM: a tcpdump cut short may not have set its handlers yet, and a shell that started the
+            # testbed in the background left SIGINT ignored (CI's run: 10 s until the kill below);
+            # tcpdump's handler for SIGTERM is its handler for SIGINT
+            self._end(signal.SIGTERM)
 
-    def _end(self) -> list[dict]:
+    def _end(self, sig: int = signal.SIGINT) -> list[dict]:
         for d in self.dumps:
             if d.proc.poll() is None:
-                d.proc.send_signal(signal.SIGINT)
+                d.proc.send_signal(sig)
         records = []
         for d in self.dumps:
             try:
