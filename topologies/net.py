@@ -1,6 +1,7 @@
 """Build a TopologyPlan as a real Mininet network (this part touches the kernel)."""
 from __future__ import annotations
 
+import socket
 import subprocess
 from concurrent.futures import ThreadPoolExecutor
 
@@ -17,12 +18,16 @@ def _intf_classes():
     """(PlannedIntf, SwitchPort): the interface classes of hosts' and routers' ends, and of switches'."""
     from mininet.link import Intf
 
-    class GoneWithItsPair(Intf):
-        """An end that the runner may have deleted already, with the other end of its veth pair (one `ip`
-        process per namespace): Mininet's stop would ask the node's shell to delete it again, one round
-        trip each (0.44 s per switch port in a TCG guest, 2026-11-26)."""
+    class PlannedEnd(Intf):
+        """An end of a veth pair that make_veth_pairs made with its MAC, and that the runner may have
+        deleted already, with the other end (one `ip` process per namespace). Mininet's config would ask
+        the node's shell to bring it up (`ifconfig up`: 0.06 s per interface in a TCG guest), and its stop
+        to delete it again (0.44 s per switch port, 2026-11-26), one round trip each."""
 
         deleted_already = False   # set by the runner once the pair is gone
+
+        def config(self, **_params):
+            return {}
 
         def delete(self):
             if not self.deleted_already:
@@ -31,22 +36,14 @@ def _intf_classes():
             self.node.delIntf(self)
             self.link = None
 
-    class PlannedIntf(GoneWithItsPair):
-        """A host's or router's interface, left as the veth pair made it (with its MAC): the plan's
-        setup, one `ip -batch` per namespace, gives it its addresses and brings it up. Mininet's own
-        config would ask the node's shell again per interface (`ifconfig up`): 0.06 s each in a TCG guest."""
+    class PlannedIntf(PlannedEnd):
+        """A host's or router's interface: the plan's setup, one `ip -batch` per namespace, gives it its
+        addresses and brings it up."""
 
         deletes_its_pair = True   # the runner deletes the pair from this end
 
-        def config(self, **_params):
-            return {}
-
-    class SwitchPort(GoneWithItsPair):
-        """A switch's port, brought up as its veth pair is made (make_veth_pairs): Mininet's config would
-        ask the switch's shell to (`ifconfig up`), one round trip per port."""
-
-        def config(self, **_params):
-            return {}
+    class SwitchPort(PlannedEnd):
+        """A switch's port, brought up in the batch that made its veth pair (make_veth_pairs)."""
 
     return PlannedIntf, SwitchPort
 
@@ -108,9 +105,8 @@ def make_veth_pairs(lines: list[str], here: list[str]) -> None:
 
 
 def interfaces_here() -> set[str]:
-    """The network interfaces of this namespace, read without starting a process."""
-    with open("/proc/self/net/dev", encoding="ascii") as f:
-        return {line.split(":", 1)[0].strip() for line in f.readlines()[2:]}
+    """The network interfaces of this namespace, without starting a process."""
+    return {name for _, name in socket.if_nameindex()}
 
 
 def _ip_batch(lines: list[str], force: bool = False) -> subprocess.CompletedProcess:

@@ -126,11 +126,11 @@ def setup_per_node(plan: TopologyPlan) -> dict[str, list[list[str]]]:
     # `ifconfig lo up`, a shell round trip per host.
     switches = {w.name for w in plan.switches}
     namespaced = dict.fromkeys([*plan.hosts, *plan.routers, *(n for a, b, *_ in plan.link_ports() for n in (a, b))])
-    gso: dict[str, list[Argv]] = {node: [["ip", "link", "set", "dev", "lo", "up"]] for node in namespaced
-                                  if node not in switches}
+    ip_lines: dict[str, list[Argv]] = {node: [["ip", "link", "set", "dev", "lo", "up"]] for node in namespaced
+                                       if node not in switches}
     for iface in shaped:
-        gso.setdefault(iface.node, []).append(one_segment_per_packet_argv(iface.name))
-    for node, argvs in gso.items():
+        ip_lines.setdefault(iface.node, []).append(one_segment_per_packet_argv(iface.name))
+    for node, argvs in ip_lines.items():
         per_node[node] = before_trailing_v6(per_node.get(node, []), argvs)
     for iface in shaped:
         per_node[iface.node].append(segmentation_offloads_off_argv(iface.name))

@@ -78,6 +78,6 @@ def test_an_end_that_exists_already_is_never_touched_and_a_failed_batch_says_wha
     assert calls == [(lines, False)]
 
 
-def test_this_namespaces_interfaces_are_read_from_proc():
+def test_this_namespaces_interfaces_are_listed():
     from topologies.net import interfaces_here
     assert "lo" in interfaces_here()
