@@ -20,10 +20,33 @@ def test_vng_argv_quotes_guest_command(tmp_path, monkeypatch):
     argv = plan.vng_argv("vng", tmp_path / "cmd")
     assert argv[:3] == ["vng", "--run", str(kernel)] and "--disable-kvm" in argv
     assert argv[argv.index("--rwdir") + 1] == str(tmp_path)
-    assert argv[argv.index("--rodir") + 1] == str(tmp_path / "cmd")
+    rodirs = [argv[i + 1] for i, a in enumerate(argv) if a == "--rodir"]
+    assert rodirs[-1] == str(tmp_path / "cmd")
+    assert rodirs[:-1] == [f"{d}={tmp_path / 'cmd' / vm.UDEV_FOLDER}" for d in vm.udev_rule_dirs()]
     assert shlex.split(argv[argv.index("--exec") + 1]) == ["sh", str(tmp_path / "cmd" / vm.GUEST_SCRIPT)]
     script = plan.guest_script()
     assert shlex.split(script)[-4:] == ["/venv/python", "-m", "runners.cli", "/r/my dir/scenario.yaml"]
+
+
+def test_the_guest_sees_only_the_udev_rule_that_names_its_command_ports(tmp_path, monkeypatch):
+    """The host's rules made the guest's udev coldplug take 2.6 s of a 6.6 s boot under TCG."""
+    monkeypatch.setattr(vm, "UDEV_RULE_DIRS", (str(tmp_path / "usr-lib"), str(tmp_path / "lib"), str(tmp_path / "etc"),
+                                               str(tmp_path / "absent")))
+    (tmp_path / "usr-lib").mkdir()
+    (tmp_path / "lib").symlink_to(tmp_path / "usr-lib")     # a merged /usr: the same folder, mounted over once
+    (tmp_path / "etc").mkdir()
+    assert vm.udev_rule_dirs() == [str(tmp_path / "usr-lib"), str(tmp_path / "etc")]
+    kernel = tmp_path / "vmlinuz-6.1.0-56-amd64"
+    kernel.write_text("")
+    monkeypatch.setattr(vm, "kvm_usable", lambda: (False, "no usable /dev/kvm"))
+    plan = vm.plan_vm(["true"], [], kernel=kernel)
+    (tmp_path / "cmd").mkdir()
+    plan.write_guest_files(tmp_path / "cmd")
+    rules = list((tmp_path / "cmd" / vm.UDEV_FOLDER).iterdir())
+    assert [r.read_text() for r in rules] == [vm.GUEST_UDEV_RULES] and 'SYMLINK+="virtio-ports/' in rules[0].read_text()
+    assert (tmp_path / "cmd" / vm.GUEST_SCRIPT).read_text() == plan.guest_script()
+    argv = plan.vng_argv("vng", tmp_path / "cmd")
+    assert f"{tmp_path / 'etc'}={tmp_path / 'cmd' / vm.UDEV_FOLDER}" in argv
 
 
 def test_a_long_guest_command_stays_off_the_kernel_command_line(tmp_path, monkeypatch):

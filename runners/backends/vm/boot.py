@@ -24,6 +24,7 @@ from scenarios.spec.kernel import is_kernel_path, satisfies
 
 from runners.backends.programs import missing_tools
 from runners.backends.vm import root_cache
+from runners.backends.vm.pvh import pvh_kernel
 from runners.backends.vm.kernels import (KernelNotFound, image_release, installed_kernels, modules_for,
     resolve_kernel, stage_image)
 from runners.errors import Terminated
@@ -63,6 +64,14 @@ GUEST_MODULE_BLACKLIST = ("kvm", "kvm_amd", "kvm_intel", "irqbypass", "ahci", "l
 # TESTBED_VM_CPU overrides it.
 TCG_CPU_MODEL = "qemu64,+ssse3,+sse4.1,+sse4.2,+popcnt,+cx16,+lahf-lm"
 PACKAGES = ("runners", "scenarios", "topologies", "controller", "bench", "tests")
+# The guest's udev rules: only the one that names virtio-serial ports, through which virtme-ng-init hands the
+# guest command its terminal and exit code. The host's rules made udev's coldplug load drivers, rename and
+# re-address network devices, and run helpers for every device at boot (2.6 s of a 6.6 s guest boot under
+# TCG, 2026-11-27, kernel 6.1), then for every veth and OVS port a build makes. Modules the testbed uses
+# are loaded by the kernel on demand, without udev.
+GUEST_UDEV_RULES = 'SUBSYSTEM=="virtio-ports", KERNEL=="vport*", ATTR{name}=="?*", SYMLINK+="virtio-ports/$attr{name}"\n'
+UDEV_RULE_DIRS = ("/usr/lib/udev/rules.d", "/lib/udev/rules.d", "/etc/udev/rules.d")
+UDEV_FOLDER = "udev-rules"
 
 
 class VmError(RuntimeError):
@@ -158,11 +167,18 @@ class VmPlan:
     guest_argv: tuple[str, ...]
     modules: str | None = None       # --modules: the kernel's lib/modules/<release> folder
     cpu_model: str | None = None     # the emulated CPU under TCG (tcg_cpu_model); None with KVM: the host's
+    pvh_kernel: str | None = None    # `kernel` decompressed, booted in its place under TCG (runners.backends.vm.pvh)
 
     def guest_script(self) -> str:
         """The guest command as a shell script; every word quoted."""
         env = " ".join(f"{k}={shlex.quote(v)}" for k, v in GUEST_ENV.items())
         return f"cd {shlex.quote(str(REPO))} && export {env} && exec {shlex.join(self.guest_argv)}\n"
+
+    def write_guest_files(self, script_dir: Path) -> None:
+        """What the guest reads from `script_dir` (shared read-only): its command and its udev rules."""
+        (script_dir / GUEST_SCRIPT).write_text(self.guest_script())
+        (script_dir / UDEV_FOLDER).mkdir(exist_ok=True)
+        (script_dir / UDEV_FOLDER / "50-virtio-ports.rules").write_text(GUEST_UDEV_RULES)
 
     def vng_argv(self, vng: str, script_dir: Path) -> list[str]:
         """virtme-ng's command line; the guest command is read from `script_dir`/guest.sh.
@@ -183,17 +199,32 @@ class VmPlan:
             # the guest hides parts of the host's tree under tmpfs (/var/cache, /var/tmp, /var/log, /run):
             # modules kept there must be shared explicitly to be loadable
             argv += ["--rodir", str(Path(self.modules).resolve())]
+        for rules in udev_rule_dirs():      # each of the host's rule folders shows the guest's rules only
+            argv += ["--rodir", f"{rules}={script_dir / UDEV_FOLDER}"]
         argv += ["--rodir", str(script_dir), "--exec", f"sh {shlex.quote(str(script_dir / GUEST_SCRIPT))}"]
         return argv
 
     def boot_image(self, script_dir: Path) -> Path:
         """The image virtme-ng boots: the kernel, or with --modules a link to it in a staged root
         (in `script_dir`, which the guest sees) beside its modules, where virtme-ng looks for them."""
+        image = Path(self.pvh_kernel) if self.pvh_kernel else self.kernel
         if self.modules is None:
-            return self.kernel
+            return image
         root = script_dir / "kernel-root"
         shutil.rmtree(root, ignore_errors=True)
-        return stage_image(self.kernel, kernel_release(self.kernel), Path(self.modules), root)
+        return stage_image(image, kernel_release(self.kernel), Path(self.modules), root)
+
+
+def udev_rule_dirs() -> list[str]:
+    """The host's udev rule folders (the guest sees the host's root), each once: /lib is /usr/lib on a
+    merged-/usr system. A folder that does not exist cannot be mounted over, and holds no rules."""
+    seen, found = set(), []
+    for d in UDEV_RULE_DIRS:
+        real = os.path.realpath(d)
+        if os.path.isdir(d) and real not in seen:
+            seen.add(real)
+            found.append(d)
+    return found
 
 
 VIRTIOFSD_PATHS = ("/usr/libexec/virtiofsd", "/usr/lib/virtiofsd/virtiofsd", "/usr/lib/virtiofsd",
@@ -259,10 +290,11 @@ def plan_vm(guest_argv: list[str], rwdirs: list[Path], kernel: Path | str | None
     vng_binary()   # every missing program named at once, before a kernel is chosen
     k = choose_kernel(kernel, requirement)
     kvm, why = kvm_usable()
+    pvh = None if kvm else pvh_kernel(k)    # with KVM the kernel decompresses itself at native speed
     return VmPlan(kernel=k, kvm=kvm, accel_reason=why, memory=memory, cpus=cpus or min(os.cpu_count() or 1, 4),
                   rwdirs=tuple(str(d) for d in rwdirs), guest_argv=tuple(guest_argv),
                   modules=str(modules_dir(k, modules)) if modules is not None else None,
-                  cpu_model=None if kvm else tcg_cpu_model())
+                  cpu_model=None if kvm else tcg_cpu_model(), pvh_kernel=str(pvh) if pvh else None)
 
 
 def modules_dir(kernel: Path, modules: Path) -> Path:
@@ -292,12 +324,12 @@ def run_in_vm(plan: VmPlan, log=print, timeout: float | None = None, silence: fl
     env = vng_env(vng)
     script_dir = Path(tempfile.mkdtemp(prefix=VM_SCRIPT_PREFIX))
     try:
-        (script_dir / GUEST_SCRIPT).write_text(plan.guest_script())
+        plan.write_guest_files(script_dir)
         # this VM lives for one command, so its root may be cached (the warm VM's may not)
         cached = root_cache.install_shim(script_dir / "bin", env, vng)
         log(f"booting micro-VM: kernel {kernel_release(plan.kernel)}, "
             f"{'KVM' if plan.kvm else 'TCG (' + plan.accel_reason + f'; CPU {plan.cpu_model})'}, {plan.cpus} CPUs, "
-            f"{plan.memory}{', root cached' if cached else ''}")
+            f"{plan.memory}{', root cached' if cached else ''}{', kernel entered by PVH' if plan.pvh_kernel else ''}")
         return _boot(plan.vng_argv(vng, script_dir), env, log, timeout, silence, quiet)
     finally:
         shutil.rmtree(script_dir, ignore_errors=True)

@@ -222,7 +222,8 @@ def as_booted_by_warm_vm(plan, state: dict):
     """The plan of the guest that really ran a warm job: its `vm up` chose the CPUs, memory and CPU
     model, not the job's own command line (a job's --vm-cpus does not resize a running guest)."""
     return dataclasses.replace(plan, cpus=state.get("cpus", plan.cpus), memory=state.get("memory", plan.memory),
-                               cpu_model=state.get("cpu_model", plan.cpu_model))
+                               cpu_model=state.get("cpu_model", plan.cpu_model),
+                               pvh_kernel=state.get("pvh_kernel", plan.pvh_kernel))
 
 
 def _host_metadata(run_dir: Path, plan, warm: bool, host_seconds: float, label: str | None,
@@ -249,7 +250,7 @@ def _host_metadata(run_dir: Path, plan, warm: bool, host_seconds: float, label: 
         return EXIT_FAIL
     vm = {"kernel_image": str(plan.kernel), "kernel": kernel_release(plan.kernel), "modules": plan.modules,
           "accel": "kvm" if plan.kvm else "tcg", "accel_reason": plan.accel_reason, "cpus": plan.cpus,
-          "cpu_model": plan.cpu_model,
+          "cpu_model": plan.cpu_model, "pvh_kernel": plan.pvh_kernel,
           "memory": plan.memory, "warm": warm, "wall_seconds_with_boot": round(host_seconds, 2),
           "host_cpu": host_cpu_share}
     store.finish_metadata(backend="vm", vm=vm, host_kernel=platform.release(), phases=phases, **userland_metadata())

@@ -14,7 +14,7 @@ import termios
 import tty
 from pathlib import Path
 
-from runners.backends.vm.boot import GUEST_SCRIPT, VmError, plan_vm, vng_binary, vng_env
+from runners.backends.vm.boot import VmError, plan_vm, vng_binary, vng_env
 from runners.errors import EXIT_FAIL, EXIT_INTERRUPTED, EXIT_TERMINATED, Terminated
 from runners.linux.leftovers import VM_SCRIPT_PREFIX
 from runners.linux.processes import start_reaped, stop_processes
@@ -70,7 +70,7 @@ def _boot_attached(plan) -> int:
         raise Terminated()
     old = {sig: signal.signal(sig, ended) for sig in (signal.SIGTERM, signal.SIGHUP)}
     try:
-        (script_dir / GUEST_SCRIPT).write_text(plan.guest_script())
+        plan.write_guest_files(script_dir)
         proc = start_reaped(plan.vng_argv(vng, script_dir), env=vng_env(vng))
         if saved is not None:
             tty.setraw(fd)

@@ -238,11 +238,11 @@ def _boot(vm: WarmVm, plan: VmPlan, log, keep_seconds: float | None, booted_by: 
     vm.spool.mkdir(parents=True, exist_ok=True)
     set_keep(vm, keep_seconds)
     vng = vng_binary()
-    from runners.backends.vm.boot import GUEST_SCRIPT, compile_bytecode
+    from runners.backends.vm.boot import compile_bytecode
     compile_bytecode()
     script_dir = vm.home / "cmd"
     script_dir.mkdir(exist_ok=True)
-    (script_dir / GUEST_SCRIPT).write_text(plan.guest_script())
+    plan.write_guest_files(script_dir)
     env = vng_env(vng)
     cached = root_cache.install_shim(script_dir / "bin", env, vng)   # its guest forgets the cache before each job
     t0 = time.time()
@@ -252,6 +252,7 @@ def _boot(vm: WarmVm, plan: VmPlan, log, keep_seconds: float | None, booted_by: 
     state = {"pid": proc.pid, "kernel": kernel_release(plan.kernel), "kernel_image": str(plan.kernel),
              "modules": plan.modules,
              "accel": "kvm" if plan.kvm else "tcg", "cpu_model": plan.cpu_model, "cpus": plan.cpus,
+             "pvh_kernel": plan.pvh_kernel,
              "memory": plan.memory,
              "rwdirs": list(plan.rwdirs), "started": t0, "code": code_fingerprint(), "root_cached": cached,
              "keep_seconds": keep_seconds, "booted_by": booted_by}
@@ -375,7 +376,8 @@ def status_lines(vm: WarmVm) -> tuple[bool, list[str]]:
     queued = len([p for p in jobs.glob("*.json") if not p.with_suffix(".done").exists()]) if jobs.exists() else 0
     lines = [f"warm VM: {'up' if problem is None else problem}",
              f"  pid {st['pid']}, kernel {st['kernel']} ({st['accel'].upper()}), {st['cpus']} CPUs, {st['memory']}"
-             + (", root cached" if st.get("root_cached") else ""),
+             + (", root cached" if st.get("root_cached") else "")
+             + (", kernel entered by PVH" if st.get("pvh_kernel") else ""),
              f"  up for {time.time() - st['started']:.0f} s; jobs finished {done}, queued or running {queued}",
              f"  {idle_line(vm, st, queued)}",
              f"  shares: {', '.join(st.get('rwdirs', []))} (results for other folders: through {vm.stages})"]
