@@ -1,6 +1,7 @@
 """VM backend planning: command line, quoting and kernel choice (no VM is booted)."""
 import json
 import shlex
+import subprocess
 import sys
 import time
 from pathlib import Path
@@ -20,33 +21,40 @@ def test_vng_argv_quotes_guest_command(tmp_path, monkeypatch):
     argv = plan.vng_argv("vng", tmp_path / "cmd")
     assert argv[:3] == ["vng", "--run", str(kernel)] and "--disable-kvm" in argv
     assert argv[argv.index("--rwdir") + 1] == str(tmp_path)
-    rodirs = [argv[i + 1] for i, a in enumerate(argv) if a == "--rodir"]
-    assert rodirs[-1] == str(tmp_path / "cmd")
-    assert rodirs[:-1] == [f"{d}={tmp_path / 'cmd' / vm.UDEV_FOLDER}" for d in vm.udev_rule_dirs()]
-    assert shlex.split(argv[argv.index("--exec") + 1]) == ["sh", str(tmp_path / "cmd" / vm.GUEST_SCRIPT)]
+    rules = vm.udev_rule_dir()
+    assert rules == "/usr/lib/udev/rules.d"     # this machine's (Debian 12): its command folder is seen there
+    assert argv[argv.index("--rodir") + 1] == f"{rules}={tmp_path / 'cmd'}"
+    assert shlex.split(argv[argv.index("--exec") + 1]) == ["sh", f"{rules}/{vm.GUEST_SCRIPT}"]
     script = plan.guest_script()
     assert shlex.split(script)[-4:] == ["/venv/python", "-m", "runners.cli", "/r/my dir/scenario.yaml"]
 
 
 def test_the_guest_sees_only_the_udev_rule_that_names_its_command_ports(tmp_path, monkeypatch):
-    """The host's rules made the guest's udev coldplug take 2.6 s of a 6.6 s boot under TCG."""
-    monkeypatch.setattr(vm, "UDEV_RULE_DIRS", (str(tmp_path / "usr-lib"), str(tmp_path / "lib"), str(tmp_path / "etc"),
-                                               str(tmp_path / "absent")))
-    (tmp_path / "usr-lib").mkdir()
-    (tmp_path / "lib").symlink_to(tmp_path / "usr-lib")     # a merged /usr: the same folder, mounted over once
-    (tmp_path / "etc").mkdir()
-    assert vm.udev_rule_dirs() == [str(tmp_path / "usr-lib"), str(tmp_path / "etc")]
+    """The host's rules made the guest's udev coldplug take 2.6 s of a 6.6 s boot under TCG. The command's
+    folder is shared as the rules' folder: a folder of its own would cost 3 of the guest's boot parameters."""
+    usr_lib, lib = tmp_path / "usr-lib", tmp_path / "lib"
+    monkeypatch.setattr(vm, "UDEV_RULE_DIRS", (str(usr_lib), str(lib)))
+    assert vm.udev_rule_dir() is None
+    lib.mkdir()
+    assert vm.udev_rule_dir() == str(lib)
+    usr_lib.mkdir()
+    assert vm.udev_rule_dir() == str(usr_lib)               # a merged /usr, or the first found
+    (lib / "50-udev-default.rules").write_text("")
+    assert vm.udev_rule_dir() == str(lib)                   # not merged: where udev's own rules are
     kernel = tmp_path / "vmlinuz-6.1.0-56-amd64"
     kernel.write_text("")
     monkeypatch.setattr(vm, "kvm_usable", lambda: (False, "no usable /dev/kvm"))
     plan = vm.plan_vm(["true"], [], kernel=kernel)
     (tmp_path / "cmd").mkdir()
     plan.write_guest_files(tmp_path / "cmd")
-    rules = list((tmp_path / "cmd" / vm.UDEV_FOLDER).iterdir())
-    assert [r.read_text() for r in rules] == [vm.GUEST_UDEV_RULES] and 'SYMLINK+="virtio-ports/' in rules[0].read_text()
+    rules = (tmp_path / "cmd" / vm.UDEV_RULES_FILE).read_text()
+    assert rules == vm.GUEST_UDEV_RULES and 'SYMLINK+="virtio-ports/$attr{name}"' in rules
     assert (tmp_path / "cmd" / vm.GUEST_SCRIPT).read_text() == plan.guest_script()
     argv = plan.vng_argv("vng", tmp_path / "cmd")
-    assert f"{tmp_path / 'etc'}={tmp_path / 'cmd' / vm.UDEV_FOLDER}" in argv
+    assert f"{lib}={tmp_path / 'cmd'}" in argv and argv[-1] == f"sh {lib / vm.GUEST_SCRIPT}"
+    monkeypatch.setattr(vm, "UDEV_RULE_DIRS", ())           # no rules on the host: the folder as it is
+    argv = plan.vng_argv("vng", tmp_path / "cmd")
+    assert str(tmp_path / "cmd") in argv and argv[-1] == f"sh {tmp_path / 'cmd' / vm.GUEST_SCRIPT}"
 
 
 def test_a_long_guest_command_stays_off_the_kernel_command_line(tmp_path, monkeypatch):
@@ -167,3 +175,42 @@ def test_vm_test_shards_run_side_by_side_with_their_output_marked(tmp_path, caps
     assert codes == [2, 1] and not terminated and time.monotonic() - t0 < 1.9   # at once, not one after another
     out = capsys.readouterr().out.splitlines()
     assert sorted(out) == ["[vm1] ran x y", "[vm2] ran z"]
+
+
+def test_the_kernel_command_line_estimates_are_never_short_and_too_many_folders_are_refused(tmp_path, monkeypatch):
+    """x86 cuts the kernel command line at 2,048 bytes, and the kernel panics past 32 environment variables
+    for init; a guest given either hung or powered off at boot with nothing on the terminal. Every shared
+    folder adds its path, ~75 characters and 3 variables: the estimates the plan is checked with must not be
+    below what virtme-ng really makes (its --dry-run builds the line without booting), for the warm VM
+    (spool, stages, its command folder) with its results and another share."""
+    from runners.backends.vm import warm as warmvm
+
+    kernel = tmp_path / "vmlinuz-6.12.95+deb12-amd64"
+    kernel.write_text("")
+    monkeypatch.setattr(vm, "kvm_usable", lambda: (False, "no usable /dev/kvm"))
+    slot = warmvm.WarmVm(tmp_path / "run" / "warm-vm-6.12.95+deb12-amd64",
+                         stages_dir=tmp_path / "var-tmp" / "warm-stages" / "warm-vm-6.12.95+deb12-amd64")
+    shares = [tmp_path / f"results-{i}" for i in range(3)]
+    for d in (slot.spool, slot.home / "cmd", *shares):
+        d.mkdir(parents=True)
+    vng = vm.vng_binary()
+    for extra in (0, 2):    # its results' folder and one --share
+        plan = warmvm.plan_warm(kernel, "2G", 2, slot, shares[:extra])
+        plan.write_guest_files(slot.home / "cmd")
+        argv = plan.vng_argv(vng, slot.home / "cmd")
+        out = subprocess.run([*argv, "--dry-run"], env=vm.vng_env(vng), capture_output=True, text=True, timeout=60)
+        assert out.returncode == 0, out.stderr
+        words = shlex.split(out.stdout.strip().splitlines()[-1])
+        cmdline = words[words.index("-append") + 1]
+        assert f"virtme_initmount{2 + extra}=" in cmdline and f"virtme_initmount{3 + extra}=" not in cmdline
+        assert len(cmdline) <= vm.cmdline_estimate(argv) <= len(cmdline) + 300
+        envs = [w for w in cmdline.split() if "=" in w and "." not in w.split("=")[0]
+                and w.split("=")[0] not in ("console", "earlyprintk", "loglevel", "panic", "init")]
+        assert vm.init_envs(argv) == len(envs) + 2 <= vm.MAX_INIT_ENVS      # HOME and TERM first
+    with pytest.raises(vm.VmError, match=r"cannot be given 6 shared folders .*results-2.*: they make 34 boot "
+                                         r"parameters for its init, over the kernel's 32"):
+        warmvm.plan_warm(kernel, "2G", 2, slot, shares).vng_argv(vng, slot.home / "cmd")
+    long = tmp_path / ("x" * 250)
+    long.mkdir()
+    with pytest.raises(vm.VmError, match=r"kernel command line would be about \d+ characters, over x86's 2048"):
+        warmvm.plan_warm(kernel, "2G", 2, slot, [long / ("y" * 200), long]).vng_argv(vng, slot.home / "cmd")

@@ -46,17 +46,6 @@ GUEST_ENV = {
     "PYDANTIC_DISABLE_PLUGINS": "__all__",
     "PYTHONDONTWRITEBYTECODE": "1",
 }
-# Emulated hardware the testbed never uses (SATA, CD-ROM, PS/2, watchdog, nested KVM...): udev in
-# the guest loads a module for each at boot, seconds under TCG. The network stack is not listed.
-GUEST_MODULE_BLACKLIST = ("kvm", "kvm_amd", "kvm_intel", "irqbypass", "ahci", "libahci", "libata", "sr_mod", "cdrom",
-                          "sg", "lpc_ich", "i2c_i801", "i2c_smbus", "psmouse", "serio_raw", "pcspkr", "evdev",
-                          "iTCO_wdt", "iTCO_vendor_support", "intel_pmc_bxt", "button", "ccp",
-                          # udev's CPU coldplug tried powernow_k8 for 2.6 s; crypto and watchdog drivers
-                          # for the emulated CPU and board: MPTCP's key hashing uses the kernel's library SHA-256
-                          "powernow_k8", "acpi_cpufreq", "pcc_cpufreq", "amd64_edac", "edac_mce_amd",
-                          "crct10dif_pclmul", "crc32_pclmul", "crc32c_intel", "ghash_clmulni_intel",
-                          "sha512_ssse3", "sha256_ssse3", "sha1_ssse3", "aesni_intel", "i6300esb", "qemu_fw_cfg",
-                          "joydev", "intel_rapl_msr", "intel_rapl_common", "bochs", "virtio_rng")
 # The CPU qemu emulates under TCG. virtme-ng asks for `-cpu max`, whose extra features cost dearly when
 # every instruction is emulated: iperf3 over the guest's loopback moved 960-1460 Mbit/s with `max`,
 # 3800-4600 with this x86-64-v2 CPU and 4100-5600 with bare qemu64 (2026-11-23, kernel 6.1, 2 CPUs).
@@ -65,13 +54,17 @@ GUEST_MODULE_BLACKLIST = ("kvm", "kvm_amd", "kvm_intel", "irqbypass", "ahci", "l
 TCG_CPU_MODEL = "qemu64,+ssse3,+sse4.1,+sse4.2,+popcnt,+cx16,+lahf-lm"
 PACKAGES = ("runners", "scenarios", "topologies", "controller", "bench", "tests")
 # The guest's udev rules: only the one that names virtio-serial ports, through which virtme-ng-init hands the
-# guest command its terminal and exit code. The host's rules made udev's coldplug load drivers, rename and
-# re-address network devices, and run helpers for every device at boot (2.6 s of a 6.6 s guest boot under
-# TCG, 2026-11-27, kernel 6.1), then for every veth and OVS port a build makes. Modules the testbed uses
-# are loaded by the kernel on demand, without udev.
+# guest command its terminal and exit code. The host's rules made udev's coldplug load a driver for every
+# emulated device the testbed never uses (SATA, CD-ROM, watchdog, CPU frequency and crypto drivers: powernow_k8
+# alone took 2.6 s), rename and re-address network devices, and run helpers for each: 2.6 s of a 6.6 s guest
+# boot under TCG with those drivers blacklisted (2026-11-27, kernel 6.1), then again for every veth and OVS
+# port a build makes. The modules the testbed uses (netem, veth, openvswitch, ...) the kernel loads on demand,
+# without udev; the blacklist of those drivers went with the rules (the same modules load without it).
+# The command's folder is shared *as* the distribution's rules folder (udev reads only *.rules there), so the
+# rules cost no shared folder of their own: see MAX_INIT_ENVS.
 GUEST_UDEV_RULES = 'SUBSYSTEM=="virtio-ports", KERNEL=="vport*", ATTR{name}=="?*", SYMLINK+="virtio-ports/$attr{name}"\n'
-UDEV_RULE_DIRS = ("/usr/lib/udev/rules.d", "/lib/udev/rules.d", "/etc/udev/rules.d")
-UDEV_FOLDER = "udev-rules"
+UDEV_RULES_FILE = "50-virtio-ports.rules"
+UDEV_RULE_DIRS = ("/usr/lib/udev/rules.d", "/lib/udev/rules.d")   # where distributions put theirs
 
 
 class VmError(RuntimeError):
@@ -177,8 +170,7 @@ class VmPlan:
     def write_guest_files(self, script_dir: Path) -> None:
         """What the guest reads from `script_dir` (shared read-only): its command and its udev rules."""
         (script_dir / GUEST_SCRIPT).write_text(self.guest_script())
-        (script_dir / UDEV_FOLDER).mkdir(exist_ok=True)
-        (script_dir / UDEV_FOLDER / "50-virtio-ports.rules").write_text(GUEST_UDEV_RULES)
+        (script_dir / UDEV_RULES_FILE).write_text(GUEST_UDEV_RULES)
 
     def vng_argv(self, vng: str, script_dir: Path) -> list[str]:
         """virtme-ng's command line; the guest command is read from `script_dir`/guest.sh.
@@ -186,9 +178,9 @@ class VmPlan:
         virtme-ng passes --exec on the kernel command line, which x86 cuts at
         2048 bytes: a long command (a pytest run of every integration test)
         was cut and the guest hung at boot. A script file keeps it short.
+        Each shared folder adds its path there too: VmError when they would not fit.
         """
-        argv = [vng, "--run", str(self.boot_image(script_dir)), "--memory", self.memory, "--cpus", str(self.cpus),
-                "--append", "modprobe.blacklist=" + ",".join(GUEST_MODULE_BLACKLIST)]
+        argv = [vng, "--run", str(self.boot_image(script_dir)), "--memory", self.memory, "--cpus", str(self.cpus)]
         if not self.kvm:
             argv += ["--disable-kvm", f"--qemu-opts=-cpu {self.cpu_model}"]
         if not rust_virtiofsd():
@@ -199,9 +191,11 @@ class VmPlan:
             # the guest hides parts of the host's tree under tmpfs (/var/cache, /var/tmp, /var/log, /run):
             # modules kept there must be shared explicitly to be loadable
             argv += ["--rodir", str(Path(self.modules).resolve())]
-        for rules in udev_rule_dirs():      # each of the host's rule folders shows the guest's rules only
-            argv += ["--rodir", f"{rules}={script_dir / UDEV_FOLDER}"]
-        argv += ["--rodir", str(script_dir), "--exec", f"sh {shlex.quote(str(script_dir / GUEST_SCRIPT))}"]
+        rules = udev_rule_dir()
+        seen_as = Path(rules) if rules else script_dir   # where the guest sees the command's folder
+        argv += ["--rodir", f"{rules}={script_dir}" if rules else str(script_dir),
+                 "--exec", f"sh {shlex.quote(str(seen_as / GUEST_SCRIPT))}"]
+        _fits_the_kernel_command_line(argv)
         return argv
 
     def boot_image(self, script_dir: Path) -> Path:
@@ -215,16 +209,55 @@ class VmPlan:
         return stage_image(image, kernel_release(self.kernel), Path(self.modules), root)
 
 
-def udev_rule_dirs() -> list[str]:
-    """The host's udev rule folders (the guest sees the host's root), each once: /lib is /usr/lib on a
-    merged-/usr system. A folder that does not exist cannot be mounted over, and holds no rules."""
-    seen, found = set(), []
-    for d in UDEV_RULE_DIRS:
-        real = os.path.realpath(d)
-        if os.path.isdir(d) and real not in seen:
-            seen.add(real)
-            found.append(d)
-    return found
+KERNEL_CMDLINE_MAX = 2048
+# The kernel hands each parameter it does not know (and without a dot) to init as an environment variable,
+# and panics ("Too many boot env vars") past 32 of them, HOME and TERM included. virtme-ng's own are 14
+# (virtme-ng 1.42); each shared folder adds 3. A warm VM shares 4 (spool, stages, results, its command).
+MAX_INIT_ENVS = 32
+VIRTME_INIT_ENVS = 14 + 2
+# What virtme-ng puts on the kernel command line besides the shared folders: its own parameters (513
+# characters with /work/main/.venv's virtme-ng-init, 2026-11-27, virtme-ng 1.42), with room for a longer
+# venv path and the checkout's path (virtme_chdir). tests/unit/test_vm.py checks both estimates against
+# virtme-ng's --dry-run.
+VIRTME_CMDLINE_ALLOWANCE = 700
+
+
+def shared_folders(argv: list[str]) -> list[str]:
+    """The folders a vng command line shares with the guest, as the guest sees them."""
+    return [argv[i + 1].split("=", 1)[0] for i, a in enumerate(argv[:-1]) if a in ("--rwdir", "--rodir")]
+
+
+def cmdline_estimate(argv: list[str]) -> int:
+    """At least the length of the kernel command line virtme-ng makes of `argv`: its own parameters, and per
+    shared folder `virtme_initmountN=PATH virtme_initmountN_fstype=9p virtme_initmountN_access=rw`."""
+    return VIRTME_CMDLINE_ALLOWANCE + sum(len(f) + 3 * len(f"virtme_initmount{i}") + 24
+                                          for i, f in enumerate(shared_folders(argv)))
+
+
+def init_envs(argv: list[str]) -> int:
+    """How many environment variables the guest's init gets from the kernel command line."""
+    return VIRTME_INIT_ENVS + 3 * len(shared_folders(argv))
+
+
+def _fits_the_kernel_command_line(argv: list[str]) -> None:
+    """A command line cut at its length, or with too many parameters, hangs or panics the guest at boot with
+    nothing on the terminal: refuse first, naming the folders."""
+    folders = shared_folders(argv)
+    need, envs = cmdline_estimate(argv), init_envs(argv)
+    if need > KERNEL_CMDLINE_MAX or envs > MAX_INIT_ENVS:
+        raise VmError(f"the guest cannot be given {len(folders)} shared folders ({', '.join(folders)}): "
+                      + (f"its kernel command line would be about {need} characters, over x86's {KERNEL_CMDLINE_MAX}"
+                         if need > KERNEL_CMDLINE_MAX else
+                         f"they make {envs} boot parameters for its init, over the kernel's {MAX_INIT_ENVS}")
+                      + "; share fewer or shorter ones (`run-scenario vm up --share`, --out)")
+
+
+def udev_rule_dir() -> str | None:
+    """The host's folder of the distribution's udev rules (the guest sees the host's root), or None. On a
+    merged-/usr system /lib/udev is /usr/lib/udev; elsewhere the one holding udev's default rules."""
+    found = [d for d in UDEV_RULE_DIRS if os.path.isdir(d)]
+    with_defaults = [d for d in found if os.path.exists(os.path.join(d, "50-udev-default.rules"))]
+    return (with_defaults or found or [None])[0]
 
 
 VIRTIOFSD_PATHS = ("/usr/libexec/virtiofsd", "/usr/lib/virtiofsd/virtiofsd", "/usr/lib/virtiofsd",
