@@ -181,3 +181,20 @@ def test_a_folder_that_cannot_take_the_results_is_said_once_and_the_stage_kept(s
     assert mover.failed and said.count("cannot be moved into") == 1 and f"kept in {stage.files}" in said
     assert "No space left on device" in said
     assert consistent(stage.files) == [a_run(1)["id"], a_run(2)["id"]]     # nothing lost: the stage stays
+
+
+def test_a_warm_vm_that_died_mid_job_was_salvaged_and_the_mover_finishes_quietly(staged, capsys):
+    """The warm VM's process gone during a job: the host stops it, and stopping salvages every stage into its
+    folder and removes the stages. The job's mover then finds its stage gone: nothing to move, no traceback
+    (one read the gone stage's `target` file)."""
+    from runners.backends.vm.host import _Mover
+
+    target, stage, guest = staged
+    mover = _Mover(stage)
+    write_run(guest, 1)
+    mover.poll()
+    write_run(guest, 2)
+    assert salvage(stage.home.parent, log=lambda m: None) and not stage.home.exists()
+    mover.finish()
+    assert not mover.failed and capsys.readouterr().err == ""
+    assert consistent(target) == [a_run(1)["id"], a_run(2)["id"]]

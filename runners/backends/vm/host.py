@@ -433,6 +433,7 @@ class _Mover:
 
     def __init__(self, stage):
         self.stage, self.failed = stage, False
+        self.target = stage.target
 
     def poll(self) -> None:
         if not self.failed:
@@ -442,7 +443,7 @@ class _Mover:
                 self._say(e)
 
     def finish(self) -> None:
-        if self.failed:
+        if self.failed or not self.stage.home.exists():   # gone: a warm VM that died was stopped, which salvaged it
             return
         try:
             self.stage.finish()
@@ -451,6 +452,6 @@ class _Mover:
 
     def _say(self, e: OSError) -> None:
         self.failed = True
-        err(f"warm VM: the results cannot be moved into {self.stage.target} ({e.strerror or e}); they are kept in "
-            f"{self.stage.files} and moved there by `run-scenario --resume {self.stage.target}` or when the warm "
+        err(f"warm VM: the results cannot be moved into {self.target} ({e.strerror or e}); they are kept in "
+            f"{self.stage.files} and moved there by `run-scenario --resume {self.target}` or when the warm "
             "VM stops")

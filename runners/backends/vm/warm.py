@@ -234,8 +234,9 @@ def up(vm: WarmVm, plan: VmPlan, log=print, keep_seconds: float | None = None, b
 
 
 def _boot(vm: WarmVm, plan: VmPlan, log, keep_seconds: float | None, booted_by: str) -> dict:
-    stop(vm, log=lambda m: None)
+    stop(vm, log=lambda m: None)    # a guest that failed to boot left its state: stop clears its folders ...
     vm.spool.mkdir(parents=True, exist_ok=True)
+    vm.stages.mkdir(parents=True, exist_ok=True)    # ... the stages too, which the plan shares
     set_keep(vm, keep_seconds)
     vng = vng_binary()
     from runners.backends.vm.boot import compile_bytecode
