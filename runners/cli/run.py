@@ -41,8 +41,8 @@ backends:
   vm      boot a micro-VM (virtme-ng) with a distribution kernel from /boot (the newest
           non-backports one, or the newest meeting `requires.kernel`, or --kernel)
           and run the native backend inside it. Uses KVM when it can boot a stock
-          kernel, else TCG emulation (slower: ~12 s to boot and power off, measured
-          2026-11-23). The first such run leaves its guest up as a warm VM, which
+          kernel, else TCG emulation (slower: ~7 s to boot and power off, measured
+          2026-11-27). The first such run leaves its guest up as a warm VM, which
           stops itself after 10 min without a job (--keep-vm; none with
           --keep-vm 0s, TESTBED_KEEP_VM=0, or when CI is set): the next runs, with
           any --out, go to it and do not boot. `run-scenario vm status` shows it,
