@@ -83,10 +83,12 @@ def netem_works(under_tbf: bool = False) -> tuple[bool, str]:
 
 
 @functools.lru_cache(maxsize=None)
+@functools.lru_cache(maxsize=1)
 def kernel_debug() -> list[str] | None:
-    """The running kernel's debug options (kmemleak, lockdep, KASAN) by their symbols in /proc/kallsyms, as
-    the upstream MPTCP selftests find them; None when /proc/kallsyms cannot be read. Recorded once per
-    set (metadata's probe) and a `warn` in every run's fidelity (runners.results.fidelity)."""
+    """The running kernel's debug options (kmemleak, lockdep, KASAN), from its configuration or by their
+    symbols in /proc/kallsyms as the upstream MPTCP selftests find them; None when neither can be read.
+    Recorded once per set (metadata's probe) and a `warn` in every run's fidelity (runners.results.fidelity).
+    Memoised: the kernel does not change under a process (the warm VM's guest asks once for every job)."""
     try:
         return procfs.kernel_debug_options()
     except OSError:

@@ -8,7 +8,8 @@ the testbed does not use, are left out; TCP's and MPTCP's counters are shared
 by both families), and /proc/<pid>/net/dev the
 interface counters of `ip -s link`. A read is near-instant, so a sample's
 time is the time of its read. The machine's own counters are here too: each CPU's time (/proc/stat),
-the receive backlog's drops (/proc/net/softnet_stat) and a debug kernel's symbols (/proc/kallsyms).
+the receive backlog's drops (/proc/net/softnet_stat) and a debug kernel's options (its configuration, or
+its symbols in /proc/kallsyms).
 """
 from __future__ import annotations
 
@@ -156,11 +157,35 @@ DEBUG_SYMBOLS = {b"kmemleak_init": "kmemleak", b"lockdep_init": "lockdep", b"kas
                  b"prove_locking": "lockdep"}
 
 
-def kernel_debug_options(path: str = "/proc/kallsyms") -> list[str]:
-    """The debug options (kmemleak, lockdep, KASAN) of the running kernel, by their symbols; [] for a
-    kernel without them. Reads /proc/kallsyms once (a few MB: tenths of a second in a TCG guest)."""
-    with open(path, "rb") as f:
+# The same options in the kernel's build configuration, where the running kernel's can be found
+DEBUG_CONFIG = {"CONFIG_DEBUG_KMEMLEAK": "kmemleak", "CONFIG_LOCKDEP": "lockdep", "CONFIG_PROVE_LOCKING": "lockdep",
+                "CONFIG_KASAN": "KASAN"}
+
+
+def kernel_debug_options(kallsyms: str = "/proc/kallsyms", configs: tuple[str, ...] | None = None) -> list[str]:
+    """The debug options (kmemleak, lockdep, KASAN) of the running kernel: from its build configuration
+    (/proc/config.gz, or the distribution's /boot/config-RELEASE), else by their symbols in /proc/kallsyms.
+    In a TCG guest the symbols took 0.22-0.26 s (the kernel writes 5 MB of text, then four searches of it),
+    the configuration 0.02-0.03 s (2026-11-27, kernel 6.1)."""
+    import gzip
+    import os
+
+    for config in configs if configs is not None else ("/proc/config.gz", f"/boot/config-{os.uname().release}"):
+        try:
+            raw = Path(config).read_bytes()
+            text = (gzip.decompress(raw) if config.endswith(".gz") else raw).decode("utf-8", "replace")
+        except (OSError, EOFError, gzip.BadGzipFile):
+            continue
+        return parse_debug_config(text)
+    with open(kallsyms, "rb") as f:
         return parse_debug_symbols(f.read())
+
+
+def parse_debug_config(text: str) -> list[str]:
+    """A kernel's .config -> the options DEBUG_CONFIG names as built in, each once, in DEBUG_SYMBOLS' order."""
+    built_in = {line.split("=", 1)[0] for line in text.splitlines() if line.endswith("=y")}
+    found = {option for name, option in DEBUG_CONFIG.items() if name in built_in}
+    return [option for option in dict.fromkeys(DEBUG_SYMBOLS.values()) if option in found]
 
 
 def parse_debug_symbols(data: bytes) -> list[str]:

@@ -3,6 +3,7 @@ runs recorded in the TCG micro-VM (tests/fixtures/fidelity), and where the verdi
 summary, report.html, JUnit, and the verdicts that leave unfaithful runs out."""
 import copy
 import csv
+import gzip
 import io
 import json
 import time
@@ -62,6 +63,24 @@ def test_a_debug_kernel_is_known_by_its_symbols_as_the_mptcp_selftests_know_it()
     assert procfs.parse_debug_symbols(debug) == ["kmemleak", "lockdep"]
     assert procfs.parse_debug_symbols(b"ffffffffc0000000 t kasan_init\t[kasan_mod]\n") == ["KASAN"]
     assert procfs.kernel_debug_options() == []   # this machine's Debian kernel is no debug kernel
+
+
+def test_a_debug_kernel_is_known_by_its_configuration_first_and_by_its_symbols_without_one(tmp_path):
+    """The symbols took 0.22-0.26 s in a TCG guest, the configuration 0.02-0.03 s; it says the same, when found."""
+    plain = "CONFIG_KASAN_SHADOW_OFFSET=0xdffffc0000000000\n# CONFIG_KASAN is not set\nCONFIG_LOCKDEP_SUPPORT=y\n"
+    debug = plain + "CONFIG_PROVE_LOCKING=y\nCONFIG_LOCKDEP=y\nCONFIG_DEBUG_KMEMLEAK=y\nCONFIG_KASAN=y\n"
+    assert procfs.parse_debug_config(plain) == []
+    assert procfs.parse_debug_config(debug) == ["kmemleak", "lockdep", "KASAN"]
+    kallsyms = tmp_path / "kallsyms"
+    kallsyms.write_bytes(b"ffffffff82000010 t lockdep_init\n")
+    (tmp_path / "config.gz").write_bytes(gzip.compress(debug.encode()))
+    (tmp_path / "config").write_text(plain)
+    (tmp_path / "broken.gz").write_bytes(b"not gzip")
+    assert procfs.kernel_debug_options(str(kallsyms), (str(tmp_path / "config.gz"),)) == ["kmemleak", "lockdep", "KASAN"]
+    assert procfs.kernel_debug_options(str(kallsyms), (str(tmp_path / "absent.gz"), str(tmp_path / "config"))) == []
+    assert procfs.kernel_debug_options(str(kallsyms), (str(tmp_path / "broken.gz"), str(tmp_path / "absent"))) \
+        == ["lockdep"]                                      # no configuration to read: the symbols
+    assert procfs.kernel_debug_options(configs=()) == []    # this machine's kernel by its symbols, as by its config
 
 
 # ---------------------------------------------------------------- the sampler

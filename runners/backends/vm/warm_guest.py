@@ -54,9 +54,10 @@ def preload_testbed() -> None:
     import scenarios.spec.loader  # noqa: F401
     import topologies.net  # noqa: F401
     from runners.backends.kernel_features import endpoint_answers
-    from runners.backends.probe import iperf3_facts, netem_works
+    from runners.backends.probe import iperf3_facts, kernel_debug, netem_works
     netem_works()   # memoised: every job's probe inherits the answer
     iperf3_facts()
+    kernel_debug()
     if os.geteuid() == 0:
         endpoint_answers()   # metadata's endpoint flags: a namespace and 5 processes, 0.3-0.5 s a job in TCG
 
