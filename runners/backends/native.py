@@ -9,7 +9,6 @@ import platform
 import time
 from pathlib import Path
 
-from runners.analysis.report import summary_and_report
 from runners.backends.vm.kernel_sets import record_kernel
 from runners.console.output import err, info
 from runners.errors import EXIT_FAIL, EXIT_STOPPED
@@ -84,6 +83,8 @@ def run_set(options, exp, run_dir: Path, probe_report) -> int:
         err(f"the set's status ({status}) could not be written to {run_dir / 'metadata.json'}: {e.strerror}")
         return EXIT_FAIL
     if kept_runs and not options.no_report and status != RESULTS_UNWRITABLE:
+        from runners.analysis.report import summary_and_report   # not in the VM's guest: its host reports
+
         code = summary_and_report(run_dir, options, code)
     return code
 

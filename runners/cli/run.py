@@ -21,7 +21,6 @@ from runners.backends.vm.keep import keep_setting
 from runners.backends.vm.kernels import native_refusal
 from runners.cli import subcommand_listing
 from runners.cli.common import costs_for, estimate_backend
-from runners.cli.plan_check import check_plan
 from runners.console import output
 from runners.console.output import err, info
 from runners.errors import EXIT_FAIL, EXIT_INPUT, EXIT_KERNEL_REFUSED, EXIT_OK
@@ -289,7 +288,7 @@ def _check_files(args) -> int:
                 print("\n".join(report), file=sys.stderr)
                 bad += 1
                 continue
-            if check_plan(exp, estimate_backend(args.backend, exp)[0], args.kernel, args.strict_fidelity, f) \
+            if _check_plan(exp, estimate_backend(args.backend, exp)[0], args.kernel, args.strict_fidelity, f) \
                     and args.strict_fidelity:
                 bad += 1   # check_plan said why
                 continue
@@ -325,9 +324,17 @@ def _dry_run(args, exp) -> int:
     if asked:
         print(f"{args.scenario[0]}: --kernel {', '.join(asked)}: not on this machine", file=sys.stderr)
         return EXIT_INPUT
-    if check_plan(exp, backend, args.kernel, args.strict_fidelity, args.scenario[0]) and args.strict_fidelity:
+    if _check_plan(exp, backend, args.kernel, args.strict_fidelity, args.scenario[0]) and args.strict_fidelity:
         return EXIT_INPUT
     return EXIT_OK
+
+
+def _check_plan(*args) -> bool:
+    """runners.cli.plan_check's check_plan, imported when used: the VM's guest never uses it (its host
+    compared the plan with the calibration), and every import costs tenths of a second in a TCG guest."""
+    from runners.cli.plan_check import check_plan
+
+    return check_plan(*args)
 
 
 def process_age() -> float:
@@ -451,7 +458,7 @@ def _run(options: RunOptions, exp) -> int:
         return EXIT_FAIL
     if choice.auto_note:
         info(choice.auto_note)
-    if not options.vm_guest and check_plan(exp, choice.name, options.kernel, options.strict_fidelity,
+    if not options.vm_guest and _check_plan(exp, choice.name, options.kernel, options.strict_fidelity,
                                            options.scenario[0]) and options.strict_fidelity:
         return EXIT_INPUT
     blocked = _before_anything_starts(options, exp, choice.name)
