@@ -83,7 +83,6 @@ def netem_works(under_tbf: bool = False) -> tuple[bool, str]:
 
 
 @functools.lru_cache(maxsize=None)
-@functools.lru_cache(maxsize=1)
 def kernel_debug() -> list[str] | None:
     """The running kernel's debug options (kmemleak, lockdep, KASAN), from its configuration or by their
     symbols in /proc/kallsyms as the upstream MPTCP selftests find them; None when neither can be read.

@@ -1,5 +1,6 @@
 """VM backend planning: command line, quoting and kernel choice (no VM is booted)."""
 import json
+import os
 import shlex
 import subprocess
 import sys
@@ -21,10 +22,10 @@ def test_vng_argv_quotes_guest_command(tmp_path, monkeypatch):
     argv = plan.vng_argv("vng", tmp_path / "cmd")
     assert argv[:3] == ["vng", "--run", str(kernel)] and "--disable-kvm" in argv
     assert argv[argv.index("--rwdir") + 1] == str(tmp_path)
-    rules = vm.udev_rule_dir()
-    assert rules == "/usr/lib/udev/rules.d"     # this machine's (Debian 12): its command folder is seen there
-    assert argv[argv.index("--rodir") + 1] == f"{rules}={tmp_path / 'cmd'}"
-    assert shlex.split(argv[argv.index("--exec") + 1]) == ["sh", f"{rules}/{vm.GUEST_SCRIPT}"]
+    rules = vm.udev_rule_dir()     # the command's folder is seen there (where the host has one)
+    seen_as = rules or str(tmp_path / "cmd")
+    assert argv[argv.index("--rodir") + 1] == (f"{rules}={tmp_path / 'cmd'}" if rules else seen_as)
+    assert shlex.split(argv[argv.index("--exec") + 1]) == ["sh", f"{seen_as}/{vm.GUEST_SCRIPT}"]
     script = plan.guest_script()
     assert shlex.split(script)[-4:] == ["/venv/python", "-m", "runners.cli", "/r/my dir/scenario.yaml"]
 
@@ -52,9 +53,32 @@ def test_the_guest_sees_only_the_udev_rule_that_names_its_command_ports(tmp_path
     assert (tmp_path / "cmd" / vm.GUEST_SCRIPT).read_text() == plan.guest_script()
     argv = plan.vng_argv("vng", tmp_path / "cmd")
     assert f"{lib}={tmp_path / 'cmd'}" in argv and argv[-1] == f"sh {lib / vm.GUEST_SCRIPT}"
+    # the folder's name stays on qemu's command line, where a killed run's orphaned VM is recognised
+    assert argv[argv.index("--append") + 1] == f"testbed.cmd={tmp_path / 'cmd'}"
     monkeypatch.setattr(vm, "UDEV_RULE_DIRS", ())           # no rules on the host: the folder as it is
     argv = plan.vng_argv("vng", tmp_path / "cmd")
     assert str(tmp_path / "cmd") in argv and argv[-1] == f"sh {tmp_path / 'cmd' / vm.GUEST_SCRIPT}"
+    assert "--append" not in argv
+
+
+def test_with_modules_the_command_folder_is_seen_where_it_is(tmp_path, monkeypatch):
+    """virtme-ng links the guest's /lib/modules/RELEASE to the staged root in the command's folder by its own
+    path: shared as the udev rules' folder instead, a warm VM's (under /run, a tmpfs in the guest) would
+    have had no modules."""
+    monkeypatch.setattr(vm, "UDEV_RULE_DIRS", (str(tmp_path),))
+    kernel = tmp_path / "vmlinuz-6.1.0-56-amd64"
+    kernel.write_text("")
+    mods = tmp_path / "mods" / "lib" / "modules" / "6.1.0-56-amd64"
+    mods.mkdir(parents=True)
+    (mods / "modules.order").write_text("")
+    monkeypatch.setattr(vm, "kvm_usable", lambda: (False, "no usable /dev/kvm"))
+    monkeypatch.setattr(vm, "kernel_release", lambda k: "6.1.0-56-amd64")
+    plan = vm.plan_vm(["true"], [], kernel=kernel, modules=tmp_path / "mods")
+    (tmp_path / "cmd").mkdir()
+    argv = plan.vng_argv("vng", tmp_path / "cmd")
+    assert argv[argv.index("--run") + 1] == str(tmp_path / "cmd" / "kernel-root" / "boot" / "vmlinuz-6.1.0-56-amd64")
+    assert str(tmp_path / "cmd") in argv and argv[-1] == f"sh {tmp_path / 'cmd' / vm.GUEST_SCRIPT}"
+    assert not any(a.startswith(f"{tmp_path}=") for a in argv)
 
 
 def test_a_long_guest_command_stays_off_the_kernel_command_line(tmp_path, monkeypatch):
@@ -206,7 +230,8 @@ def test_the_kernel_command_line_estimates_are_never_short_and_too_many_folders_
         assert len(cmdline) <= vm.cmdline_estimate(argv) <= len(cmdline) + 300
         envs = [w for w in cmdline.split() if "=" in w and "." not in w.split("=")[0]
                 and w.split("=")[0] not in ("console", "earlyprintk", "loglevel", "panic", "init")]
-        assert vm.init_envs(argv) == len(envs) + 2 <= vm.MAX_INIT_ENVS      # HOME and TERM first
+        # HOME and TERM first; virtme-ng adds virtme_root_user=1 only for root
+        assert vm.init_envs(argv) - (0 if os.geteuid() == 0 else 1) == len(envs) + 2 <= vm.MAX_INIT_ENVS
     with pytest.raises(vm.VmError, match=r"cannot be given 6 shared folders .*results-2.*: they make 34 boot "
                                          r"parameters for its init, over the kernel's 32"):
         warmvm.plan_warm(kernel, "2G", 2, slot, shares).vng_argv(vng, slot.home / "cmd")

@@ -54,9 +54,31 @@ def test_an_xz_or_gzip_bzimage_is_decompressed_and_cached_by_its_hash(tmp_path, 
     made = pvh.pvh_kernel(xz, cache)
     assert made.parent == cache and made.read_bytes() == PVH_ELF
     assert pvh.pvh_kernel(gz, cache).read_bytes() == PVH_ELF and pvh.pvh_kernel(gz, cache) != made
-    made.write_bytes(b"cached")                     # a second boot reads the cache, not the image
-    assert pvh.pvh_kernel(xz, cache).read_bytes() == b"cached"
+    assert made.stat().st_mode & 0o777 == 0o644     # qemu may run as another user
+    made.write_bytes(PVH_ELF + b"cached")           # a second boot reads the cache, not the image
+    assert pvh.pvh_kernel(xz, cache).read_bytes() == PVH_ELF + b"cached"
     assert not [p for p in cache.iterdir() if p.name.startswith(".")]     # no temporary file left
+
+
+@pytest.mark.parametrize("spoil", ["truncated", "empty", "unreadable"])
+def test_a_cached_kernel_that_is_no_longer_whole_is_made_again(tmp_path, spoil, monkeypatch):
+    """One cut short, emptied or made unreadable would make every boot fail, until someone removed it."""
+    monkeypatch.delenv("TESTBED_VM_PVH", raising=False)
+    image = tmp_path / "vmlinuz"
+    image.write_bytes(bzimage(gzip.compress(PVH_ELF)))
+    made = pvh.pvh_kernel(image, tmp_path / "cache")
+    if spoil == "truncated":
+        made.write_bytes(PVH_ELF[:100])
+    elif spoil == "empty":
+        made.write_bytes(b"")
+    else:
+        real_open = open
+        monkeypatch.setattr("builtins.open", lambda f, *a, **k: (_ for _ in ()).throw(PermissionError(13, "denied"))
+                            if str(f) == str(made) else real_open(f, *a, **k))
+        assert not pvh._usable(made)
+        monkeypatch.setattr("builtins.open", real_open)
+        return
+    assert pvh.pvh_kernel(image, tmp_path / "cache") == made and made.read_bytes() == PVH_ELF
 
 
 @pytest.mark.parametrize("image", [

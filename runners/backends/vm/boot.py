@@ -191,8 +191,13 @@ class VmPlan:
             # the guest hides parts of the host's tree under tmpfs (/var/cache, /var/tmp, /var/log, /run):
             # modules kept there must be shared explicitly to be loadable
             argv += ["--rodir", str(Path(self.modules).resolve())]
-        rules = udev_rule_dir()
+        # with --modules, virtme-ng links the guest's /lib/modules/RELEASE to the staged root in the command's
+        # folder by its own path (boot_image): that folder must then be seen where it is, with the host's rules
+        rules = udev_rule_dir() if self.modules is None else None
         seen_as = Path(rules) if rules else script_dir   # where the guest sees the command's folder
+        # the folder's name stays on qemu's command line, where a killed run's orphaned VM is recognised
+        # (runners.linux.leftovers): a parameter with a dot is the kernel's module parameter, not init's variable
+        argv += ["--append", f"testbed.cmd={script_dir}"] if rules else []
         argv += ["--rodir", f"{rules}={script_dir}" if rules else str(script_dir),
                  "--exec", f"sh {shlex.quote(str(seen_as / GUEST_SCRIPT))}"]
         _fits_the_kernel_command_line(argv)
@@ -200,7 +205,8 @@ class VmPlan:
 
     def boot_image(self, script_dir: Path) -> Path:
         """The image virtme-ng boots: the kernel, or with --modules a link to it in a staged root
-        (in `script_dir`, which the guest sees) beside its modules, where virtme-ng looks for them."""
+        (in `script_dir`, which the guest then sees at its own path) beside its modules, where virtme-ng
+        looks for them."""
         image = Path(self.pvh_kernel) if self.pvh_kernel else self.kernel
         if self.modules is None:
             return image
@@ -215,9 +221,9 @@ KERNEL_CMDLINE_MAX = 2048
 # (virtme-ng 1.42); each shared folder adds 3. A warm VM shares 4 (spool, stages, results, its command).
 MAX_INIT_ENVS = 32
 VIRTME_INIT_ENVS = 14 + 2
-# What virtme-ng puts on the kernel command line besides the shared folders: its own parameters (513
-# characters with /work/main/.venv's virtme-ng-init, 2026-11-27, virtme-ng 1.42), with room for a longer
-# venv path and the checkout's path (virtme_chdir). tests/unit/test_vm.py checks both estimates against
+# What virtme-ng puts on the kernel command line besides the shared folders and the working folder
+# (virtme_chdir): its own parameters (504 characters with /work/main/.venv's virtme-ng-init, 2026-11-27,
+# virtme-ng 1.42), with room for a longer venv path. tests/unit/test_vm.py checks both estimates against
 # virtme-ng's --dry-run.
 VIRTME_CMDLINE_ALLOWANCE = 700
 
@@ -230,8 +236,11 @@ def shared_folders(argv: list[str]) -> list[str]:
 def cmdline_estimate(argv: list[str]) -> int:
     """At least the length of the kernel command line virtme-ng makes of `argv`: its own parameters, and per
     shared folder `virtme_initmountN=PATH virtme_initmountN_fstype=9p virtme_initmountN_access=rw`."""
-    return VIRTME_CMDLINE_ALLOWANCE + sum(len(f) + 3 * len(f"virtme_initmount{i}") + 24
-                                          for i, f in enumerate(shared_folders(argv)))
+    appended = sum(len(argv[i + 1]) + 1 for i, a in enumerate(argv[:-1]) if a == "--append")
+    # with --modules: virtme_link_mods=/<the staged root in the command's folder>/lib/modules/RELEASE
+    linked = sum(len(a) + 60 for a in argv if "/kernel-root/" in a)
+    return (VIRTME_CMDLINE_ALLOWANCE + len(os.getcwd()) + appended + linked
+            + sum(len(f) + 3 * len(f"virtme_initmount{i}") + 24 for i, f in enumerate(shared_folders(argv))))
 
 
 def init_envs(argv: list[str]) -> int:

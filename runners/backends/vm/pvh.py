@@ -70,7 +70,7 @@ def decompress(fmt: str, payload: bytes) -> bytes | None:
 
 def has_pvh_entry(elf: bytes) -> bool:
     """Whether `elf` is a 64-bit little-endian ELF with a Xen PHYS32_ENTRY note (what qemu enters by)."""
-    if len(elf) < 64 or not elf.startswith(ELF_MAGIC) or elf[4] != 2 or elf[5] != 1:
+    if len(elf) < 64 or elf[:4] != ELF_MAGIC or elf[4] != 2 or elf[5] != 1:
         return False
     phoff, = struct.unpack_from("<Q", elf, 0x20)
     phentsize, phnum = struct.unpack_from("<HH", elf, 0x36)
@@ -113,7 +113,7 @@ def pvh_kernel(image: Path, cache: Path | None = None) -> Path | None:
         return None
     folder = cache or kernel_cache()
     cached = folder / f"vmlinux-{hashlib.sha256(raw).hexdigest()[:20]}"
-    if cached.is_file():
+    if _usable(cached):
         try:
             os.utime(cached)        # most recently used: kept by _prune
         except OSError:
@@ -129,6 +129,9 @@ def pvh_kernel(image: Path, cache: Path | None = None) -> Path | None:
         fd, tmp = tempfile.mkstemp(dir=folder, prefix=".vmlinux-")
         with os.fdopen(fd, "wb") as f:
             f.write(elf)
+            f.flush()
+            os.fsync(f.fileno())    # a crash leaves no empty kernel under the final name
+        os.chmod(tmp, 0o644)        # qemu may run as another user than the one who made it (mkstemp: 0600)
         os.replace(tmp, cached)     # whole or not at all: two boots at once each write their own
     except OSError:
         if tmp is not None:
@@ -136,6 +139,18 @@ def pvh_kernel(image: Path, cache: Path | None = None) -> Path | None:
         return None
     _prune(folder)
     return cached
+
+
+def _usable(cached: Path) -> bool:
+    """A cached kernel this user can read, still an ELF with its PVH note (else it is made again): one
+    truncated, replaced or made unreadable since would make every boot fail."""
+    import mmap
+
+    try:
+        with open(cached, "rb") as f, mmap.mmap(f.fileno(), 0, access=mmap.ACCESS_READ) as elf:
+            return has_pvh_entry(elf)   # reads the headers and notes only, not the whole file
+    except (OSError, ValueError):       # missing, unreadable, or empty (mmap refuses 0 bytes)
+        return False
 
 
 def _prune(folder: Path, keep: int = KEEP) -> None:

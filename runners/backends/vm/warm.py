@@ -259,7 +259,8 @@ def _boot(vm: WarmVm, plan: VmPlan, log, keep_seconds: float | None, booted_by: 
              "keep_seconds": keep_seconds, "booted_by": booted_by}
     _write_json(vm.state_file, state)
     log(f"booting the warm VM: kernel {state['kernel']}, {state['accel'].upper()}, {plan.cpus} CPUs, {plan.memory}"
-        + (", root cached (forgotten before each job)" if cached else ""))
+        + (", root cached (forgotten before each job)" if cached else "")
+        + (", kernel entered by PVH" if plan.pvh_kernel else ""))
     while not (vm.spool / "ready").exists():
         if proc.poll() is not None:
             raise VmError(f"the warm VM exited during boot (exit {proc.returncode}); see {vm.home / 'console.log'}")
