@@ -239,3 +239,19 @@ def test_the_kernel_command_line_estimates_are_never_short_and_too_many_folders_
     long.mkdir()
     with pytest.raises(vm.VmError, match=r"kernel command line would be about \d+ characters, over x86's 2048"):
         warmvm.plan_warm(kernel, "2G", 2, slot, [long / ("y" * 200), long]).vng_argv(vng, slot.home / "cmd")
+
+
+def test_modules_that_are_the_roots_own_are_not_staged_again(tmp_path, monkeypatch):
+    """`--modules /lib/modules/RELEASE` for an installed kernel: staged, the guest's /lib/modules/RELEASE was a
+    link to a link back to itself, and the warm VM's probe found no veth ("Unknown device type")."""
+    monkeypatch.setattr(vm, "kernel_release", lambda k: "6.1.0-56-amd64")
+    own = tmp_path / "root" / "lib" / "modules" / "6.1.0-56-amd64"
+    own.mkdir(parents=True)
+    (own / "modules.order").write_text("")
+    built = tmp_path / "build" / "lib" / "modules" / "6.1.0-56-amd64"
+    built.mkdir(parents=True)
+    (built / "modules.order").write_text("")
+    kernel = tmp_path / "vmlinuz"
+    assert vm.modules_dir(kernel, own, root=tmp_path / "root") is None
+    assert vm.modules_dir(kernel, tmp_path / "root", root=tmp_path / "root") is None
+    assert vm.modules_dir(kernel, tmp_path / "build", root=tmp_path / "root") == built

@@ -335,19 +335,26 @@ def plan_vm(guest_argv: list[str], rwdirs: list[Path], kernel: Path | str | None
     pvh = None if kvm else pvh_kernel(k)    # with KVM the kernel decompresses itself at native speed
     return VmPlan(kernel=k, kvm=kvm, accel_reason=why, memory=memory, cpus=cpus or min(os.cpu_count() or 1, 4),
                   rwdirs=tuple(str(d) for d in rwdirs), guest_argv=tuple(guest_argv),
-                  modules=str(modules_dir(k, modules)) if modules is not None else None,
+                  modules=_str_or_none(modules_dir(k, modules) if modules is not None else None),
                   cpu_model=None if kvm else tcg_cpu_model(), pvh_kernel=str(pvh) if pvh else None)
 
 
-def modules_dir(kernel: Path, modules: Path) -> Path:
-    """--modules DIR's folder for this kernel's release; VmError when DIR holds none."""
+def modules_dir(kernel: Path, modules: Path, root: Path = Path("/")) -> Path | None:
+    """--modules DIR's folder for this kernel's release; VmError when DIR holds none. None when it is the
+    root's own /lib/modules/RELEASE, which the guest has where it looks: staged as well, the guest's
+    /lib/modules/RELEASE became a link to a link back to itself, and no module loaded."""
     release = kernel_release(kernel)
     found = modules_for(release, modules)
     if found is None:
         raise VmError(f"--modules {modules}: no modules for kernel {release} there (expected "
                       f"{modules}/lib/modules/{release}, as `make modules_install INSTALL_MOD_PATH={modules}` "
                       f"writes, or {modules}/{release})")
-    return found
+    own = [root / "lib" / "modules" / release, root / "usr" / "lib" / "modules" / release]
+    return None if any(found.resolve() == o.resolve() for o in own if o.exists()) else found
+
+
+def _str_or_none(path: Path | None) -> str | None:
+    return None if path is None else str(path)
 
 
 def run_in_vm(plan: VmPlan, log=print, timeout: float | None = None, silence: float | None = None,
