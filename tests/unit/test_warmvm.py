@@ -292,3 +292,37 @@ def test_the_guest_is_idle_again_after_each_job_whatever_it_saw_of_the_job_files
         assert warmvm.submit(vm, ["--check", str(REPO / "scenarios" / "two-paths.yaml")], out=io.StringIO()) == 0
         assert wait_for(lambda: vm.idle_since() is not None, within=5)
         assert time.time() - vm.idle_since() < 5
+
+
+def test_a_boot_after_a_failed_one_shares_its_stages_again(tmp_path, monkeypatch):
+    """A guest that failed to boot leaves its state; the next `vm up` first stops it, and stopping clears
+    the stages folder that the new plan shares: virtme-ng then refused the boot ("cannot access ...")."""
+    from types import SimpleNamespace
+
+    from runners.backends.vm import boot
+
+    vm = warmvm.WarmVm(tmp_path / "warm", stages_dir=tmp_path / "stages" / "warm")
+    kernel = tmp_path / "vmlinuz-6.1.0-56-amd64"
+    kernel.write_text("")
+    monkeypatch.setattr(boot, "kvm_usable", lambda: (False, "no usable /dev/kvm"))
+    plan = warmvm.plan_warm(kernel, "2G", 2, vm, [])           # makes the stages folder it shares
+    vm.home.mkdir(parents=True)
+    warmvm._write_json(vm.state_file, {"pid": 2 ** 22 + 4321, "kernel": "6.1.0-56-amd64",   # no such process
+                                       "started": time.time(), "rwdirs": []})
+    seen = {}
+
+    real_popen = subprocess.Popen
+
+    def boots(argv, **kwargs):          # what vng would find on the host when it starts
+        if argv[0] != "vng":
+            return real_popen(argv, **kwargs)
+        seen["shared"] = [argv[i + 1] for i, a in enumerate(argv) if a == "--rwdir"]
+        seen["missing"] = [d for d in seen["shared"] if not Path(d).is_dir()]
+        (vm.spool / "ready").write_text("{}\n")
+        return SimpleNamespace(pid=os.getpid(), poll=lambda: None)
+    monkeypatch.setattr(warmvm, "vng_binary", lambda: "vng")
+    monkeypatch.setattr(boot, "compile_bytecode", lambda: None)
+    monkeypatch.setattr(warmvm.root_cache, "install_shim", lambda *a: False)
+    monkeypatch.setattr(warmvm.subprocess, "Popen", boots)
+    warmvm._boot(vm, plan, log=lambda m: None, keep_seconds=None, booted_by="vm up")
+    assert str(vm.stages) in seen["shared"] and seen["missing"] == []
