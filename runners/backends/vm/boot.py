@@ -333,9 +333,10 @@ def plan_vm(guest_argv: list[str], rwdirs: list[Path], kernel: Path | str | None
     k = choose_kernel(kernel, requirement)
     kvm, why = kvm_usable()
     pvh = None if kvm else pvh_kernel(k)    # with KVM the kernel decompresses itself at native speed
+    mods = modules_dir(k, modules) if modules is not None else None
     return VmPlan(kernel=k, kvm=kvm, accel_reason=why, memory=memory, cpus=cpus or min(os.cpu_count() or 1, 4),
                   rwdirs=tuple(str(d) for d in rwdirs), guest_argv=tuple(guest_argv),
-                  modules=_str_or_none(modules_dir(k, modules) if modules is not None else None),
+                  modules=str(mods) if mods else None,
                   cpu_model=None if kvm else tcg_cpu_model(), pvh_kernel=str(pvh) if pvh else None)
 
 
@@ -351,10 +352,6 @@ def modules_dir(kernel: Path, modules: Path, root: Path = Path("/")) -> Path | N
                       f"writes, or {modules}/{release})")
     own = [root / "lib" / "modules" / release, root / "usr" / "lib" / "modules" / release]
     return None if any(found.resolve() == o.resolve() for o in own if o.exists()) else found
-
-
-def _str_or_none(path: Path | None) -> str | None:
-    return None if path is None else str(path)
 
 
 def run_in_vm(plan: VmPlan, log=print, timeout: float | None = None, silence: float | None = None,

@@ -20,9 +20,10 @@ import os
 import shutil
 import struct
 import subprocess
-import tempfile
 import zlib
 from pathlib import Path
+
+from runners.results.store import atomic_write
 
 ELF_MAGIC = b"\x7fELF"
 XEN_ELFNOTE_PHYS32_ENTRY = 18     # the PVH entry point's note (include/xen/interface/elfnote.h)
@@ -123,19 +124,11 @@ def pvh_kernel(image: Path, cache: Path | None = None) -> Path | None:
     elf = decompress(*found) if found else None
     if elf is None or not has_pvh_entry(elf):
         return None
-    tmp = None
     try:
-        folder.mkdir(parents=True, exist_ok=True)
-        fd, tmp = tempfile.mkstemp(dir=folder, prefix=".vmlinux-")
-        with os.fdopen(fd, "wb") as f:
-            f.write(elf)
-            f.flush()
-            os.fsync(f.fileno())    # a crash leaves no empty kernel under the final name
-        os.chmod(tmp, 0o644)        # qemu may run as another user than the one who made it (mkstemp: 0600)
-        os.replace(tmp, cached)     # whole or not at all: two boots at once each write their own
+        # fsynced, 0644 (qemu may run as another user than the one who made it), whole or not at all: a crash
+        # leaves no cut kernel under the final name, and two boots at once each write their own
+        atomic_write(cached, elf)
     except OSError:
-        if tmp is not None:
-            Path(tmp).unlink(missing_ok=True)
         return None
     _prune(folder)
     return cached
