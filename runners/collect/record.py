@@ -208,6 +208,8 @@ def run_metrics(report: TrafficReport, counters: dict, paths: dict, setting: Set
         "throughput_min_client_mbps": min((c["throughput_mbps"] for c in (report.clients or {}).values()),
                                           default=report.throughput_mbps),
     }
+    if report.clients_start_spread_s is not None:    # several clients
+        metrics["clients_start_spread_s"] = report.clients_start_spread_s
     if setting.fixed_size_bytes is not None:
         # 1.0 when the receiver got every byte and the run was timed to that moment; less when iperf3
         # ended first (esnet/iperf#382) and the run is timed to iperf3's end

@@ -12,7 +12,7 @@ from scenarios.spec.expect import METRICS
 CSV_FIELDS = ["run_id", "point", "label", "mode", "repeat", "primary", "status", "fidelity", "fidelity_reasons", "metric",
               "path", "client", "value", "unit"]
 CLIENT_METRICS = {"throughput_mbps": "Mbit/s", "bytes_received": "B", "seconds": "s", "retransmits": "segments",
-                  "sender_mean_rtt_ms": "ms"}
+                  "sender_mean_rtt_ms": "ms", "started_after_s": "s"}
 
 
 # metric name -> unit (shared with expectations); the order is the CSV's.

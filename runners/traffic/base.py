@@ -52,6 +52,7 @@ class TrafficReport:
     cut_short: str | None = None   # why the tool gave no report of its own (a path change broke the transfer)
     clients: dict | None = None                             # several clients: each one's own numbers
     throughput_per_client_mbps: float | None = None
+    clients_start_spread_s: float | None = None             # several clients: how far apart their transfers began
 
     @classmethod
     def from_iperf3(cls, parsed: dict) -> "TrafficReport":
@@ -162,6 +163,33 @@ class TrafficTool:
                 if time.monotonic() > deadline:
                     raise RunFailure(f"run {run_id}: {what} did not finish in {self.timeout():.0f}s") from None
                 self.host.check_control_plane(f"during run {run_id}")
+
+    def wait_clients(self, procs: dict, deadline: float, run_id: str,
+                     whats: dict[str, str]) -> dict[str, tuple[bytes, bytes, float]]:
+        """Several clients at once: each one's output, and when it exited (time.monotonic()), read by a
+        thread per client so that each exit is seen when it happens. Several clients' windows are put on
+        one clock by their ends: iperf3's own timestamps count whole seconds. Fails as wait_client does."""
+        done: dict[str, tuple | BaseException] = {}
+
+        def reap(tag: str, proc) -> None:
+            try:
+                out, err = proc.communicate()
+                done[tag] = (out, err, time.monotonic())
+            except BaseException as e:   # handed to the caller's thread below
+                done[tag] = e
+        threads = {tag: threading.Thread(target=reap, args=(tag, p), daemon=True) for tag, p in procs.items()}
+        for th in threads.values():
+            th.start()
+        for tag, th in threads.items():
+            th.join(timeout=0.5)
+            while th.is_alive():
+                if time.monotonic() > deadline:
+                    raise RunFailure(f"run {run_id}: {whats[tag]} did not finish in {self.timeout():.0f}s")
+                self.host.check_control_plane(f"during run {run_id}")
+                th.join(timeout=0.5)
+            if isinstance(done[tag], BaseException):
+                raise done[tag]
+        return done   # type: ignore[return-value]
 
     def watch_subflows(self, client_proc, t0: float | None = None) -> list[dict]:
         """Sample `ss` on the client while the tool runs; the sample with the most subflows is kept.

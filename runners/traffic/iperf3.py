@@ -42,6 +42,7 @@ class Iperf3Tool(TrafficTool):
         self.servers: dict = {}
         self.stopped_by_us: set[int] = set()
         self.barrier: StartBarrier | None = None
+        self.client_ends: dict[str, float] = {}   # when each client exited, time.monotonic()
         # iperf3 3.12 has no --mptcp: mptcpize wraps it instead
         self.iperf = Iperf(native_mptcp=bool(host.probe.facts.get("iperf3_native_mptcp")))
 
@@ -100,7 +101,12 @@ class Iperf3Tool(TrafficTool):
         if req.together:
             by_path = {tag: TrafficReport.from_iperf3(r) for tag, r in reports.items()}
             return TrafficResult(by_path[flows[0].tag], samples, ss_samples, by_path)
-        report = aggregate_clients(reports) if len(flows) > 1 else reports[""]
+        report = aggregate_clients(reports, self.client_ends) if len(flows) > 1 else reports[""]
+        if report.get("clients_start_spread_s", 0) > 0.5:
+            late = max(report["clients"].items(), key=lambda kv: kv[1].get("started_after_s", 0))[0]
+            h.log(f"run {req.run_id}: the clients' transfers began up to {report['clients_start_spread_s']:.2f} s "
+                  f"apart ({late} last; a lost SYN waits 1 s): the aggregate counts their bytes over the span "
+                  "they covered together")
         return TrafficResult(TrafficReport.from_iperf3(report), samples, ss_samples)
 
     def _start_clients(self, req: TrafficRun, flows: list[Flow]) -> dict:
@@ -127,8 +133,10 @@ class Iperf3Tool(TrafficTool):
         cut = changes_during_run(self.host.scenario) and t.duration is not None
         deadline = t0 + t.duration + t.omit + EVENTS_GRACE_S if cut else time.monotonic() + self.timeout()
         try:
-            return {f.tag: [*self.wait_client(clients[f.tag], deadline, run_id, f"iperf3 client on {f.where}"),
-                            b"", b""] for f in flows}
+            got = self.wait_clients({f.tag: clients[f.tag] for f in flows}, deadline, run_id,
+                                    {f.tag: f"iperf3 client on {f.where}" for f in flows})
+            self.client_ends = {tag: ended for tag, (_, _, ended) in got.items()}
+            return {tag: [out, err, b"", b""] for tag, (out, err, _) in got.items()}
         except RunFailure:
             if not cut:
                 raise
@@ -388,11 +396,17 @@ def completion_time(receiver_text: str, amount: int) -> tuple[float | None, int]
     return None, got
 
 
-def aggregate_clients(reports: dict[str, dict]) -> dict[str, Any]:
+def aggregate_clients(reports: dict[str, dict], ends: dict[str, float] | None = None) -> dict[str, Any]:
     """Several clients' iperf3 reports (run at once) -> one report: sums, plus a per-client table.
 
-    Throughput is the aggregate the server received; `throughput_per_client_mbps`
-    is its mean per client (E5 reports both). Intervals add up by index.
+    Throughput is the aggregate the servers received: all clients' bytes over the span from the first
+    client's start to the last one's end, placed on one clock by `ends` (when each client exited,
+    time.monotonic()) less its receiver's seconds. A sum of each client's own average overstated it when
+    their windows differed: a SYN lost in the queue the first clients already filled delays a client
+    by 1 s (TCP's initial retransmission timeout), and four TCP clients then "received" 30.6 Mbit/s
+    through one 25 Mbit/s link in a 4 s run (2026-11-27). Without `ends`, the sum of the averages.
+    `throughput_per_client_mbps` is the mean of each client's own average (E5's per-client number),
+    `clients_start_spread_s` how far apart their transfers began. Intervals add up by index.
     """
     names = list(reports)
     first = reports[names[0]]
@@ -402,6 +416,13 @@ def aggregate_clients(reports: dict[str, dict]) -> dict[str, Any]:
     out["bytes_received"] = sum(r["bytes_received"] for r in reports.values())
     out["bytes_sent"] = sum(r["bytes_sent"] or 0 for r in reports.values())
     out["seconds"] = max(r["seconds"] for r in reports.values())
+    starts = {n: ends[n] - reports[n]["seconds"] for n in names} if ends and set(names) <= set(ends) else {}
+    if starts:
+        span = max(ends[n] for n in names) - min(starts.values())
+        out["seconds"] = span
+        out["throughput_mbps"] = out["bytes_received"] * 8 / span / 1e6
+        out["sender_throughput_mbps"] = out["bytes_sent"] * 8 / span / 1e6
+        out["clients_start_spread_s"] = max(starts.values()) - min(starts.values())
     rts = [r["retransmits"] for r in reports.values()]
     out["retransmits"] = None if any(x is None for x in rts) else sum(rts)
     rtts = [r["sender_mean_rtt_ms"] for r in reports.values() if r.get("sender_mean_rtt_ms") is not None]
@@ -413,8 +434,9 @@ def aggregate_clients(reports: dict[str, dict]) -> dict[str, Any]:
                                                     for r in reports.values())
                          else sum(r["intervals"][i]["retransmits"] for r in reports.values())}
                         for i in range(n)]
-    out["throughput_per_client_mbps"] = out["throughput_mbps"] / len(reports)
-    out["clients"] = {name: {k: r.get(k) for k in ("throughput_mbps", "bytes_received", "seconds", "retransmits",
-                                                   "sender_mean_rtt_ms")}
+    out["throughput_per_client_mbps"] = sum(r["throughput_mbps"] for r in reports.values()) / len(reports)
+    out["clients"] = {name: {**{k: r.get(k) for k in ("throughput_mbps", "bytes_received", "seconds", "retransmits",
+                                                      "sender_mean_rtt_ms")},
+                             **({"started_after_s": starts[name] - min(starts.values())} if starts else {})}
                       for name, r in reports.items()}
     return out

@@ -44,6 +44,8 @@ METRICS = {
     # (one client: both equal throughput_mbps)
     "throughput_per_client_mbps": "Mbit/s",
     "throughput_min_client_mbps": "Mbit/s",
+    # several clients: the time between the first client's transfer starting and the last one's
+    "clients_start_spread_s": "s",
     # derived when the point has TCP baselines on every path (runs.tcp_on: every-path):
     # MPTCP throughput / sum of the per-path TCP throughputs (E3's formula)
     "efficiency": "fraction",

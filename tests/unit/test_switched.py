@@ -256,6 +256,33 @@ def test_aggregate_clients():
     assert agg["throughput_mbps"] == 40.0 and agg["throughput_per_client_mbps"] == 20.0
     assert agg["retransmits"] == 3 and agg["intervals"][0]["mbps"] == 40.0
     assert agg["clients"]["h3"]["throughput_mbps"] == 30.0
+    assert "clients_start_spread_s" not in agg and "started_after_s" not in agg["clients"]["h3"]
+
+
+def test_aggregate_clients_counts_bytes_over_the_span_the_clients_covered():
+    """The failed CI run of 2026-11-27 (raw/r001-tcp-A of e5-exp2): h5's SYN was retransmitted, so its
+    4 s began about 1 s after h2's; each average was right for its own window, their sum (30.6 Mbit/s)
+    was more than the one 25 Mbit/s link carries."""
+    def rep(nbytes, seconds):
+        return {"throughput_mbps": nbytes * 8 / seconds / 1e6, "sender_throughput_mbps": None,
+                "bytes_received": nbytes, "bytes_sent": nbytes, "seconds": seconds, "retransmits": 0,
+                "sender_mean_rtt_ms": None, "intervals": [], "connected": []}
+    reports = {"h2": rep(4501832, 4.059413), "h3": rep(3625792, 4.071497), "h4": rep(2157520, 4.047231),
+               "h5": rep(5205560, 4.033048)}
+    summed = iperf3.aggregate_clients(reports)
+    assert round(summed["throughput_mbps"], 2) == 30.59    # what the run reported
+    ends = {"h2": 100.0, "h3": 100.02, "h4": 100.5, "h5": 101.0}
+    agg = iperf3.aggregate_clients(reports, ends)
+    span = 101.0 - (100.0 - 4.059413)
+    assert agg["seconds"] == span
+    assert agg["throughput_mbps"] == (4501832 + 3625792 + 2157520 + 5205560) * 8 / span / 1e6
+    assert agg["throughput_mbps"] < 1.05 * 25 * 1448 / 1514   # the integration test allows 1.10x
+    assert agg["clients_start_spread_s"] == (101.0 - 4.033048) - (100.0 - 4.059413)
+    assert agg["clients"]["h2"]["started_after_s"] == 0.0
+    assert agg["clients"]["h5"]["started_after_s"] == agg["clients_start_spread_s"]
+    # each client's own average, and their mean, stay what iperf3 measured
+    assert agg["clients"]["h5"]["throughput_mbps"] == reports["h5"]["throughput_mbps"]
+    assert agg["throughput_per_client_mbps"] == summed["throughput_per_client_mbps"]
 
 
 # ---------------------------------------------------------------- sweeps over sizes, optional variants
