@@ -151,16 +151,20 @@ def parse_rows(text: str) -> list[dict]:
     return rows
 
 
-def window_shares(rows: list[dict], start: float, end: float) -> Optional[dict]:
+def window_shares(rows: list[dict], start: float, end: float, slack: float = 0.0) -> Optional[dict]:
     """The host's shares (as `shares` gives them) from the last row at or before `start` to the first after
     it at or after `end` of the same recording (the host's clock): a window a little wider than asked, by at
-    most a sample interval at each end. None when the rows do not reach both ends, or the testbed's
+    most a sample interval at each end. With `slack`, when no row closes the window yet, it may end at the
+    last row up to `slack` s before `end`. None when the rows do not reach both ends, or the testbed's
     processes' count went down in between."""
     first = max((i for i, r in enumerate(rows) if r["t"] <= start), default=None)
     if first is None:
         return None
     a = rows[first]
-    b = next((r for r in rows[first + 1:] if r["t"] >= end and r.get("session") == a.get("session")), None)
+    after = [r for r in rows[first + 1:] if r.get("session") == a.get("session")]
+    b = next((r for r in after if r["t"] >= end), None)
+    if b is None and after and after[-1]["t"] >= end - slack:
+        b = after[-1]
     if b is None or b["testbed"] < a["testbed"]:
         return None
     got = _share_figures(b["t"] - a["t"], b["busy"] - a["busy"], b["steal"] - a["steal"], b["total"] - a["total"],

@@ -86,6 +86,10 @@ def test_a_window_takes_the_rows_around_it_and_splits_the_host_between_the_testb
     before = host_cpu.window_shares(rows, 0.0, 1.0)
     assert before["others_cores"] == 0.0 and before["testbed_cores"] == 1.2
     assert host_cpu.window_shares(rows, 1.2, 9.0) is None       # no row after the end yet
+    # the last row (5.5) came at most `slack` before the end: the window ends there
+    assert host_cpu.window_shares(rows, 1.2, 5.8, slack=0.5)["window"] == [1.0, 5.5]
+    assert host_cpu.window_shares(rows, 1.2, 6.1, slack=0.5) is None
+    assert host_cpu.window_shares(rows, 1.2, 4.6, slack=0.5)["window"] == [1.0, 5.0]   # a row after it first
     assert host_cpu.window_shares(rows, -1.0, 2.0) is None      # nor before the start
     # a second recording's rows are not one window with the first's, whatever their times (a resumed set)
     assert host_cpu.window_shares([_row(0, 0, 0, 500), _row(1, 100, 200, 20)], 0.1, 0.9) is None

@@ -43,6 +43,30 @@ def test_the_window_on_the_hosts_clock_gives_the_others_share(tmp_path):
     assert got["window"][0] <= now - 15 and got["window"][1] >= now - 5 and abs(got["clock_offset_s"]) < 0.05
 
 
+def test_a_window_whose_end_came_within_a_row_of_the_hosts_last_is_not_waited_for(tmp_path):
+    """Waiting for the row after the traffic's end cost each run 0.1-0.5 s in the guest: a row at most a
+    sample interval before the end closes the window instead."""
+    now = time.time()
+    _rows(tmp_path, now - 10, 20, others_per_row=20)     # the last row 0.5 s ago
+    t0 = time.monotonic()
+    got, why = host_load.over_window(tmp_path, now - 5, now - 0.3, wait_s=3)
+    assert why is None and got["others_cores"] == 0.4 and time.monotonic() - t0 < 1
+    assert got["window"][1] < now - 0.3
+
+
+def test_the_clock_offset_is_measured_once_a_minute_per_folder(tmp_path, monkeypatch):
+    calls = []
+    monkeypatch.setattr(host_load, "clock_offset", lambda folder: calls.append(folder) or 0.25)
+    monkeypatch.setattr(host_load, "_offsets", {})
+    assert host_load._recent_offset(tmp_path) == host_load._recent_offset(tmp_path) == 0.25
+    assert calls == [tmp_path]
+    host_load._recent_offset(tmp_path / "other")
+    assert calls == [tmp_path, tmp_path / "other"]
+    monkeypatch.setattr(host_load, "OFFSET_KEPT_S", 0.0)
+    host_load._recent_offset(tmp_path)
+    assert calls == [tmp_path, tmp_path / "other", tmp_path]
+
+
 def test_a_window_the_host_has_not_closed_yet_is_waited_for_then_named(tmp_path):
     now = time.time()
     _rows(tmp_path, now - 10, 20, others_per_row=0)      # the last row 0.5 s ago: the window ends now
