@@ -150,6 +150,24 @@ def test_kernel_requirements(monkeypatch, tmp_path):
         vm.plan_vm(["true"], [], kernel=kernels[0], requirement=">=6.12")
 
 
+def test_whether_an_image_came_from_backports_is_asked_once_per_image_and_change(tmp_path, monkeypatch):
+    """A run with the VM backend chooses its kernel 3 times: two dpkg-query processes per image each time
+    took 0.5 s of the host's."""
+    image = tmp_path / "vmlinuz-6.12.95+deb12-amd64"
+    image.write_text("")
+    asked = []
+
+    def dpkg_query(argv, **kw):
+        asked.append(argv[1])
+        out = "linux-image-6.12.95+deb12-amd64: " + str(image) if argv[1] == "-S" else "6.12.95-1~bpo12+1"
+        return subprocess.CompletedProcess(argv, 0, out, "")
+    monkeypatch.setattr(vm.subprocess, "run", dpkg_query)
+    assert vm.is_backport(image) and vm.is_backport(image) and asked == ["-S", "-W"]
+    os.utime(image, ns=(0, 1))      # installed again: asked again
+    assert vm.is_backport(image) and asked == ["-S", "-W", "-S", "-W"]
+    assert vm.is_backport(tmp_path / "gone") is False and len(asked) == 4
+
+
 def _fake_virtiofsd(path: Path, help_text: str) -> str:
     path.write_text(f"#!/bin/sh\necho '{help_text}'\n")
     path.chmod(0o755)
