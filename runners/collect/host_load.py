@@ -27,7 +27,8 @@ CLOCK_PROBE = ".guest-clock-probe"
 # s of the guest's time (TCG, 2026-11-27). Otherwise it waits for a row, at most WAIT_FOR_ROW_S.
 END_SLACK_S = host_cpu.SAMPLE_INTERVAL_S
 WAIT_FOR_ROW_S = 3 * host_cpu.SAMPLE_INTERVAL_S
-# the clocks' offset is measured again after this long: 4-5 round trips over 9p a measurement
+# the clocks' offset is measured again after this long: 4-5 round trips over 9p a measurement. Kept per
+# process (a warm VM's job is a fork of a process that never measures): at most one set's runs share it.
 OFFSET_KEPT_S = 60.0
 _offsets: dict[Path, tuple[float, float]] = {}    # folder -> (time.monotonic() measured, offset)
 
@@ -54,15 +55,16 @@ def clock_offset(folder: Path, tries: int = 2) -> float | None:
     return round(best[1], 4) if best else None
 
 
-def _recent_offset(folder: Path) -> float | None:
-    """clock_offset, measured once every OFFSET_KEPT_S per folder (the runs of a set share it)."""
+def _recent_offset(folder: Path) -> tuple[float | None, float]:
+    """(clock_offset, seconds since it was measured): measured at most once every OFFSET_KEPT_S per folder
+    (the runs of a set share it)."""
     kept = _offsets.get(folder)
     if kept is not None and time.monotonic() - kept[0] < OFFSET_KEPT_S:
-        return kept[1]
+        return kept[1], round(time.monotonic() - kept[0], 1)
     offset = clock_offset(folder)
     if offset is not None:
         _offsets[folder] = (time.monotonic(), offset)
-    return offset
+    return offset, 0.0
 
 
 def over_window(folder: Path, wall_start: float, wall_end: float,
@@ -71,7 +73,7 @@ def over_window(folder: Path, wall_start: float, wall_end: float,
     or (None, why not). Without a row at most END_SLACK_S before the window's end or after it, waits up to
     `wait_s` for one."""
     folder = Path(folder)
-    offset = _recent_offset(folder)
+    offset, offset_age = _recent_offset(folder)
     if offset is None:
         return None, "the guest could not write its clock probe into the result folder"
     start, end = wall_start + offset, wall_end + offset
@@ -85,7 +87,7 @@ def over_window(folder: Path, wall_start: float, wall_end: float,
             return None, f"the host's rows could not be read: {e.strerror or e}"
         got = host_cpu.window_shares(rows, start, end, slack=END_SLACK_S)
         if got is not None:
-            got["clock_offset_s"] = offset
+            got["clock_offset_s"], got["clock_offset_age_s"] = offset, offset_age
             return got, None
         # a recorder that writes no more (its host cannot read /proc now): no row is coming
         stopped = not rows or rows[-1]["t"] < time.time() + offset - 4 * host_cpu.SAMPLE_INTERVAL_S

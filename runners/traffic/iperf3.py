@@ -16,8 +16,8 @@ from topologies.plan import TopologyPlan
 from runners.errors import ParseError, RunFailure
 from runners.linux.nsexec import Argv, run
 from runners.traffic.barrier import StartBarrier
-from runners.traffic.base import (BASE_PORT, TrafficReport, TrafficResult, TrafficRun, TrafficTool, changes_during_run,
-    fixed_size_extra, server_receives, ss_samples_text)
+from runners.traffic.base import (BASE_PORT, Reaper, TrafficReport, TrafficResult, TrafficRun, TrafficTool,
+    changes_during_run, fixed_size_extra, server_receives, ss_samples_text)
 
 
 @dataclass(frozen=True)
@@ -42,6 +42,7 @@ class Iperf3Tool(TrafficTool):
         self.servers: dict = {}
         self.stopped_by_us: set[int] = set()
         self.barrier: StartBarrier | None = None
+        self.reaper: Reaper | None = None        # the clients' output and exit times, read as they come
         self.client_ends: dict[str, float] = {}   # when each client exited, time.monotonic()
         # iperf3 3.12 has no --mptcp: mptcpize wraps it instead
         self.iperf = Iperf(native_mptcp=bool(host.probe.facts.get("iperf3_native_mptcp")))
@@ -74,7 +75,7 @@ class Iperf3Tool(TrafficTool):
             self._after_connect(clients, flows, req.run_id)
             ss_samples = self.watch_subflows(clients[flows[0].tag], sampler.t0)
             try:
-                outs = self._wait_clients(clients, flows, req.run_id, sampler.t0)
+                outs = self._wait_clients(flows, req.run_id, sampler.t0)
             finally:
                 samples = sampler.stop(h.log)
             if outs is None:
@@ -101,7 +102,9 @@ class Iperf3Tool(TrafficTool):
         if req.together:
             by_path = {tag: TrafficReport.from_iperf3(r) for tag, r in reports.items()}
             return TrafficResult(by_path[flows[0].tag], samples, ss_samples, by_path)
-        report = aggregate_clients(reports, self.client_ends) if len(flows) > 1 else reports[""]
+        # a fixed-size transfer's seconds are its completion time, not the time to the client's exit
+        ends = self.client_ends if h.scenario.traffic.duration is not None else None
+        report = aggregate_clients(reports, ends) if len(flows) > 1 else reports[""]
         if report.get("clients_start_spread_s", 0) > 0.5:
             late = max(report["clients"].items(), key=lambda kv: kv[1].get("started_after_s", 0))[0]
             h.log(f"run {req.run_id}: the clients' transfers began up to {report['clients_start_spread_s']:.2f} s "
@@ -119,13 +122,15 @@ class Iperf3Tool(TrafficTool):
                 s_ip, c_ip = v4_mapped(s_ip), v4_mapped(c_ip)
             argvs[f] = iperf_client_argv(self.iperf, h.scenario, s_ip, c_ip, f.port, req.mptcp)
         if len(argvs) == 1:
-            return {f.tag: h.procs.start(f.node, argv) for f, argv in argvs.items()}
-        self.barrier = StartBarrier(len(argvs))
-        clients = {f.tag: h.procs.start(f.node, self.barrier.wrap(argv)) for f, argv in argvs.items()}
-        self.barrier.release(list(clients.values()))
+            clients = {f.tag: h.procs.start(f.node, argv) for f, argv in argvs.items()}
+        else:
+            self.barrier = StartBarrier(len(argvs))
+            clients = {f.tag: h.procs.start(f.node, self.barrier.wrap(argv)) for f, argv in argvs.items()}
+            self.barrier.release(list(clients.values()))
+        self.reaper = Reaper(clients)
         return clients
 
-    def _wait_clients(self, clients: dict, flows: list[Flow], run_id: str, t0: float) -> dict[str, list[bytes]] | None:
+    def _wait_clients(self, flows: list[Flow], run_id: str, t0: float) -> dict[str, list[bytes]] | None:
         """Each client's output; None when a run with events outlived its duration by EVENTS_GRACE_S,
         counted from the traffic's start `t0` (a path change cut iperf3's control connection, as it does
         a TCP baseline on a path taken down)."""
@@ -133,7 +138,7 @@ class Iperf3Tool(TrafficTool):
         cut = changes_during_run(self.host.scenario) and t.duration is not None
         deadline = t0 + t.duration + t.omit + EVENTS_GRACE_S if cut else time.monotonic() + self.timeout()
         try:
-            got = self.wait_clients({f.tag: clients[f.tag] for f in flows}, deadline, run_id,
+            got = self.wait_clients(self.reaper, deadline, run_id,
                                     {f.tag: f"iperf3 client on {f.where}" for f in flows})
             self.client_ends = {tag: ended for tag, (_, _, ended) in got.items()}
             return {tag: [out, err, b"", b""] for tag, (out, err, _) in got.items()}
@@ -404,7 +409,10 @@ def aggregate_clients(reports: dict[str, dict], ends: dict[str, float] | None = 
     time.monotonic()) less its receiver's seconds. A sum of each client's own average overstated it when
     their windows differed: a SYN lost in the queue the first clients already filled delays a client
     by 1 s (TCP's initial retransmission timeout), and four TCP clients then "received" 30.6 Mbit/s
-    through one 25 Mbit/s link in a 4 s run (2026-11-27). Without `ends`, the sum of the averages.
+    through one 25 Mbit/s link in a 4 s run (2026-11-27). An exit comes after iperf3's exchange of
+    results, which the first to finish sends through the queue the others still fill: its start may be
+    placed a little late, the aggregate read a little high. Without `ends` (fixed-size transfers, whose
+    seconds are each one's completion time), the sum of the averages.
     `throughput_per_client_mbps` is the mean of each client's own average (E5's per-client number),
     `clients_start_spread_s` how far apart their transfers began. Intervals add up by index.
     """

@@ -58,8 +58,9 @@ def test_the_clock_offset_is_measured_once_a_minute_per_folder(tmp_path, monkeyp
     calls = []
     monkeypatch.setattr(host_load, "clock_offset", lambda folder: calls.append(folder) or 0.25)
     monkeypatch.setattr(host_load, "_offsets", {})
-    assert host_load._recent_offset(tmp_path) == host_load._recent_offset(tmp_path) == 0.25
-    assert calls == [tmp_path]
+    assert host_load._recent_offset(tmp_path) == (0.25, 0.0)
+    offset, age = host_load._recent_offset(tmp_path)
+    assert offset == 0.25 and 0.0 <= age < 5 and calls == [tmp_path]
     host_load._recent_offset(tmp_path / "other")
     assert calls == [tmp_path, tmp_path / "other"]
     monkeypatch.setattr(host_load, "OFFSET_KEPT_S", 0.0)

@@ -259,6 +259,31 @@ def test_aggregate_clients():
     assert "clients_start_spread_s" not in agg and "started_after_s" not in agg["clients"]["h3"]
 
 
+def test_each_clients_exit_is_timed_when_it_happens_not_when_the_runner_gets_to_it():
+    """The runner samples `ss` and waits on the first client while the others run: a client that exited
+    meanwhile must still be placed at its own exit (the reaper started with the clients)."""
+    import subprocess
+    import sys
+    import time
+
+    from runners.traffic.base import Reaper, TrafficTool
+
+    class Host:
+        scenario = None
+
+        def check_control_plane(self, when):
+            pass
+    t0 = time.monotonic()
+    procs = {tag: subprocess.Popen([sys.executable, "-c", f"import time; time.sleep({d}); print('{tag}')"],
+                                   stdout=subprocess.PIPE, stderr=subprocess.PIPE)
+             for tag, d in (("h2", 0.2), ("h3", 0.9))}
+    reaper = Reaper(procs)
+    time.sleep(1.5)    # the runner busy elsewhere until both have exited
+    got = TrafficTool(Host()).wait_clients(reaper, time.monotonic() + 30, "r001", {"h2": "h2", "h3": "h3"})
+    assert got["h2"][0].strip() == b"h2" and got["h3"][0].strip() == b"h3"
+    assert got["h2"][2] - t0 < 1.2 and got["h3"][2] - got["h2"][2] > 0.4, (got["h2"][2] - t0, got["h3"][2] - t0)
+
+
 def test_aggregate_clients_counts_bytes_over_the_span_the_clients_covered():
     """The failed CI run of 2026-11-27 (raw/r001-tcp-A of e5-exp2): h5's SYN was retransmitted, so its
     4 s began about 1 s after h2's; each average was right for its own window, their sum (30.6 Mbit/s)

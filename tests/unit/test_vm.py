@@ -163,9 +163,19 @@ def test_whether_an_image_came_from_backports_is_asked_once_per_image_and_change
         return subprocess.CompletedProcess(argv, 0, out, "")
     monkeypatch.setattr(vm.subprocess, "run", dpkg_query)
     assert vm.is_backport(image) and vm.is_backport(image) and asked == ["-S", "-W"]
-    os.utime(image, ns=(0, 1))      # installed again: asked again
+    time.sleep(0.05)            # past the file system's coarse clock tick
+    os.chmod(image, 0o600)      # its inode changed (installed again): asked again
     assert vm.is_backport(image) and asked == ["-S", "-W", "-S", "-W"]
     assert vm.is_backport(tmp_path / "gone") is False and len(asked) == 4
+
+    def timed_out(argv, **kw):
+        asked.append("timeout")
+        raise subprocess.TimeoutExpired(argv, 10)
+    monkeypatch.setattr(vm.subprocess, "run", timed_out)
+    time.sleep(0.05)
+    os.chmod(image, 0o644)
+    assert vm.is_backport(image) is False and vm.is_backport(image) is False
+    assert asked[-2:] == ["timeout", "timeout"]     # no answer is kept: asked again
 
 
 def _fake_virtiofsd(path: Path, help_text: str) -> str:

@@ -76,27 +76,26 @@ def find_kernels() -> list[Path]:
 
 
 def is_backport(kernel: Path) -> bool:
-    """Installed from a backports suite (Debian version '~bpo')? Such kernels are used only when asked for."""
+    """Installed from a backports suite (Debian version '~bpo')? Such kernels are used only when asked for.
+    False when dpkg cannot say (then asked again the next time)."""
     try:
-        changed = Path(kernel).stat().st_mtime_ns
-    except OSError:
-        return False
-    return _installed_from_backports(str(kernel), changed)
-
-
-# Asked once per image and mtime: two dpkg-query processes per installed image, and a run with the VM
-# backend chooses its kernel 3 times (0.5 s of the host's time, 2026-11-27)
-@functools.lru_cache(maxsize=None)
-def _installed_from_backports(kernel: str, _changed: int) -> bool:
-    try:
-        pkg = subprocess.run(["dpkg-query", "-S", str(kernel)], capture_output=True, text=True, timeout=10)
-        name = pkg.stdout.split(":", 1)[0].strip()
-        if pkg.returncode != 0 or not name:
-            return False
-        ver = subprocess.run(["dpkg-query", "-W", "-f=${Version}", name], capture_output=True, text=True,
-                             timeout=10).stdout
+        return _installed_from_backports(str(kernel), Path(kernel).stat().st_ctime_ns)
     except (OSError, subprocess.TimeoutExpired):
         return False
+
+
+# Asked once per image and inode change (ctime: set when a package unpacks the file; dpkg sets the mtime
+# from the package): two dpkg-query processes per installed image, and a run with the VM backend chooses
+# its kernel 3 times (0.5 s of the host's time, 2026-11-27). Only definite answers are kept: a dpkg-query
+# that failed to start or timed out raises through the cache.
+@functools.lru_cache(maxsize=None)
+def _installed_from_backports(kernel: str, _changed: int) -> bool:
+    pkg = subprocess.run(["dpkg-query", "-S", str(kernel)], capture_output=True, text=True, timeout=10)
+    name = pkg.stdout.split(":", 1)[0].strip()
+    if pkg.returncode != 0 or not name:
+        return False
+    ver = subprocess.run(["dpkg-query", "-W", "-f=${Version}", name], capture_output=True, text=True,
+                         timeout=10).stdout
     return "bpo" in ver
 
 
