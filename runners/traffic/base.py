@@ -113,6 +113,27 @@ class PathSampler(threading.Thread):
         return self.samples
 
 
+class Reaper:
+    """A thread per client process, started as soon as the clients are, that reads its output and notes
+    when it exited (time.monotonic()). Several clients' windows are put on one clock by their ends
+    (iperf3's own timestamps count whole seconds): a client that exited while the runner sampled `ss`
+    or waited on another one is timed when it exited, not when the runner came to it."""
+
+    def __init__(self, procs: dict) -> None:
+        self.done: dict[str, tuple | BaseException] = {}
+        self.threads = {tag: threading.Thread(target=self._reap, args=(tag, p), daemon=True)
+                        for tag, p in procs.items()}
+        for th in self.threads.values():
+            th.start()
+
+    def _reap(self, tag: str, proc) -> None:
+        try:
+            out, err = proc.communicate()
+            self.done[tag] = (out, err, time.monotonic())
+        except BaseException as e:   # handed to the runner's thread by wait_clients
+            self.done[tag] = e
+
+
 class TrafficTool:
     """One traffic generator, made for one run. Register a subclass in runners.traffic.TOOLS by name.
 
@@ -164,7 +185,7 @@ class TrafficTool:
                     raise RunFailure(f"run {run_id}: {what} did not finish in {self.timeout():.0f}s") from None
                 self.host.check_control_plane(f"during run {run_id}")
 
-    def wait_clients(self, reaper: "Reaper", deadline: float, run_id: str,
+    def wait_clients(self, reaper: Reaper, deadline: float, run_id: str,
                      whats: dict[str, str]) -> dict[str, tuple[bytes, bytes, float]]:
         """The clients' output, and when each exited (time.monotonic()), as `reaper` (started with them)
         saw it. Fails as wait_client does."""
@@ -180,26 +201,6 @@ class TrafficTool:
                 raise done[tag]
         return done   # type: ignore[return-value]
 
-
-class Reaper:
-    """A thread per client process, started as soon as the clients are, that reads its output and notes
-    when it exited (time.monotonic()). Several clients' windows are put on one clock by their ends
-    (iperf3's own timestamps count whole seconds): a client that exited while the runner sampled `ss`
-    or waited on another one is timed when it exited, not when the runner came to it."""
-
-    def __init__(self, procs: dict) -> None:
-        self.done: dict[str, tuple | BaseException] = {}
-        self.threads = {tag: threading.Thread(target=self._reap, args=(tag, p), daemon=True)
-                        for tag, p in procs.items()}
-        for th in self.threads.values():
-            th.start()
-
-    def _reap(self, tag: str, proc) -> None:
-        try:
-            out, err = proc.communicate()
-            self.done[tag] = (out, err, time.monotonic())
-        except BaseException as e:   # handed to the runner's thread by wait_clients
-            self.done[tag] = e
 
     def watch_subflows(self, client_proc, t0: float | None = None) -> list[dict]:
         """Sample `ss` on the client while the tool runs; the sample with the most subflows is kept.
