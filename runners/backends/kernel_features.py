@@ -8,11 +8,11 @@ be one process, but iproute2 exits the whole batch on a flag it does not know it
 """
 from __future__ import annotations
 
-import functools
 import os
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
+from runners.backends.probe_cache import remembered
 from runners.linux.netns import throwaway_netns
 from runners.linux.processes import run_command
 
@@ -58,7 +58,7 @@ def endpoint_argv(ns: str, index: int, flags: tuple[str, ...]) -> list[str]:
     return ["ip", "-n", ns, "mptcp", "endpoint", "add", f"10.99.0.{index + 1}", "dev", "p0", *flags]
 
 
-@functools.lru_cache(maxsize=None)   # one kernel's answer; the warm VM asks once for every job
+@remembered   # one kernel's answer: the warm VM asks once for every job; a cold VM's host keeps it (probe_cache)
 def endpoint_answers() -> dict[str, tuple[bool, str]]:
     """{flag probe: (accepted, why not)}, from one throwaway namespace. The native probe refuses a
     scenario whose endpoints the kernel refuses from the same answers that metadata records."""

@@ -6,7 +6,6 @@ strings, and every missing piece is reported at once.
 """
 from __future__ import annotations
 
-import functools
 import os
 import re
 import shutil
@@ -21,6 +20,7 @@ from topologies.kinds import rate_changing_links
 from topologies.plan import Shaping, shaping_argvs
 
 from runners.backends import kernel_features
+from runners.backends.probe_cache import remembered
 from runners.backends.programs import missing_python_modules, missing_tools
 from runners.linux import procfs
 from runners.linux.netns import throwaway_netns
@@ -46,7 +46,7 @@ def _run(argv: list[str], timeout: float = 20) -> subprocess.CompletedProcess:
     return run_command(argv, timeout)
 
 
-@functools.lru_cache(maxsize=None)
+@remembered
 def iperf3_facts(binary: str = "iperf3") -> dict:
     path = shutil.which(binary)
     if not path:
@@ -59,7 +59,7 @@ def iperf3_facts(binary: str = "iperf3") -> dict:
             "iperf3_native_mptcp": "--mptcp" in helptext}
 
 
-@functools.lru_cache(maxsize=None)   # a kernel's answer does not change; the warm VM asks once for all jobs
+@remembered   # a kernel's answer: the warm VM asks once for all jobs; a cold VM's host keeps it (probe_cache)
 def netem_works(under_tbf: bool = False) -> tuple[bool, str]:
     """Install a netem qdisc on a veth in a throwaway namespace, then remove it all. `under_tbf`: netem in
     the class of a TBF at the root, as a path whose rate changes during a run is shaped
@@ -82,7 +82,7 @@ def netem_works(under_tbf: bool = False) -> tuple[bool, str]:
         return True, ""
 
 
-@functools.lru_cache(maxsize=None)
+@remembered
 def kernel_debug() -> list[str] | None:
     """The running kernel's debug options (kmemleak, lockdep, KASAN), from its configuration or by their
     symbols in /proc/kallsyms as the upstream MPTCP selftests find them; None when neither can be read.

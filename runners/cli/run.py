@@ -14,7 +14,7 @@ import sys
 import time
 from pathlib import Path
 
-from runners.backends import BACKENDS
+from runners.backends import BACKENDS, probe_cache
 from runners.backends.vm.kernel_sets import (kernel_base, kernel_sweep, kernels_here, missing_kernels_report, record_kernel,
     sweeps_kernels, vm_kernels_problem)
 from runners.backends.vm.keep import keep_setting
@@ -403,7 +403,13 @@ def _run_guest_job(parser, args, argv: list[str], started_at: float, age: float)
     if refusal:
         print(f"{options.scenario[0]}: {refusal}", file=sys.stderr)
         return EXIT_INPUT
-    return _run(options, exp)
+    # a cold boot's host may hand over the probe's answers for this kernel, and keeps the ones asked here
+    answers = Path(options.run_dir) / probe_cache.ANSWERS_FILE
+    probe_cache.seed_from(answers)
+    try:
+        return _run(options, exp)
+    finally:
+        probe_cache.keep_new(answers)
 
 
 def _check_arguments(args, parser) -> None:

@@ -14,6 +14,7 @@ from pathlib import Path
 from scenarios.spec.kernel import is_kernel_path
 
 from runners.analysis.report import summary_and_report
+from runners.backends import probe_cache
 from runners.backends.vm.guest import guest_command, write_job
 from runners.backends.vm.kernel_sets import kernel_base, kernel_sweep, record_kernel, sweeps_kernels
 from runners.console.output import err, info
@@ -177,8 +178,12 @@ def _run_one_vm(options, exp, run_dir: Path, kernel, requirement: str | None) ->
                 _forget(warm)
                 warm = None
         if warm is None:
-            with host_cpu.recording(run_dir, testbed_roots(None)):   # the guest judges its runs with them
-                code = run_in_vm(plan, log=info, silence=vm_silence_limit(exp), quiet=options.quiet)
+            probe_cache.offer(plan.kernel, run_dir)   # what a guest of this kernel image asked before
+            try:
+                with host_cpu.recording(run_dir, testbed_roots(None)):   # the guest judges its runs with them
+                    code = run_in_vm(plan, log=info, silence=vm_silence_limit(exp), quiet=options.quiet)
+            finally:
+                probe_cache.adopt(plan.kernel, run_dir)
     except VmError as e:
         err(str(e))
         _mark_stopped(run_dir, "failed", failure=str(e))

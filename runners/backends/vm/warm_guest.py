@@ -60,6 +60,8 @@ def preload_testbed() -> None:
     kernel_debug()
     if os.geteuid() == 0:
         endpoint_answers()   # metadata's endpoint flags: a namespace and 5 processes, 0.3-0.5 s a job in TCG
+    from runners.backends import probe_cache
+    probe_cache.settle()   # the jobs inherit these answers; none writes them back (that is for cold boots)
 
 
 def _heartbeat(spool: Path, halt: threading.Event) -> None:
