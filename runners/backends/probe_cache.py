@@ -25,6 +25,11 @@ ANSWERS_FILE = ".probe-answers.json"
 FORMAT = 1
 # the programs whose answers are kept: a new build of any of them (its size or mtime) asks again
 PROGRAMS = ("ip", "tc", "iperf3", "mptcpize", "ethtool", "nft", "modprobe")
+# the code that asks: answers kept by another version of it are asked again (the netem probe installs
+# what topologies.plan's shaping commands say)
+_HERE = Path(__file__).resolve().parent
+ASKING_CODE = (_HERE / "probe.py", _HERE / "kernel_features.py", Path(__file__).resolve(),
+               _HERE.parents[1] / "topologies" / "plan.py")
 
 _values: dict[tuple[str, tuple], Any] = {}
 _asked: set[tuple[str, tuple]] = set()       # asked in this process, not taken from the host's file
@@ -62,12 +67,19 @@ def guest_key() -> str:
         version = Path("/proc/version").read_text()
     except OSError:
         version = os.uname().release
-    parts: dict[str, Any] = {"format": FORMAT, "kernel": version}
+    parts: dict[str, Any] = {"format": FORMAT, "kernel": version, "code": [_digest(f) for f in ASKING_CODE]}
     for program in PROGRAMS:
         path = shutil.which(program)
         parts[program] = _stat(path) if path else None
     parts["modules"] = _stat(f"/lib/modules/{os.uname().release}/modules.dep")
     return hashlib.sha256(json.dumps(parts, sort_keys=True).encode()).hexdigest()[:20]
+
+
+def _digest(path: Path) -> str | None:
+    try:
+        return hashlib.sha256(path.read_bytes()).hexdigest()[:16]
+    except OSError:
+        return None
 
 
 def _stat(path: str) -> list | None:

@@ -81,7 +81,12 @@ def test_the_key_changes_with_the_kernel_build_and_a_program(monkeypatch, tmp_pa
     tool.write_text("#!/bin/sh\n")
     tool.chmod(0o755)
     monkeypatch.setenv("PATH", f"{tmp_path}:{__import__('os').environ['PATH']}")
-    assert probe_cache.guest_key() != first      # another iperf3 first on the PATH
+    second = probe_cache.guest_key()
+    assert second != first      # another iperf3 first on the PATH
+    code = tmp_path / "probe.py"
+    code.write_text("# another version of the asking code\n")
+    monkeypatch.setattr(probe_cache, "ASKING_CODE", (code,))
+    assert probe_cache.guest_key() != second
 
 
 def test_a_warm_vms_jobs_write_nothing_back(tmp_path):
