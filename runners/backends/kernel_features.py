@@ -12,7 +12,7 @@ import os
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
-from runners.backends.probe_cache import remembered
+from runners.backends.probe_cache import NO_NAMESPACE, remembered
 from runners.linux.netns import throwaway_netns
 from runners.linux.processes import run_command
 
@@ -68,7 +68,7 @@ def endpoint_answers() -> dict[str, tuple[bool, str]]:
             made = run_command(["ip", "netns", "exec", ns, "ip", "-batch", "-"], 20,
                                input=setup_batch(len(ENDPOINT_FLAG_PROBES)))
         if made.returncode != 0:
-            why = f"the probe's namespace could not be made: {made.stderr.strip() or 'ip failed'}"
+            why = f"{NO_NAMESPACE}: {made.stderr.strip() or 'ip failed'}"
             return {name: (False, why) for name in ENDPOINT_FLAG_PROBES}
         probes = list(ENDPOINT_FLAG_PROBES.items())
 

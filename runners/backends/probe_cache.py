@@ -4,7 +4,7 @@ Each answer starts processes: a netem qdisc tried in a throwaway namespace, `ipe
 endpoint add` per flag. A cold VM's guest asked them all again at every boot: about 1 s of its 2.8 s
 `prepare` under TCG (2026-11-27). Now:
 
-- In any process an answer is asked once (`remembered`), as before with functools' cache.
+- In any process an answer is asked once per arguments, defaults filled in (`remembered`).
 - Before a cold boot the host puts what it kept for the kernel image (by the image's SHA-256) into the
   result folder as ANSWERS_FILE. The guest takes those answers only if they were asked under the same
   kernel build (/proc/version) with the same programs and modules (`guest_key`); otherwise it asks again.
@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import functools
 import hashlib
+import inspect
 import json
 import os
 import shutil
@@ -26,10 +27,13 @@ FORMAT = 1
 # the programs whose answers are kept: a new build of any of them (its size or mtime) asks again
 PROGRAMS = ("ip", "tc", "iperf3", "mptcpize", "ethtool", "nft", "modprobe")
 # the code that asks: answers kept by another version of it are asked again (the netem probe installs
-# what topologies.plan's shaping commands say)
+# what topologies.plan's shaping commands say, with scenarios.spec.units' numbers)
 _HERE = Path(__file__).resolve().parent
+_TOP = _HERE.parents[1]
 ASKING_CODE = (_HERE / "probe.py", _HERE / "kernel_features.py", Path(__file__).resolve(),
-               _HERE.parents[1] / "topologies" / "plan.py")
+               _TOP / "runners" / "linux" / "procfs.py", _TOP / "runners" / "linux" / "netns.py",
+               _TOP / "topologies" / "plan.py", _TOP / "scenarios" / "spec" / "units.py")
+KEPT_IMAGES = 8    # the host keeps the answers of the kernel images used last
 
 _values: dict[tuple[str, tuple], Any] = {}
 _asked: set[tuple[str, tuple]] = set()       # asked in this process, not taken from the host's file
@@ -44,10 +48,13 @@ _RESTORE: dict[str, Callable[[Any], Any]] = {
 def remembered(fn):
     """Memoise `fn` by its arguments in this process's answers (which the host's file may have seeded)."""
     name = fn.__name__
+    signature = inspect.signature(fn)
 
     @functools.wraps(fn)
     def answer(*args):
-        key = (name, args)
+        bound = signature.bind(*args)
+        bound.apply_defaults()    # netem_works() and netem_works(False) are one answer
+        key = (name, bound.args)
         if key not in _values:
             _values[key] = fn(*args)
             _asked.add(key)
@@ -61,13 +68,19 @@ def remembered(fn):
     return answer
 
 
-def guest_key() -> str:
-    """What the answers depend on, as this machine has it: the kernel build, the programs, the modules."""
+def kernel_build() -> str:
+    """The running kernel's build: release, compiler and build number and date (/proc/version)."""
     try:
-        version = Path("/proc/version").read_text()
+        return Path("/proc/version").read_text()
     except OSError:
-        version = os.uname().release
-    parts: dict[str, Any] = {"format": FORMAT, "kernel": version, "code": [_digest(f) for f in ASKING_CODE]}
+        return os.uname().release
+
+
+def guest_key() -> str:
+    """What the answers depend on, as this machine has it: the kernel build, the programs, the modules, the
+    code that asks."""
+    parts: dict[str, Any] = {"format": FORMAT, "kernel": kernel_build(),
+                             "code": [_digest(f) for f in ASKING_CODE]}
     for program in PROGRAMS:
         path = shutil.which(program)
         parts[program] = _stat(path) if path else None
@@ -102,22 +115,42 @@ def seed_from(path: Path) -> int:
     taken = 0
     for name, args, value in doc["answers"]:
         key = (name, tuple(args))
-        if key not in _values:
+        if key not in _values and worth_keeping(name, _RESTORE.get(name, lambda v: v)(value)):
             _values[key] = _RESTORE.get(name, lambda v: v)(value)
             taken += 1
     return taken
 
 
 def keep_new(path: Path) -> bool:
-    """Write this process's answers to `path` when it asked any itself; True when it wrote."""
+    """Write this process's answers worth keeping to `path` when it asked any itself; True when it wrote.
+    Never raises: it runs as the guest's set ends, whose exit code must stay the set's."""
     if not _asked or not _writes_back["on"]:
         return False
-    doc = {"key": guest_key(), "answers": [[name, list(args), value] for (name, args), value in _values.items()]}
     try:
-        _write(Path(path), json.dumps(doc, indent=1, default=list) + "\n")
-    except OSError:
-        return False
-    return True
+        answers = [[name, list(args), value] for (name, args), value in list(_values.items())
+                   if worth_keeping(name, value)]
+        if answers:
+            _write(Path(path), json.dumps({"key": guest_key(), "answers": answers}, indent=1, default=list) + "\n")
+            return True
+    except Exception:   # noqa: BLE001  (a cache not written costs the next boot its questions, nothing more)
+        pass
+    return False
+
+
+def worth_keeping(name: str, value: Any) -> bool:
+    """Only what the kernel and programs answered: a probe that could not ask (a namespace not made, under
+    a guest short of memory) or found a program missing is asked again at the next boot, instead of
+    refusing every scenario of that kernel image until the cache goes."""
+    if name == "netem_works":
+        return bool(value[0])
+    if name == "endpoint_answers":
+        return not any(why.startswith(NO_NAMESPACE) for _, why in value.values())
+    if name == "iperf3_facts":
+        return value.get("iperf3") is not None
+    return value is not None
+
+
+NO_NAMESPACE = "the probe's namespace could not be made"   # kernel_features.endpoint_answers' reason
 
 
 def settle() -> None:
@@ -153,18 +186,19 @@ def _kept_for(image: Path, cache: Path | None) -> Path:
 
 
 def offer(image: Path, run_dir: Path, cache: Path | None = None) -> bool:
-    """Before a cold boot: the answers kept for this kernel image, into the result folder for the guest."""
+    """Before a cold boot: the answers kept for this kernel image, into the result folder, where its guest
+    looks for them (the only folder it shares with the host besides the read-only root)."""
     try:
         text = _kept_for(image, cache).read_text()
         _write(Path(run_dir) / ANSWERS_FILE, text)
-    except OSError:
+    except (OSError, RuntimeError):   # nothing kept, or no home folder to keep it in: the guest asks
         return False
     return True
 
 
 def adopt(image: Path, run_dir: Path, cache: Path | None = None) -> bool:
-    """After the guest: its answers (a well-formed file) kept for this kernel image; the file leaves the
-    result folder either way. True when kept."""
+    """After the guest: its answers (a well-formed file) kept for this kernel image; the file, and any
+    temporary file of a write the guest did not finish, leave the result folder either way. True when kept."""
     path = Path(run_dir) / ANSWERS_FILE
     try:
         doc = json.loads(path.read_text())
@@ -176,8 +210,19 @@ def adopt(image: Path, run_dir: Path, cache: Path | None = None) -> bool:
             target = _kept_for(image, cache)
             target.parent.mkdir(parents=True, exist_ok=True)
             _write(target, json.dumps(doc, indent=1) + "\n")
+            _prune(target.parent, KEPT_IMAGES)
             kept = True
-    except OSError:
+    except (OSError, RuntimeError):
         pass
-    path.unlink(missing_ok=True)
+    for left in [path, *Path(run_dir).glob(f".{ANSWERS_FILE}.*")]:
+        try:
+            left.unlink(missing_ok=True)
+        except OSError:   # a results disk gone read-only: the set's own error says so
+            pass
     return kept
+
+
+def _prune(folder: Path, keep: int) -> None:
+    files = sorted(folder.glob("*.json"), key=lambda f: f.stat().st_mtime, reverse=True)
+    for old in files[keep:]:
+        old.unlink(missing_ok=True)

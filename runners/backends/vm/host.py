@@ -178,7 +178,8 @@ def _run_one_vm(options, exp, run_dir: Path, kernel, requirement: str | None) ->
                 _forget(warm)
                 warm = None
         if warm is None:
-            probe_cache.offer(plan.kernel, run_dir)   # what a guest of this kernel image asked before
+            # the probe's answers a guest of this image gave before: about 1 s of the guest's `prepare`
+            probe_cache.offer(plan.kernel, run_dir)
             try:
                 with host_cpu.recording(run_dir, testbed_roots(None)):   # the guest judges its runs with them
                     code = run_in_vm(plan, log=info, silence=vm_silence_limit(exp), quiet=options.quiet)

@@ -34,6 +34,8 @@ import threading
 import time
 from pathlib import Path
 
+from runners.backends import probe_cache
+
 HEARTBEAT_SECONDS = 1.0
 BRISK_SECONDS = 30.0    # after a job, look for the next one every 0.1 s for so long; then every 0.5 s
 
@@ -60,8 +62,6 @@ def preload_testbed() -> None:
     kernel_debug()
     if os.geteuid() == 0:
         endpoint_answers()   # metadata's endpoint flags: a namespace and 5 processes, 0.3-0.5 s a job in TCG
-    from runners.backends import probe_cache
-    probe_cache.settle()   # the jobs inherit these answers; none writes them back (that is for cold boots)
 
 
 def _heartbeat(spool: Path, halt: threading.Event) -> None:
@@ -237,6 +237,7 @@ def serve(spool: Path, preload: bool = True) -> int:
     jobs.mkdir(parents=True, exist_ok=True)
     halt = threading.Event()
     threading.Thread(target=_heartbeat, args=(spool, halt), daemon=True).start()
+    probe_cache.settle()   # the jobs inherit the probe's answers; none writes them back (that is for cold boots)
     t0 = time.monotonic()
     if preload:
         preload_testbed()
