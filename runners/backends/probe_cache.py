@@ -22,6 +22,9 @@ import shutil
 from pathlib import Path
 from typing import Any, Callable
 
+from runners.backends.vm.kernels import image_digest
+from runners.paths import user_cache
+
 ANSWERS_FILE = ".probe-answers.json"
 FORMAT = 1
 # the programs whose answers are kept: a new build of any of them (its size or mtime) asks again
@@ -114,9 +117,9 @@ def seed_from(path: Path) -> int:
         return 0
     taken = 0
     for name, args, value in doc["answers"]:
-        key = (name, tuple(args))
-        if key not in _values and worth_keeping(name, _RESTORE.get(name, lambda v: v)(value)):
-            _values[key] = _RESTORE.get(name, lambda v: v)(value)
+        key, answer = (name, tuple(args)), _RESTORE.get(name, lambda v: v)(value)
+        if key not in _values and worth_keeping(name, answer):
+            _values[key] = answer
             taken += 1
     return taken
 
@@ -176,13 +179,11 @@ def _write(path: Path, text: str) -> None:
 
 def host_cache(env=os.environ) -> Path:
     """$XDG_CACHE_HOME/mptcp-testbed/probe (default ~/.cache), beside the decompressed kernels."""
-    cache = Path(env["XDG_CACHE_HOME"]) if env.get("XDG_CACHE_HOME") else Path.home() / ".cache"
-    return cache / "mptcp-testbed" / "probe"
+    return user_cache(env) / "probe"
 
 
 def _kept_for(image: Path, cache: Path | None) -> Path:
-    digest = hashlib.sha256(Path(image).read_bytes()).hexdigest()[:20]
-    return (cache or host_cache()) / f"{digest}.json"
+    return (cache or host_cache()) / f"{image_digest(image)}.json"
 
 
 def offer(image: Path, run_dir: Path, cache: Path | None = None) -> bool:

@@ -17,6 +17,8 @@ import re
 import socket
 from pathlib import Path
 
+from runners.paths import user_cache
+
 # 2: the probes of several paths are TCP flows at once (2026-11-27); a version 1 file's were MPTCP's, so
 # its limits for 2-8 paths measured something else and are not compared with
 VERSION = 2
@@ -41,8 +43,7 @@ def calibration_dir(env=os.environ) -> Path:
             return Path(pwd.getpwuid(who[0]).pw_dir) / ".cache" / "mptcp-testbed" / "calibration"
         except KeyError:   # a uid without a passwd entry: root's own cache
             pass
-    cache = Path(env["XDG_CACHE_HOME"]) if env.get("XDG_CACHE_HOME") else Path.home() / ".cache"
-    return cache / "mptcp-testbed" / "calibration"
+    return user_cache(env) / "calibration"
 
 
 def machine_id() -> str:

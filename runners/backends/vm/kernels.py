@@ -11,6 +11,9 @@ virtme-ng looks): DIR may be an `INSTALL_MOD_PATH` (holding
 """
 from __future__ import annotations
 
+import functools
+import hashlib
+import os
 import re
 import struct
 from pathlib import Path
@@ -58,6 +61,18 @@ def header_release(image: Path) -> str | None:
 def image_release(image: Path) -> str:
     """What `uname -r` will say in a guest booted from `image`: its header's release, else its file name."""
     return header_release(image) or image.name.removeprefix("vmlinuz-")
+
+
+def image_digest(image: Path) -> str:
+    """The kernel image's SHA-256 (20 hex digits), which names what is kept for it: the decompressed kernel
+    (pvh) and the probe's answers (probe_cache). Raises OSError."""
+    st = os.stat(image)
+    return _digest(str(image), st.st_size, st.st_mtime_ns)
+
+
+@functools.lru_cache(maxsize=16)   # read once per image and change: a cold boot asked for it 3 times (8-12 MB each)
+def _digest(image: str, _size: int, _changed: int) -> str:
+    return hashlib.sha256(Path(image).read_bytes()).hexdigest()[:20]
 
 
 def installed_kernels(boot: Path | None = None) -> list[Path]:

@@ -14,7 +14,6 @@ off.
 """
 from __future__ import annotations
 
-import hashlib
 import lzma
 import os
 import shutil
@@ -23,6 +22,8 @@ import subprocess
 import zlib
 from pathlib import Path
 
+from runners.backends.vm.kernels import image_digest
+from runners.paths import user_cache
 from runners.results.store import atomic_write
 
 ELF_MAGIC = b"\x7fELF"
@@ -33,8 +34,7 @@ KEEP = 4                          # decompressed kernels kept in the cache
 
 def kernel_cache(env=os.environ) -> Path:
     """Where decompressed kernels are kept: $XDG_CACHE_HOME/mptcp-testbed/kernels (default ~/.cache)."""
-    cache = Path(env["XDG_CACHE_HOME"]) if env.get("XDG_CACHE_HOME") else Path.home() / ".cache"
-    return cache / "mptcp-testbed" / "kernels"
+    return user_cache(env) / "kernels"
 
 
 def bzimage_payload(image: bytes) -> tuple[str, bytes] | None:
@@ -109,17 +109,20 @@ def pvh_kernel(image: Path, cache: Path | None = None) -> Path | None:
     if os.environ.get("TESTBED_VM_PVH", "1") == "0":
         return None
     try:
-        raw = Path(image).read_bytes()
+        cached = (cache or kernel_cache()) / f"vmlinux-{image_digest(image)}"
     except OSError:
         return None
-    folder = cache or kernel_cache()
-    cached = folder / f"vmlinux-{hashlib.sha256(raw).hexdigest()[:20]}"
+    folder = cached.parent
     if _usable(cached):
         try:
             os.utime(cached)        # most recently used: kept by _prune
         except OSError:
             pass
         return cached
+    try:
+        raw = Path(image).read_bytes()
+    except OSError:
+        return None
     found = bzimage_payload(raw)
     elf = decompress(*found) if found else None
     if elf is None or not has_pvh_entry(elf):
