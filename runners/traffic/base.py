@@ -201,7 +201,6 @@ class TrafficTool:
                 raise done[tag]
         return done   # type: ignore[return-value]
 
-
     def watch_subflows(self, client_proc, t0: float | None = None) -> list[dict]:
         """Sample `ss` on the client while the tool runs; the sample with the most subflows is kept.
         With `t0` (the sampler's clock) each sample is stamped with the time its read began on the run's

@@ -43,7 +43,6 @@ class Iperf3Tool(TrafficTool):
         self.stopped_by_us: set[int] = set()
         self.barrier: StartBarrier | None = None
         self.reaper: Reaper | None = None        # the clients' output and exit times, read as they come
-        self.client_ends: dict[str, float] = {}   # when each client exited, time.monotonic()
         # iperf3 3.12 has no --mptcp: mptcpize wraps it instead
         self.iperf = Iperf(native_mptcp=bool(host.probe.facts.get("iperf3_native_mptcp")))
 
@@ -103,7 +102,8 @@ class Iperf3Tool(TrafficTool):
             by_path = {tag: TrafficReport.from_iperf3(r) for tag, r in reports.items()}
             return TrafficResult(by_path[flows[0].tag], samples, ss_samples, by_path)
         # a fixed-size transfer's seconds are its completion time, not the time to the client's exit
-        ends = self.client_ends if h.scenario.traffic.duration is not None else None
+        ends = ({tag: ended for tag, (_, _, ended) in self.reaper.done.items()}
+                if h.scenario.traffic.duration is not None else None)
         report = aggregate_clients(reports, ends) if len(flows) > 1 else reports[""]
         if report.get("clients_start_spread_s", 0) > 0.5:
             late = max(report["clients"].items(), key=lambda kv: kv[1].get("started_after_s", 0))[0]
@@ -140,7 +140,6 @@ class Iperf3Tool(TrafficTool):
         try:
             got = self.wait_clients(self.reaper, deadline, run_id,
                                     {f.tag: f"iperf3 client on {f.where}" for f in flows})
-            self.client_ends = {tag: ended for tag, (_, _, ended) in got.items()}
             return {tag: [out, err, b"", b""] for tag, (out, err, _) in got.items()}
         except RunFailure:
             if not cut:
@@ -419,18 +418,20 @@ def aggregate_clients(reports: dict[str, dict], ends: dict[str, float] | None = 
     names = list(reports)
     first = reports[names[0]]
     out = dict(first)
-    out["throughput_mbps"] = sum(r["throughput_mbps"] for r in reports.values())
+    own_sum = sum(r["throughput_mbps"] for r in reports.values())
+    out["throughput_mbps"] = own_sum
     out["sender_throughput_mbps"] = sum(r["sender_throughput_mbps"] or 0.0 for r in reports.values())
     out["bytes_received"] = sum(r["bytes_received"] for r in reports.values())
     out["bytes_sent"] = sum(r["bytes_sent"] or 0 for r in reports.values())
     out["seconds"] = max(r["seconds"] for r in reports.values())
     starts = {n: ends[n] - reports[n]["seconds"] for n in names} if ends and set(names) <= set(ends) else {}
     if starts:
-        span = max(ends[n] for n in names) - min(starts.values())
+        first_start = min(starts.values())
+        span = max(ends[n] for n in names) - first_start
         out["seconds"] = span
         out["throughput_mbps"] = out["bytes_received"] * 8 / span / 1e6
         out["sender_throughput_mbps"] = out["bytes_sent"] * 8 / span / 1e6
-        out["clients_start_spread_s"] = max(starts.values()) - min(starts.values())
+        out["clients_start_spread_s"] = max(starts.values()) - first_start
     rts = [r["retransmits"] for r in reports.values()]
     out["retransmits"] = None if any(x is None for x in rts) else sum(rts)
     rtts = [r["sender_mean_rtt_ms"] for r in reports.values() if r.get("sender_mean_rtt_ms") is not None]
@@ -442,9 +443,9 @@ def aggregate_clients(reports: dict[str, dict], ends: dict[str, float] | None = 
                                                     for r in reports.values())
                          else sum(r["intervals"][i]["retransmits"] for r in reports.values())}
                         for i in range(n)]
-    out["throughput_per_client_mbps"] = sum(r["throughput_mbps"] for r in reports.values()) / len(reports)
+    out["throughput_per_client_mbps"] = own_sum / len(reports)
     out["clients"] = {name: {**{k: r.get(k) for k in ("throughput_mbps", "bytes_received", "seconds", "retransmits",
                                                       "sender_mean_rtt_ms")},
-                             **({"started_after_s": starts[name] - min(starts.values())} if starts else {})}
+                             **({"started_after_s": starts[name] - first_start} if starts else {})}
                       for name, r in reports.items()}
     return out
