@@ -77,6 +77,12 @@ def test_sweep_survives_a_crash_and_resumes(tmp_path):
     for f in ("runs.csv", "stats.csv", "junit.xml"):
         assert (run_dir / f).exists(), f
     xmlschema.XMLSchema(str(REPO / "tests" / "fixtures" / "junit.xsd")).validate(str(run_dir / "junit.xml"))
+    assert all(x["metrics"]["subflows"] >= 2 for x in runs), [(x["id"], x["metrics"]["subflows"]) for x in runs]
     verdicts = json.loads((run_dir / "verdicts.json").read_text())
-    assert len(verdicts) == 4 and all(v["outcome"] == "pass" for v in verdicts), verdicts
+    # a run the emulator did not keep up with is left out of its point's verdict, which then has one run and
+    # is inconclusive, saying why (2026-11-27, a machine whose hypervisor took CPU: 2 x 5 Mbit/s sent at
+    # 90-92 % of its rate once in 8 runs); any other outcome is a failure
+    assert len(verdicts) == 4 and all(
+        v["outcome"] == "pass" or (v["outcome"] == "inconclusive" and v["unfaithful_left_out"] >= 1
+                                   and "unfaithful run(s) left out" in v["detail"]) for v in verdicts), verdicts
     assert leftovers() == []
