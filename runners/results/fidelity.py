@@ -243,7 +243,7 @@ def _host(v: Findings, ev: Evidence) -> None:
         v.flag(WARN, f"other processes on the VM's host used {host['others_cores']:g} of its {host['cpus']} CPUs "
                      f"during the traffic and left {host['host_idle_pct']:g} % idle (the testbed "
                      f"{host['testbed_cores']:g}): the emulated CPUs ran on what was left")
-    if steal_mattered(host["steal_cores"] / host["cpus"], host["cpus"] * host["host_idle_pct"] / 100):
+    if steal_mattered(host["steal_cores"] / host["cpus"], _idle_cores(host)):
         v.flag(WARN, f"the hypervisor under the VM's host took {host['steal_cores']:g} of its {host['cpus']} CPUs "
                      f"during the traffic (steal) and left {host['host_idle_pct']:g} % idle")
 
@@ -257,8 +257,12 @@ def steal_mattered(steal_share: float, idle_cores: float) -> bool:
 def host_contended(host: dict) -> bool:
     """Whether other processes took a real share of a VM's host while it had next to no CPU to spare
     (runners.linux.host_cpu's figures)."""
-    idle_cores = host["cpus"] * host["host_idle_pct"] / 100
-    return host["others_cores"] > HOST_OTHERS_WARN_CORES and idle_cores < HOST_SPARE_CORES
+    return host["others_cores"] > HOST_OTHERS_WARN_CORES and _idle_cores(host) < HOST_SPARE_CORES
+
+
+def _idle_cores(host: dict) -> float:
+    """How many of a VM's host's CPUs were idle over the traffic (what HOST_SPARE_CORES is compared with)."""
+    return host["cpus"] * host["host_idle_pct"] / 100
 
 
 def _pct(x: float) -> float:
