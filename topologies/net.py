@@ -4,6 +4,7 @@ from __future__ import annotations
 import socket
 import subprocess
 from concurrent.futures import ThreadPoolExecutor
+from typing import Callable
 
 from topologies.plan import TopologyPlan
 
@@ -126,14 +127,17 @@ def planned_link_ends(net) -> dict[str, list]:
     return out
 
 
-def build_network(plan: TopologyPlan, controller_port: int | None = None):
+def build_network(plan: TopologyPlan, controller_port: int | None = None,
+                  before_switches: Callable[[], None] | None = None):
     """Hosts, routers (hosts with forwarding on, set by the plan), switches and plain veth links.
 
     Shaping is applied and verified by the runner. Mininet's TCLink is not
     used because it reports tc failures (no sch_netem) as warnings and
     carries on unshaped. Switches under a controller run fail-mode secure
     (nothing passes without it) and connect to 127.0.0.1:`controller_port`;
-    the others are standalone learning switches.
+    the others are standalone learning switches. `before_switches` is called
+    once the hosts and links are made, before any switch starts (the runner
+    waits there for its controller to listen).
     """
     from mininet.net import Mininet
     from mininet.node import OVSSwitch, RemoteController
@@ -172,6 +176,8 @@ def build_network(plan: TopologyPlan, controller_port: int | None = None):
                         addr1=mac_a, addr2=mac_b, cls1=switch_port if a in switch_names else planned,
                         cls2=switch_port if b in switch_names else planned)
         net.build()
+        if before_switches is not None:
+            before_switches()
         for w in plan.switches:
             nodes[w.name].start([ctrl] if (w.controller and ctrl is not None) else [])
     except BaseException:
