@@ -326,11 +326,12 @@ def group_main(module: str, doc: str, groups: tuple[str, ...], bench_cls, probes
 
     out = Path(args.dir) if args.dir else Path(args.out).resolve() / utc_stamp()
     out.mkdir(parents=True, exist_ok=True)
-    choice = choose_backend(args.backend, [parse_scenario(text) for text in probes(chosen)])
-    if choice.refusal:
+    texts = probes(chosen)   # none when the chosen groups build no network: they run where asked, else here
+    choice = choose_backend(args.backend, [parse_scenario(text) for text in texts]) if texts else None
+    if choice is not None and choice.refusal:
         print(choice.refusal, file=sys.stderr)
         return 1
-    if choice.name == "vm":
+    if (choice.name if choice is not None else args.backend) == "vm":
         return in_the_vm(module, out, ["--only", ",".join(chosen)])
     b = bench_cls(out, quick=False)
     try:

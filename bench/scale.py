@@ -4,7 +4,10 @@
     an MPTCP connection has 8 subflows at most), one 5 s MPTCP run
   - clients: a switched network (one OVS switch, the os-ken learning app) of 1, 4, 16 and 32 clients,
     each on a link of its own to the server's switch, one 5 s TCP run with every client sending at once
-Each group first builds and runs its smallest size once, unrecorded (the first build after a boot is a cold
+  - runs: a result set of 25, 50, 100 and 200 runs (lab 5's records, tests/fixtures/records), stored one
+    after another as a run set stores them (results.json and runs.csv rewritten after every run): the last
+    run's store and the set's stores in all; no network, so it runs where the command runs
+Each network group first builds and runs its smallest size once, unrecorded (the first build after a boot is a cold
 one). For each size, from the set's metadata.json: building the network, shaping, teardown, and the run's
 overhead beyond its traffic. Then per group: the slope of each against the size (least squares: seconds
 per path, or per node, a node being a host or a switch), and the first step whose cost per added unit is
@@ -15,7 +18,9 @@ Writes DIR/<UTC stamp>/bench.json and bench.md (DIR defaults to bench/out).
 """
 from __future__ import annotations
 
+import json
 import sys
+import tempfile
 import time
 from pathlib import Path
 
@@ -23,8 +28,10 @@ sys.path.insert(0, str(Path(__file__).resolve().parent.parent))   # run as a scr
 
 from bench.run import Bench, group_main  # noqa: E402
 
-GROUPS = ("paths", "clients")
-SIZES = {"paths": (1, 2, 4, 8), "clients": (1, 4, 16, 32)}   # 8 paths at most: the kernel joins 8 subflows
+GROUPS = ("paths", "clients", "runs")
+SIZES = {"paths": (1, 2, 4, 8), "clients": (1, 4, 16, 32),    # 8 paths at most: the kernel joins 8 subflows
+         "runs": (25, 50, 100, 200)}
+RECORDS = Path(__file__).resolve().parent.parent / "tests" / "fixtures" / "records"   # a TCG guest's, 2026-11-28
 NON_LINEAR = 1.5    # a step's cost per added unit over this many times the steps' before it
 NOISE_S = 0.5       # ... and by at least this many seconds in all
 MEASURES = ("build", "shaping", "teardown", "run_overhead")
@@ -84,6 +91,29 @@ class ScaleBench(Bench):
     def clients(self) -> None:
         self._group("clients", switched, lambda n: n + 2, "node")   # the clients, the server and the switch
 
+    def runs(self) -> None:
+        """A long set's store: an MPTCP and a TCP record, in turn, three of each per point."""
+        from runners.results.store import ResultStore
+
+        records = [json.loads((RECORDS / f"{name}.json").read_text()) for name in ("lab5-mptcp", "lab5-tcp")]
+        last = []
+        with tempfile.TemporaryDirectory() as tmp:
+            for n in SIZES["runs"]:
+                store, times = ResultStore(Path(tmp) / f"set-{n}", links_latest=False), []
+                for i in range(n):
+                    run = dict(records[i % 2], id=f"r{i:04d}", point=f"p{i // 6 + 1:03d}", repeat=i // 2 + 1)
+                    t0 = time.perf_counter()
+                    store.add_run(run)
+                    times.append(time.perf_counter() - t0)
+                last.append(times[-1])
+                size = (Path(tmp) / f"set-{n}" / "results.json").stat().st_size
+                self.add("runs", f"{n} runs: the last run's store", n, round(times[-1], 4), "s", times[-1] / n,
+                         f"ratio: s per run in the set; the set's stores {sum(times):.2f} s; results.json "
+                         f"{size / 1e6:.1f} MB")
+        self.add("runs", "last store: slope per run", f"{SIZES['runs'][0]}-{SIZES['runs'][-1]} runs",
+                 round(slope(list(SIZES["runs"]), last), 5), "s/run", None,
+                 "each store rewrites the whole set's files: it grows with the set, and the set's stores with its square")
+
     def _group(self, group: str, make, units_of, unit: str) -> None:
         sizes = SIZES[group]
         seen: dict[str, list[float]] = {m: [] for m in MEASURES}
@@ -115,4 +145,4 @@ if __name__ == "__main__":
     print(time.strftime("bench.scale %Y-%m-%dT%H:%M:%SZ", time.gmtime()), flush=True)
     # the backend must carry the largest of each chosen group (a switched one needs OVS and the controller)
     sys.exit(group_main("bench.scale", __doc__, GROUPS, ScaleBench,
-                        lambda groups: [MAKERS[g](SIZES[g][-1]) for g in groups]))
+                        lambda groups: [MAKERS[g](SIZES[g][-1]) for g in groups if g in MAKERS]))

@@ -43,15 +43,6 @@ def with_derived(runs: list[dict]) -> list[dict]:
     return out
 
 
-def with_derived_by_point(runs: list[dict]) -> list[dict]:
-    """Copies of every run, in their order, with the metrics derived within each one's point."""
-    by_point: dict[str, list[dict]] = {}
-    for r in runs:
-        by_point.setdefault(r.get("point", "p001"), []).append(r)
-    derived = {id(orig): new for group in by_point.values() for orig, new in zip(group, with_derived(group))}
-    return [derived[id(r)] for r in runs]
-
-
 def group_runs(doc: dict) -> dict[str, tuple[str, list[dict]]]:
     """{point id: (point label, runs with derived metrics)}; a result set without points is one point."""
     out: dict[str, tuple[str, list[dict]]] = {}

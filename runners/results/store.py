@@ -22,8 +22,7 @@ from datetime import datetime, timezone
 from pathlib import Path
 from typing import Any
 
-from runners.results.derived import with_derived_by_point
-from runners.results.table import render_csv
+from runners.results.set_text import SetText, derived_by_run
 
 
 def atomic_write(path: Path, data: str | bytes, make_parent: bool = True) -> None:
@@ -196,6 +195,7 @@ class ResultStore:
         self.metadata: dict[str, Any] = {}
         self.extra: dict[str, Any] = {}
         self.raw_writer = DeferredWriter()
+        self._text = SetText()
 
     def reserve_space(self) -> None:
         """Hold back a little disk space for the set's status: when the disk fills mid-set, releasing it
@@ -265,11 +265,11 @@ class ResultStore:
 
     def _flush(self) -> None:
         # derived metrics (efficiency) are recomputed per point on every write: a TCP baseline may
-        # finish after the MPTCP run it belongs to
-        runs = with_derived_by_point(self.runs)
-        doc = {"format": 1, "metadata": self.metadata, **self.extra, "runs": runs}
-        atomic_write(self.dir / "results.json", json.dumps(doc, indent=2, default=str) + "\n")
-        atomic_write(self.dir / "runs.csv", render_csv(runs))
+        # finish after the MPTCP run it belongs to; only the runs whose text changed are made anew
+        derived = derived_by_run(self.runs)
+        head = {"format": 1, "metadata": self.metadata, **self.extra}
+        atomic_write(self.dir / "results.json", self._text.results_json(head, self.runs, derived))
+        atomic_write(self.dir / "runs.csv", self._text.runs_csv(self.runs, derived))
 
 
 def load_results(run_dir: Path) -> dict:
