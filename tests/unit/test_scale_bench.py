@@ -46,3 +46,15 @@ def test_a_bend_is_said_as_a_ratio_or_in_seconds_after_steps_that_cost_nothing()
     ys = [15.75, 13.42, 23.43, 36.1]     # a cold first build: the step before the bend cost less than nothing
     assert bend_note(first_non_linear([3, 6, 18, 34], ys), ys, sizes, "clients", "node") == \
         "first non-linear step: to 16 clients, 10.01 s more where the steps before it cost nothing"
+
+
+def test_the_runs_group_stores_recorded_runs_and_writes_a_row_per_size(tmp_path, monkeypatch):
+    import bench.scale as scale
+
+    monkeypatch.setitem(scale.SIZES, "runs", (2, 4, 8))
+    b = scale.ScaleBench(tmp_path, quick=True)
+    b.runs()
+    rows = [r for r in b.rows if r["group"] == "runs"]
+    assert [r["configured"] for r in rows[:3]] == [2, 4, 8]
+    assert all(r["measured"] > 0 and "results.json" in r["note"] for r in rows[:3])
+    assert rows[3]["unit"] == "s/run"
