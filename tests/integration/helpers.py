@@ -78,8 +78,6 @@ def _import_before_fork() -> None:
     import rich.console, rich.table  # noqa: E401,F401  (the summary's: 1.8 s to import under TCG)
     from runners.backends import kernel_features
     from runners.backends.probe import iperf3_facts, netem_works
-    from scenarios.spec.model import build_validators
-    build_validators()
     from runners.results.metadata import userland_metadata
     if os.geteuid() == 0:
         netem_works()   # memoised: the children inherit the answers

@@ -120,17 +120,3 @@ def test_missing_file_and_directory(tmp_path):
         load_scenario(tmp_path / "nope.yaml")
     with pytest.raises(ScenarioError, match="is a directory"):
         load_scenario(tmp_path)
-
-
-def test_the_models_validators_wait_for_their_first_use_or_for_build_validators():
-    """A cold guest imports the model without building its 31 classes' validators; a process that forks jobs
-    builds the ones validated directly once, before its forks (runners.backends.vm.warm_guest)."""
-    import subprocess
-    import sys
-
-    code = ("from scenarios.spec.model import Scenario, ValueRange, Event, build_validators\n"
-            "before = [c.__pydantic_complete__ for c in (Scenario, ValueRange, Event)]\n"
-            "build_validators()\n"
-            "print(before, [c.__pydantic_complete__ for c in (Scenario, ValueRange, Event)])\n")
-    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True).stdout
-    assert out.strip() == "[False, False, False] [True, True, True]"

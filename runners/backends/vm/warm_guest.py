@@ -57,8 +57,6 @@ def preload_testbed() -> None:
     import topologies.net  # noqa: F401
     from runners.backends.kernel_features import endpoint_answers
     from runners.backends.probe import iperf3_facts, kernel_debug, netem_works
-    from scenarios.spec.model import build_validators
-    build_validators()   # the model's validators, built once here rather than in every job
     netem_works()   # memoised: every job's probe inherits the answer
     iperf3_facts()
     kernel_debug()

@@ -13,7 +13,7 @@ from __future__ import annotations
 
 from .events import Event, EventShape
 from .runs import Expectation, Grid, Runs, SetKey, SweepKey, ValueRange, Variant
-from .scenario import FORMAT_VERSION, Scenario, build_validators, json_schema
+from .scenario import FORMAT_VERSION, Scenario, json_schema
 from .settings import BufferTriple, Limits, Mptcp, MptcpSysctls, Requires, Sockets
 from .topology import TOPOLOGY_CLASSES, TOPOLOGY_KINDS, Topology
 from .topology.dual_homed import DualHomed, PathSpec
@@ -26,7 +26,7 @@ from .types import (DELAY_HELP, IDENT, KERNEL_IDENT, LOSS_HELP, MIN_RATE_MBIT, Q
                     Ident, LinkDelay, LinkRate, LossPercent, QueuePackets, Rate, Shaped, Size, Strict)
 
 __all__ = [
-    "APP_FILE", "Argv", "BufferTriple", "build_validators", "CommandTool", "ControllerSpec", "DELAY_HELP", "DualHomed", "Duration",
+    "APP_FILE", "Argv", "BufferTriple", "CommandTool", "ControllerSpec", "DELAY_HELP", "DualHomed", "Duration",
     "Event", "EventShape", "Expectation", "Family", "FORMAT_VERSION", "Grid", "HostSpec", "IDENT", "Ident",
     "IPERF_PORTS", "json_schema", "KERNEL_IDENT", "Limits", "LinkDelay", "LinkRate", "LinkSpec", "LOSS_HELP",
     "LossPercent", "MIN_RATE_MBIT", "Mptcp", "MptcpSysctls", "NodeName", "PathSpec", "QUEUE_HELP",

@@ -180,16 +180,6 @@ class Scenario(Strict):
         return None if self.runs.tcp_on == "primary" or "tcp" not in self.runs.compare else self.tcp_paths
 
 
-def build_validators() -> None:
-    """Build now the validators of the classes the testbed validates directly, which every class of the model
-    otherwise builds at its first use (Strict's `defer_build`: a cold TCG guest no longer builds the 31
-    classes one by one at import). A process that forks jobs (the warm VM's guest, calibrate's probes, the
-    integration tests) calls this once, so that no fork builds them again: 1.9 s of every warm job's
-    prepare in a TCG guest when the forks did (2026-11-28)."""
-    for cls in (Scenario, ValueRange, Event):
-        cls.model_rebuild()   # nothing to do once built
-
-
 def json_schema() -> dict:
     schema = Scenario.model_json_schema(mode="validation")
     schema["$schema"] = "https://json-schema.org/draft/2020-12/schema"

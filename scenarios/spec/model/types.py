@@ -71,7 +71,7 @@ def delay_range(v: float) -> float:
 
 
 class Strict(BaseModel):
-    model_config = ConfigDict(extra="forbid", frozen=True, defer_build=True)
+    model_config = ConfigDict(extra="forbid", frozen=True)
 
 
 # The four shaping fields, shared by every model that shapes a link (Shaped, SwitchedLink).
