@@ -41,14 +41,38 @@ runs: {compare: [mptcp, tcp], pause: 0.2s}
 """
 
 
-def test_e5_exp2_gives_a_row_per_client(tmp_path):
+LINK_MBPS = 10
+
+
+def run_e5_exp2(tmp_path: Path, out: str) -> tuple[Path, dict]:
+    # at 10 Mbit/s a link, not the scenario's 25: on a slower machine of the CI kind (2026-11-28) the 25 Mbit/s
+    # MPTCP run (8 subflows, 50 Mbit/s in all, through OVS and the controller) left the guest's CPUs no idle
+    # time in 67-96 % of its samples, in four runs of four, and was judged unfaithful
     text = (REPO / "scenarios" / "e5-exp2.yaml").read_text().replace("duration: 10", "duration: 4")
+    text = text.replace("bw: 25,", f"bw: {LINK_MBPS},")
     f = write_scenario(tmp_path / "e5.yaml", text)
     r = run_cli(str(f), "--backend", "native", "--variant", "all-interfaces", "--repeat", "1",
-                "--out", str(tmp_path / "o"))
+                "--out", str(tmp_path / out))
     assert r.returncode in (0, 1), r.stdout + r.stderr      # 1: a verdict may be inconclusive-free fail
-    d, doc = result_set(tmp_path / "o")
-    runs = {x["mode"]: x for x in doc["runs"]}
+    d, doc = result_set(tmp_path / out)
+    return d, {x["mode"]: x for x in doc["runs"]}
+
+
+def test_e5_exp2_gives_a_row_per_client(tmp_path):
+    d, runs = run_e5_exp2(tmp_path, "o")
+    # Four clients with two subflows each through OVS and the controller can outrun TCG's two CPUs: in CI on
+    # 2026-11-28, at 25 Mbit/s a link, the MPTCP run had no idle CPU in 96 % of its samples, its shapers sent
+    # 82 % of their rate, and it was judged unfaithful, rightly; MPTCP then read 1.22x TCP. A user reruns
+    # such a run, and so does the test, once; the comparison below needs both runs of one attempt not
+    # `unfaithful`.
+    unfaithful = [x["id"] for x in runs.values() if x["fidelity"]["status"] == "unfaithful"]
+    if unfaithful:
+        assert all(any("CPU" in why for why in runs[m]["fidelity"]["reasons"]) for m in runs
+                   if runs[m]["id"] in unfaithful), {m: x["fidelity"] for m, x in runs.items()}
+        d, runs = run_e5_exp2(tmp_path, "again")
+        assert all(x["fidelity"]["status"] != "unfaithful" for x in runs.values()), \
+            (f"runs {unfaithful} were unfaithful, and so was a run of the second attempt",
+             {m: x["fidelity"] for m, x in runs.items()})
     for mode in ("mptcp", "tcp"):
         clients = runs[mode]["clients"]
         assert sorted(clients) == ["h2", "h3", "h4", "h5"]
@@ -69,7 +93,7 @@ def test_e5_exp2_gives_a_row_per_client(tmp_path):
     # allows) in 4 s runs; released together by a barrier, 25.47 (1.065x), 2026-11-23; and 30.6 in CI on
     # 2026-11-27, when one client's SYN was lost in the queue the others had filled and its 4 s began
     # 1 s late. It is now all bytes over the span the clients covered.
-    tcp_cap = 25 * 1448 / 1514
+    tcp_cap = LINK_MBPS * 1448 / 1514
     assert runs["tcp"]["metrics"]["throughput_mbps"] <= 1.10 * tcp_cap, runs["tcp"]["metrics"]
     assert runs["mptcp"]["metrics"]["throughput_mbps"] <= 1.10 * 2 * tcp_cap, runs["mptcp"]["metrics"]
     # MPTCP's clients share both server links, TCP's only one. One 4 s run of each is a functional check,

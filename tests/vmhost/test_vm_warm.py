@@ -99,6 +99,9 @@ def test_two_warm_runs_pay_one_boot_and_write_what_a_cold_run_writes(tmp_path, w
             # (and its reasons and notes, what the machine did: a busy host warns in one set, not the other)
             for key in ("checks", "reasons", "levels", "notes"):
                 r.get("fidelity", {}).pop(key, None)
+            # one interval between each two per-path samples, whose count follows the sampler's reads (0.3-0.9
+            # s each on a slower machine): 11 intervals in one set and 10 in the other in CI, 2026-11-28
+            r["path_series_mbps"] = r["path_series_mbps"][:1]
     assert shape(w) == shape(c)
     assert json.loads((warm_set / "metadata.json").read_text())["guest_argv"][0] == str(warm_set / "scenario.yaml")
     status = subprocess.run([sys.executable, "-m", "runners.cli", "vm", "status"], cwd=REPO, capture_output=True,
