@@ -47,7 +47,7 @@ LINK_MBPS = 10
 def run_e5_exp2(tmp_path: Path, out: str) -> tuple[Path, dict]:
     # at 10 Mbit/s a link, not the scenario's 25: on a slower machine of the CI kind (2026-11-28) the 25 Mbit/s
     # MPTCP run (8 subflows, 50 Mbit/s in all, through OVS and the controller) left the guest's CPUs no idle
-    # time in 67-96 % of its samples, in four runs of four, and was judged unfaithful
+    # time in 67-96 % of its samples, in three runs of three, and was judged unfaithful
     text = (REPO / "scenarios" / "e5-exp2.yaml").read_text().replace("duration: 10", "duration: 4")
     text = text.replace("bw: 25,", f"bw: {LINK_MBPS},")
     f = write_scenario(tmp_path / "e5.yaml", text)
