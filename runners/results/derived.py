@@ -31,14 +31,26 @@ def efficiency_by_run(runs: list[dict]) -> dict[str, float]:
     return out
 
 
+def derived_metrics(runs: list[dict]) -> dict[str, dict]:
+    """{run id: {metric: value}}: what one point's runs derive, for the runs that derive any."""
+    return {run_id: {"efficiency": eff} for run_id, eff in efficiency_by_run(runs).items()}
+
+
+def derived_by_run(runs: list[dict]) -> dict[str, dict]:
+    """derived_metrics of runs of any points, each derived within its own point."""
+    by_point: dict[str, list[dict]] = {}
+    for r in runs:
+        by_point.setdefault(r.get("point", "p001"), []).append(r)
+    return {run_id: m for group in by_point.values() for run_id, m in derived_metrics(group).items()}
+
+
 def with_derived(runs: list[dict]) -> list[dict]:
     """Copies of one point's runs, with the derived metrics in each run's `metrics`."""
-    eff = efficiency_by_run(runs)
+    derived = derived_metrics(runs)
     out = []
     for r in runs:
         r = copy.deepcopy(r)
-        if r["id"] in eff:
-            r["metrics"]["efficiency"] = eff[r["id"]]
+        r["metrics"].update(derived.get(r["id"], {}))
         out.append(r)
     return out
 

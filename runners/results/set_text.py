@@ -14,22 +14,9 @@ import csv
 import io
 import json
 
-from runners.results.derived import efficiency_by_run
 from runners.results.table import CSV_FIELDS, param_columns, tidy_rows
 
 _RUN_INDENT = "    "   # a run inside the document's "runs" list: two levels of json's indent=2
-
-
-def derived_by_run(runs: list[dict]) -> dict[str, dict]:
-    """{run id: the metrics derived within its point}, for the runs that have any."""
-    by_point: dict[str, list[dict]] = {}
-    for r in runs:
-        by_point.setdefault(r.get("point", "p001"), []).append(r)
-    out: dict[str, dict] = {}
-    for group in by_point.values():
-        for run_id, eff in efficiency_by_run(group).items():
-            out[run_id] = {"efficiency": eff}
-    return out
 
 
 def with_metrics(run: dict, derived: dict | None) -> dict:

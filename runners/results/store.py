@@ -22,7 +22,8 @@ from datetime import datetime, timezone
 from pathlib import Path
 from typing import Any
 
-from runners.results.set_text import SetText, derived_by_run
+from runners.results.derived import derived_by_run
+from runners.results.set_text import SetText
 
 
 def atomic_write(path: Path, data: str | bytes, make_parent: bool = True) -> None:
