@@ -150,9 +150,6 @@ def build_network(plan: TopologyPlan, controller_port: int | None = None,
     here: list[str] = []
     try:
         nodes = _start_hosts(net, [*plan.hosts, *plan.routers], planned_host)
-        ctrl = None
-        if any(w.controller for w in plan.switches):
-            ctrl = RemoteController("c0", ip="127.0.0.1", port=controller_port)
         bridge = _bridge_class() if any(w.type == "bridge" for w in plan.switches) else None
         for w in plan.switches:
             if w.type == "bridge":
@@ -178,6 +175,11 @@ def build_network(plan: TopologyPlan, controller_port: int | None = None,
         net.build()
         if before_switches is not None:
             before_switches()
+        ctrl = None
+        if any(w.controller for w in plan.switches):
+            # made once the controller listens: Mininet's RemoteController checks on creation and
+            # would warn "Unable to contact the remote controller" while it still imports
+            ctrl = RemoteController("c0", ip="127.0.0.1", port=controller_port)
         for w in plan.switches:
             nodes[w.name].start([ctrl] if (w.controller and ctrl is not None) else [])
     except BaseException:

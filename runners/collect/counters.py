@@ -1,21 +1,31 @@
 """Counter snapshots around a run, read from every namespace at once.
 
-TCP/MPTCP counters and interface counters come from /proc and qdisc
-statistics over rtnetlink (no process start); nft counters and the MPTCP
-endpoints from one batched command per namespace. The raw text is kept
-beside the run.
+TCP/MPTCP counters and interface counters come from /proc, qdisc statistics
+over rtnetlink and the per-path nft counters over netlink (no process start);
+the MPTCP endpoints from one batched command per namespace. The raw text is
+kept beside the run.
 """
 from __future__ import annotations
 
 import json
 import os
+from collections.abc import Collection
 from concurrent.futures import Future, ThreadPoolExecutor
 
 from topologies.plan import TopologyPlan
 
-from runners.errors import ParseError, RunFailure
+from runners.errors import RunFailure
 from runners.linux import procfs, rtnetlink
-from runners.linux.nsexec import Argv, at_once, run, run_batch
+from runners.linux.nsexec import Argv, at_once, run_batch
+
+
+def by_namespace(shaped: list[tuple[str, str]], namespace_of) -> list[tuple[str, dict[str, str]]]:
+    """(node, device) pairs -> one (a node to read through, {device: its node}) per namespace: a device's
+    name is unique in its namespace, and Open vSwitch switches all live in the root one."""
+    groups: dict[object, tuple[str, dict[str, str]]] = {}
+    for node, dev in shaped:
+        groups.setdefault(namespace_of(node), (node, {}))[1][dev] = node
+    return list(groups.values())
 
 
 class Counters:
@@ -45,25 +55,31 @@ class Counters:
         """Every namespace with a shaped interface."""
         return sorted({i.node for i in self.host.plan.shaped_interfaces()})
 
-    def qdiscs(self, name: str) -> list[dict]:
-        """A node's qdiscs with their counters (rtnetlink); RunFailure when the kernel will not say."""
+    def qdiscs(self, name: str, devs: Collection[str] | None = None) -> list[dict]:
+        """A node's qdiscs with their counters (rtnetlink), or only the root qdiscs of `devs`; RunFailure
+        when the kernel will not say."""
         try:
-            return self.host.network.qdisc_reader(name).qdiscs()
+            return self.host.network.qdisc_reader(name).qdiscs(devs)
         except OSError as e:   # the node's namespace gone (its shell died), or no answer
             raise RunFailure(f"{name}: its qdisc counters could not be read over netlink: {e}") from None
 
+    def namespace_of(self, name: str) -> int:
+        return self.host.network.namespace_of(name)
+
+    def shaped_by_namespace(self) -> list[tuple[str, dict[str, str]]]:
+        """The shaped interfaces, one entry per namespace: (a node to read it through, {device: its node})."""
+        return by_namespace([(i.node, i.name) for i in self.host.plan.shaped_interfaces()], self.namespace_of)
+
     def queues_empty(self) -> bool:
         """No packet waits in any qdisc of a shaped interface (netem counts the packets it delays too)."""
-        shaped = {(i.node, i.name) for i in self.host.plan.shaped_interfaces()}
-        for name in self.shaped_nodes():
-            for q in self.qdiscs(name):
-                if (name, q["dev"]) in shaped and (q.get("qlen") or q.get("backlog")):
-                    return False
+        for reader, devs in self.shaped_by_namespace():
+            if any(q.get("qlen") or q.get("backlog") for q in self.qdiscs(reader, devs)):
+                return False
         return True
 
     def snapshot(self, run_id: str, label: str, endpoints: list[str] | None = None) -> dict:
-        """Counters of every namespace: /proc for TCP/MPTCP and interface counters, rtnetlink for qdiscs,
-        one batched command per namespace for nft counters; `endpoints` (read_endpoints_meanwhile's
+        """Counters of every namespace: /proc for TCP/MPTCP and interface counters, netlink for qdiscs and
+        nft counters; `endpoints` (read_endpoints_meanwhile's
         result) is kept with it. The raw text is kept beside the run."""
         snap: dict = {"qdiscs": {}}
         sides = self._sides()
@@ -73,15 +89,12 @@ class Counters:
         for name, qdiscs in qdisc_raw.items():
             for dev, counts in rtnetlink.root_qdisc_counts(qdiscs).items():
                 snap["qdiscs"][(name, dev)] = counts
-        nft = {}
-        if self.host.plan.byte_counters == "nft":
-            nft = dict(zip([tag for _, _, tag in sides], (res[0].out for res in at_once(
-                lambda s: run_batch(s[1], [nft_list_argv()]), sides))))
+        nft = {tag: self.nft_counters(node) for _, node, tag in sides} if self.host.plan.byte_counters == "nft" else {}
         for side, node, tag in sides:
             self._host_counters(snap, run_id, label, side, node, tag)
             if tag in nft:
-                self.host.store.save_raw(run_id, f"nft-{tag}-{label}.json", nft[tag])
-                _add_into(snap, f"{side}_paths", parse_nft_counters(nft[tag]))
+                self.host.store.save_raw(run_id, f"nft-{tag}-{label}.json", json.dumps(nft[tag], indent=1) + "\n")
+                _add_into(snap, f"{side}_paths", nft[tag])
         if endpoints is not None:
             snap["endpoints"] = endpoints
         if self.host.plan.switches:
@@ -110,11 +123,19 @@ class Counters:
         if self.host.plan.byte_counters == "nft":
             total: dict = {}
             for node in ([receiver] if upload else self.host.clients):
-                _add_into(total, "c", parse_nft_counters(run(node, nft_list_argv(), timeout=10).out))
+                _add_into(total, "c", self.nft_counters(node))
             counters = total.get("c", {})
             return {p.name: counters.get(p.name, {}).get("in_bytes", 0) for p in self.host.plan.paths}
         stats = procfs.parse_net_dev(procfs.net_dev_text(receiver.pid))
         return {p.name: stats[p.server_if if upload else p.client_if]["rx_bytes"] for p in self.host.plan.paths}
+
+    def nft_counters(self, node) -> dict[str, dict[str, int]]:
+        """A host's per-path nft counters (netlink): {path: {in_bytes, in_packets, out_bytes, out_packets}};
+        RunFailure when they cannot be read."""
+        try:
+            return self.host.network.nft_reader(node.name).by_path()
+        except OSError as e:
+            raise RunFailure(f"{node.name}: its per-path nft counters could not be read over netlink: {e}") from None
 
     def link_bytes(self, before: dict, after: dict) -> dict:
         """Bytes over every link of a switched topology, read at its (first) switch end.
@@ -177,28 +198,4 @@ def nft_counter_argvs(plan: TopologyPlan, node: str) -> list[Argv]:
                     "counter", "comment", f'"{p.name}"'])
         out.append(["nft", "add", "rule", *NFT_TABLE, "out", ip, "saddr", mine, ip, "daddr", peer,
                     "counter", "comment", f'"{p.name}"'])
-    return out
-
-
-def nft_list_argv() -> Argv:
-    return ["nft", "-j", "list", "table", *NFT_TABLE]
-
-
-def parse_nft_counters(text: str) -> dict[str, dict[str, int]]:
-    """Per-path counters of `nft -j list table inet mptb` -> {path: {in_bytes, in_packets, out_bytes, out_packets}}."""
-    try:
-        doc = json.loads(text)
-    except json.JSONDecodeError as e:
-        raise ParseError(f"nft -j output is not JSON: {e}") from None
-    out: dict[str, dict[str, int]] = {}
-    for item in doc.get("nftables", []):
-        rule = item.get("rule")
-        if not rule or "comment" not in rule:
-            continue
-        counter = next((e["counter"] for e in rule.get("expr", []) if "counter" in e), None)
-        if counter is None:
-            continue
-        d = out.setdefault(rule["comment"], {"in_bytes": 0, "in_packets": 0, "out_bytes": 0, "out_packets": 0})
-        d[f"{rule['chain']}_bytes"] += int(counter.get("bytes", 0))
-        d[f"{rule['chain']}_packets"] += int(counter.get("packets", 0))
     return out

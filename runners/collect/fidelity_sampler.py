@@ -17,7 +17,7 @@ import threading
 import time
 from typing import Callable
 
-from runners.collect import host_load
+from runners.collect import counters, host_load
 from runners.linux import procfs
 from runners.results import fidelity
 
@@ -33,16 +33,16 @@ def sampling_on() -> bool:
 class FidelitySampler(threading.Thread):
     """Samples the CPUs and the shaped qdiscs every `interval` s from begin(t0) until stop().
 
-    `read_qdiscs(node)` gives a namespace's qdiscs as runners.linux.rtnetlink parses them; `shaped` names
-    the (node, interface) pairs whose root qdisc is kept."""
+    `read_qdiscs(node, devs)` gives the root qdiscs of `devs` in a node's namespace, as
+    runners.linux.rtnetlink parses them; `shaped` names the (node, interface) pairs whose root qdisc is
+    kept; `namespace_of(node)` says which nodes share a namespace, read once per sample (default: none do)."""
 
-    def __init__(self, read_qdiscs: Callable[[str], list[dict]], shaped: list[tuple[str, str]],
-                 interval: float = SAMPLE_INTERVAL_S, on: bool = True):
+    def __init__(self, read_qdiscs: Callable[[str, set[str]], list[dict]], shaped: list[tuple[str, str]],
+                 interval: float = SAMPLE_INTERVAL_S, on: bool = True,
+                 namespace_of: Callable[[str], object] | None = None):
         super().__init__(daemon=True, name="fidelity-sampler")
         self.read_qdiscs, self.interval, self.on = read_qdiscs, interval, on
-        self.nodes: dict[str, set[str]] = {}
-        for node, dev in shaped:
-            self.nodes.setdefault(node, set()).add(dev)
+        self.groups = counters.by_namespace(shaped, namespace_of or (lambda node: node))
         self.t0: float | None = None
         self.wall_t0: float | None = None
         self.cpu: list[list] = []                    # [t, [ticks of cpu0], [ticks of cpu1], ...]
@@ -77,17 +77,17 @@ class FidelitySampler(threading.Thread):
             self.cpu.append([round((start + time.monotonic()) / 2 - t0, 4), *ticks])
         except (OSError, ValueError) as e:
             self._error(f"/proc/stat: {e}")
-        for node, devs in self.nodes.items():
+        for node, devs in self.groups:
             before = time.monotonic()
             try:
-                qdiscs = self.read_qdiscs(node)
+                qdiscs = self.read_qdiscs(node, set(devs))
             except Exception as e:   # a namespace gone mid-run: keep what was read, say so
                 self._error(f"{node}'s qdiscs: {e}")
                 continue
             t = round((before + time.monotonic()) / 2 - t0, 4)
             for q in qdiscs:
                 if q.get("root") and q.get("dev") in devs:
-                    self.qdiscs.setdefault(f"{node}/{q['dev']}", []).append(
+                    self.qdiscs.setdefault(f"{devs[q['dev']]}/{q['dev']}", []).append(
                         [t, q.get("bytes", 0), q.get("packets", 0), q.get("drops", 0), q.get("backlog", 0),
                          q.get("qlen", 0)])
         self.busy_s += time.monotonic() - start
@@ -127,7 +127,7 @@ def for_run(ctx) -> FidelitySampler:
     """The sampler of one run on the runner's network (`ctx`: the RunContext), left on ctx for the traffic
     tool's per-path sampler to start."""
     shaped = [(i.node, i.name) for i in ctx.plan.shaped_interfaces()]
-    sampler = FidelitySampler(ctx.counters.qdiscs, shaped, on=sampling_on())
+    sampler = FidelitySampler(ctx.counters.qdiscs, shaped, on=sampling_on(), namespace_of=ctx.counters.namespace_of)
     ctx.fidelity = sampler
     return sampler
 

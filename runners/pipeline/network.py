@@ -13,7 +13,8 @@ from topologies.plan import TopologyPlan
 from runners.collect import counters
 from runners.errors import RunFailure
 from runners.linux.nsexec import Argv, at_once, run_batch
-from runners.linux.rtnetlink import QdiscReader
+from runners.linux.nfnetlink import NftCounterReader
+from runners.linux.rtnetlink import QdiscReader, namespace_id
 from runners.pipeline.controlplane import Controller, OvsDaemons, check_bridges
 
 
@@ -26,6 +27,8 @@ class Network:
         self.client = self.server = None
         self.clients: list = []
         self._qdisc_readers: dict[str, QdiscReader] = {}
+        self._namespaces: dict[str, int] = {}
+        self._nft_readers: dict[str, NftCounterReader] = {}
 
     @property
     def up(self) -> bool:
@@ -34,12 +37,26 @@ class Network:
     def get(self, name: str):
         return self.mininet.get(name)
 
+    def namespace_of(self, name: str) -> int:
+        """The node's network namespace (its inode): switches share the root one."""
+        if name not in self._namespaces:
+            self._namespaces[name] = namespace_id(self.get(name).pid)
+        return self._namespaces[name]
+
     def qdisc_reader(self, name: str) -> QdiscReader:
-        """The node's qdisc counters over rtnetlink; its socket lives until the network stops (it holds
-        the namespace, and so the node's links, while open)."""
+        """The node's qdisc counters over rtnetlink, one reader per namespace; its socket lives until the
+        network stops (it holds the namespace, and so the node's links, while open)."""
         if name not in self._qdisc_readers:
-            self._qdisc_readers[name] = QdiscReader(self.get(name).pid)
+            shared = next((r for n, r in self._qdisc_readers.items()
+                           if self.namespace_of(n) == self.namespace_of(name)), None)
+            self._qdisc_readers[name] = shared or QdiscReader(self.get(name).pid)
         return self._qdisc_readers[name]
+
+    def nft_reader(self, name: str) -> NftCounterReader:
+        """The host's per-path nft counters over netlink; its socket lives until the network stops."""
+        if name not in self._nft_readers:
+            self._nft_readers[name] = NftCounterReader(self.get(name).pid, counters.NFT_TABLE[1])
+        return self._nft_readers[name]
 
     def build(self, plan: TopologyPlan) -> None:
         controlled = [w.name for w in plan.switches if w.controller]
@@ -72,9 +89,11 @@ class Network:
         if self.mininet is not None:
             self.ovs.revive_for_teardown()
             self.log("cleaning up: stopping Mininet")
-            for reader in self._qdisc_readers.values():
+            for reader in (*self._qdisc_readers.values(), *self._nft_readers.values()):
                 reader.close()
             self._qdisc_readers.clear()
+            self._nft_readers.clear()
+            self._namespaces.clear()
             try:
                 self._delete_links()
             except Exception as e:  # Mininet's stop deletes what is left, one by one

@@ -54,6 +54,8 @@ def run_e5_exp2(tmp_path: Path, out: str) -> tuple[Path, dict]:
     r = run_cli(str(f), "--backend", "native", "--variant", "all-interfaces", "--repeat", "1",
                 "--out", str(tmp_path / out))
     assert r.returncode in (0, 1), r.stdout + r.stderr      # 1: a verdict may be inconclusive-free fail
+    # Mininet's check of a controller made before it listened (the build overlaps its import): a false alarm
+    assert "Unable to contact the remote controller" not in r.stdout + r.stderr
     d, doc = result_set(tmp_path / out)
     return d, {x["mode"]: x for x in doc["runs"]}
 

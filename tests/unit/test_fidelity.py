@@ -88,7 +88,7 @@ def test_a_debug_kernel_is_known_by_its_configuration_first_and_by_its_symbols_w
 def test_the_sampler_reads_cpus_and_shaped_qdiscs_on_the_runs_clock():
     sent = {"n": 0}
 
-    def read(node):
+    def read(node, devs):
         sent["n"] += 12500
         return [{"kind": "noqueue", "dev": "lo", "root": True},
                 {"kind": "netem", "dev": f"{node}-eth0", "root": True, "bytes": sent["n"], "packets": 1, "drops": 0,
@@ -108,18 +108,33 @@ def test_the_sampler_reads_cpus_and_shaped_qdiscs_on_the_runs_clock():
     s.stop()   # twice: nothing happens
 
 
+def test_switches_in_one_namespace_are_read_once_per_sample_and_kept_per_switch():
+    asked = []
+
+    def read(node, devs):
+        asked.append((node, tuple(sorted(devs))))
+        return [{"kind": "netem", "dev": d, "root": True, "bytes": 1} for d in sorted(devs)]
+
+    s = FidelitySampler(read, [("s1", "s1-eth2"), ("s2", "s2-eth1")], interval=0.05, namespace_of=lambda n: "root")
+    s.begin(time.monotonic())
+    time.sleep(0.2)
+    s.stop()
+    assert asked and set(asked) == {("s1", ("s1-eth2", "s2-eth1"))}      # one read a sample, for both
+    assert set(s.samples()["qdiscs"]) == {"s1/s1-eth2", "s2/s2-eth1"}
+
+
 def test_a_sampler_turned_off_or_never_begun_has_no_samples():
-    off = FidelitySampler(lambda n: [], [], on=False)
+    off = FidelitySampler(lambda n, d: [], [], on=False)
     off.begin(time.monotonic())
     off.stop()
     assert off.samples() is None and not off.is_alive()
-    never = FidelitySampler(lambda n: [], [])
+    never = FidelitySampler(lambda n, d: [], [])
     never.stop()
     assert never.samples() is None
 
 
 def test_a_failing_read_is_kept_as_an_error_and_sampling_goes_on():
-    def read(node):
+    def read(node, devs):
         raise OSError("gone")
 
     s = FidelitySampler(read, [("h1", "h1-eth0")], interval=0.05)

@@ -45,6 +45,40 @@ def test_the_dump_ends_with_done_and_names_every_device():
     assert {q["dev"] for q in recorded()} == {"h1-eth0", "h1-eth1"}
 
 
+class RecordedReader(nl.QdiscReader):
+    """The reader's own filtering, on the recorded dumps instead of a socket; counts its dumps."""
+
+    def __init__(self):
+        super().__init__(pid=0)
+        self.dumps = []
+
+    def _dump(self, kind, header):
+        self.dumps.append(kind)
+        name = "rtnetlink-qdisc-dump.bin" if kind == nl.RTM_GETQDISC else "rtnetlink-link-dump.bin"
+        return [(k, p) for k, p in nl.messages((FIX / name).read_bytes()) if k != nl.NLMSG_DONE]
+
+
+def test_asked_for_some_devices_the_reader_gives_their_root_qdiscs_only():
+    """The fidelity sampler's read: the other devices' and the child qdiscs are skipped, not parsed."""
+    every = RecordedReader().qdiscs()
+    reader = RecordedReader()
+    some = reader.qdiscs({"h1-eth1"})
+    assert some == [q for q in every if q["dev"] == "h1-eth1" and q.get("root")] and len(some) == 1
+    assert reader.qdiscs({"h1-eth0", "h1-eth1"}) == [q for q in every if q.get("root")]
+    assert reader.qdiscs({"nosuch0"}) == []
+    # the device names are dumped once, when a device is first seen
+    assert reader.dumps == [nl.RTM_GETQDISC, nl.RTM_GETLINK, nl.RTM_GETQDISC, nl.RTM_GETQDISC]
+
+
+def test_nodes_in_one_namespace_are_read_once():
+    """Open vSwitch switches share the root namespace: one read covers all their ports."""
+    from runners.collect.counters import by_namespace
+
+    ns = {"s1": 1, "s2": 1, "h1": 7}
+    groups = by_namespace([("s1", "s1-eth2"), ("s2", "s2-eth1"), ("h1", "h1-eth0"), ("s1", "s1-eth3")], ns.get)
+    assert groups == [("s1", {"s1-eth2": "s1", "s2-eth1": "s2", "s1-eth3": "s1"}), ("h1", {"h1-eth0": "h1"})]
+
+
 def test_an_error_answer_raises_with_the_kernels_errno():
     payload = struct.pack("=i", -1) + nl.NLMSGHDR.pack(16, nl.RTM_GETQDISC, 0, 1, 0)
     msg = nl.NLMSGHDR.pack(nl.NLMSGHDR.size + len(payload), nl.NLMSG_ERROR, 0, 1, 0) + payload

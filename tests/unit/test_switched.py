@@ -368,3 +368,23 @@ def test_the_controller_starts_without_eventlets_green_dns_and_with_the_standard
     assert "SETUPTOOLS_USE_DISTUTILS" not in launch_env({"PATH": "/bin"}, (3, 13))
     assert launch_env({"SETUPTOOLS_USE_DISTUTILS": "local"}, (3, 11))["SETUPTOOLS_USE_DISTUTILS"] == "local"
     assert env["EVENTLET_NO_GREENDNS"] == "yes"      # a controller on 127.0.0.1 resolves no names
+
+
+def test_a_distributions_open_vswitch_without_its_socket_is_not_running_and_no_process_asks(monkeypatch, tmp_path):
+    """ovs-vsctl took 2.2 s to give up in a TCG guest; without ovsdb-server's socket the answer is known."""
+    from types import SimpleNamespace
+
+    from runners.pipeline import controlplane
+
+    asked = []
+    monkeypatch.setattr(controlplane, "_run", lambda argv, timeout=30: asked.append(argv) or
+                        SimpleNamespace(returncode=0))
+    monkeypatch.setattr(controlplane.shutil, "which", lambda name: "/usr/bin/ovs-vsctl")
+    monkeypatch.setattr(controlplane.os.path, "realpath", lambda p: p)
+    monkeypatch.setenv("OVS_RUNDIR", str(tmp_path))
+    assert controlplane.ovs_running() is False and asked == []
+    (tmp_path / "db.sock").touch()                       # a socket: ovs-vsctl says whether it answers
+    assert controlplane.ovs_running() is True and asked == [["ovs-vsctl", "--timeout=5", "show"]]
+    (tmp_path / "db.sock").unlink()
+    monkeypatch.setattr(controlplane.shutil, "which", lambda name: "/usr/local/bin/ovs-vsctl")
+    assert controlplane.ovs_running() is True and len(asked) == 2     # a build of one's own: it is asked
