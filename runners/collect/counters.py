@@ -133,9 +133,14 @@ class Counters:
         """A host's per-path nft counters (netlink): {path: {in_bytes, in_packets, out_bytes, out_packets}};
         RunFailure when they cannot be read."""
         try:
-            return self.host.network.nft_reader(node.name).by_path()
+            found = self.host.network.nft_reader(node.name).by_path()
         except OSError as e:
             raise RunFailure(f"{node.name}: its per-path nft counters could not be read over netlink: {e}") from None
+        missing = [p.name for p in self.host.plan.paths if p.name not in found]
+        if missing:   # every path has its rules in every host's table: a missing one would read 0 bytes
+            raise RunFailure(f"{node.name}: its nft table has no counted rule for path(s) {', '.join(missing)} "
+                             f"(it has {', '.join(sorted(found)) or 'none'})")
+        return found
 
     def link_bytes(self, before: dict, after: dict) -> dict:
         """Bytes over every link of a switched topology, read at its (first) switch end.

@@ -60,9 +60,10 @@ def parse_rule(payload: bytes) -> dict | None:
     counter = None
     for elem in attributes_list(attrs.get(NFTA_RULE_EXPRESSIONS, b"")):
         expr = attributes(elem)
-        if _string(expr.get(NFTA_EXPR_NAME, b"")) == "counter":
+        if _string(expr.get(NFTA_EXPR_NAME, b"")) == "counter":   # the first, as the nft listing's reader took
             data = attributes(expr.get(NFTA_EXPR_DATA, b""))
             counter = (BE64.unpack(data[NFTA_COUNTER_BYTES])[0], BE64.unpack(data[NFTA_COUNTER_PACKETS])[0])
+            break
     if counter is None:
         return None
     return {"chain": _string(attrs.get(NFTA_RULE_CHAIN, b"")),
@@ -84,7 +85,7 @@ def attributes_list(data: bytes) -> list[bytes]:
 
 def counters_by_path(rules: list[dict]) -> dict[str, dict[str, int]]:
     """Counted rules -> {path (the rule's comment): {in_bytes, in_packets, out_bytes, out_packets}}: what
-    runners.collect.counters.parse_nft_counters gives for `nft -j`'s listing of the same table."""
+    `nft -j list table inet mptb` shows for the same table, summed by comment and chain."""
     out: dict[str, dict[str, int]] = {}
     for rule in rules:
         if rule["comment"] is None:

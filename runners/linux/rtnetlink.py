@@ -26,7 +26,7 @@ from runners.errors import ParseError
 RTM_NEWLINK, RTM_GETLINK = 16, 18
 RTM_NEWQDISC, RTM_GETQDISC = 36, 38
 NLMSG_ERROR, NLMSG_DONE = 2, 3
-NLM_F_REQUEST, NLM_F_DUMP = 0x1, 0x300
+NLM_F_REQUEST, NLM_F_DUMP, NLM_F_DUMP_INTR = 0x1, 0x300, 0x10
 IFLA_IFNAME = 3
 TCA_KIND, TCA_STATS2 = 1, 7
 TCA_STATS_BASIC, TCA_STATS_QUEUE, TCA_STATS_PKT64 = 1, 3, 8
@@ -43,6 +43,10 @@ STATS_QUEUE = struct.Struct("=IIIII")   # gnet_stats_queue: qlen, backlog, drops
 
 class NetlinkError(OSError):
     """The kernel refused a dump, or its answer could not be read."""
+
+
+class DumpInterrupted(NetlinkError):
+    """What was dumped changed during the dump (NLM_F_DUMP_INTR): its answer may miss or repeat entries."""
 
 
 def _align(n: int) -> int:
@@ -66,13 +70,16 @@ def messages(data: bytes) -> list[tuple[int, bytes]]:
     """A receive buffer -> [(message type, payload)]; NetlinkError for an error message."""
     out, offset = [], 0
     while offset + NLMSGHDR.size <= len(data):
-        length, kind, _flags, _seq, _port = NLMSGHDR.unpack_from(data, offset)
+        length, kind, flags, _seq, _port = NLMSGHDR.unpack_from(data, offset)
         if length < NLMSGHDR.size or offset + length > len(data):
             raise NetlinkError(f"netlink message of length {length} at {offset} runs past the buffer")
         payload = data[offset + NLMSGHDR.size:offset + length]
-        if kind == NLMSG_ERROR:
+        if flags & NLM_F_DUMP_INTR:
+            raise DumpInterrupted("netlink: the dump was interrupted by a change")
+        # an error message, or the end of a dump that failed part-way (its payload: a negative errno)
+        if kind == NLMSG_ERROR or (kind == NLMSG_DONE and len(payload) >= 4):
             errno = -struct.unpack_from("=i", payload)[0]
-            if errno:
+            if errno > 0:
                 raise NetlinkError(errno, f"netlink: {os.strerror(errno)}")
         out.append((kind, payload))
         offset += _align(length)
@@ -165,9 +172,12 @@ class NamespaceDumps:
         self._sock: socket.socket | None = None
         self._seq = 0
         self.lock = threading.Lock()
+        self.closed = False
 
     def close(self) -> None:
+        """For good: a sampler thread that outlived its run must not open the namespace again."""
         with self.lock:
+            self.closed = True
             self.drop_socket()
 
     def drop_socket(self) -> None:
@@ -177,13 +187,22 @@ class NamespaceDumps:
 
     def dump(self, kind: int, header: bytes) -> list[tuple[int, bytes]]:
         """Sends a dump request of message type `kind` and returns its answer's messages (NLMSG_DONE ends
-        it). Called with `lock` held; an OSError leaves no socket behind, so that a late answer is never
-        read as the next dump's."""
-        try:
-            return self._dump(kind, header)
-        except OSError:
-            self.drop_socket()
-            raise
+        it). Called with `lock` held. Whatever ends a dump early (an error, a signal) leaves no socket
+        behind, so that a late answer is never read as the next dump's; one interrupted by a change is
+        made again once."""
+        if self.closed:
+            raise NetlinkError(f"netlink: the reader of process {self.pid}'s namespace is closed")
+        for again in (True, False):
+            try:
+                return self._dump(kind, header)
+            except DumpInterrupted:
+                self.drop_socket()
+                if not again:
+                    raise
+            except BaseException:
+                self.drop_socket()
+                raise
+        raise AssertionError("unreachable")
 
     def _dump(self, kind: int, header: bytes) -> list[tuple[int, bytes]]:
         if self._sock is None:

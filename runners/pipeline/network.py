@@ -3,6 +3,7 @@ Mininet hosts and links, and each namespace's setup (addresses, routes, offloads
 batched command per namespace. `stop` takes it all down again."""
 from __future__ import annotations
 
+import threading
 from pathlib import Path
 from typing import Callable
 
@@ -14,7 +15,7 @@ from runners.collect import counters
 from runners.errors import RunFailure
 from runners.linux.nsexec import Argv, at_once, run_batch
 from runners.linux.nfnetlink import NftCounterReader
-from runners.linux.rtnetlink import QdiscReader, namespace_id
+from runners.linux.rtnetlink import NetlinkError, QdiscReader, namespace_id
 from runners.pipeline.controlplane import Controller, OvsDaemons, check_bridges
 
 
@@ -29,6 +30,8 @@ class Network:
         self._qdisc_readers: dict[str, QdiscReader] = {}
         self._namespaces: dict[str, int] = {}
         self._nft_readers: dict[str, NftCounterReader] = {}
+        self._readers_lock = threading.Lock()   # the samplers' threads and the runner's ask for readers
+        self._readers_closed = False
 
     @property
     def up(self) -> bool:
@@ -46,19 +49,30 @@ class Network:
     def qdisc_reader(self, name: str) -> QdiscReader:
         """The node's qdisc counters over rtnetlink, one reader per namespace; its socket lives until the
         network stops (it holds the namespace, and so the node's links, while open)."""
-        if name not in self._qdisc_readers:
-            shared = next((r for n, r in self._qdisc_readers.items()
-                           if self.namespace_of(n) == self.namespace_of(name)), None)
-            self._qdisc_readers[name] = shared or QdiscReader(self.get(name).pid)
-        return self._qdisc_readers[name]
+        with self._readers_lock:
+            self._refuse_when_closed()
+            if name not in self._qdisc_readers:
+                shared = next((r for n, r in self._qdisc_readers.items()
+                               if self.namespace_of(n) == self.namespace_of(name)), None)
+                self._qdisc_readers[name] = shared or QdiscReader(self.get(name).pid)
+            return self._qdisc_readers[name]
+
+    def _refuse_when_closed(self) -> None:
+        """A sampler thread that outlived its run gets no new reader while the network goes down: its
+        socket would hold a namespace open with nothing to close it."""
+        if self._readers_closed:
+            raise NetlinkError("netlink: the network is being taken down")
 
     def nft_reader(self, name: str) -> NftCounterReader:
         """The host's per-path nft counters over netlink; its socket lives until the network stops."""
-        if name not in self._nft_readers:
-            self._nft_readers[name] = NftCounterReader(self.get(name).pid, counters.NFT_TABLE[1])
-        return self._nft_readers[name]
+        with self._readers_lock:
+            self._refuse_when_closed()
+            if name not in self._nft_readers:
+                self._nft_readers[name] = NftCounterReader(self.get(name).pid, counters.NFT_TABLE[1])
+            return self._nft_readers[name]
 
     def build(self, plan: TopologyPlan) -> None:
+        self._readers_closed = False   # a set rebuilds its network between points on the same Network
         controlled = [w.name for w in plan.switches if w.controller]
         if controlled:
             self.controller = Controller(self._controller_app(plan), plan.controller["port"], plan.controller,
@@ -89,11 +103,13 @@ class Network:
         if self.mininet is not None:
             self.ovs.revive_for_teardown()
             self.log("cleaning up: stopping Mininet")
-            for reader in (*self._qdisc_readers.values(), *self._nft_readers.values()):
-                reader.close()
-            self._qdisc_readers.clear()
-            self._nft_readers.clear()
-            self._namespaces.clear()
+            with self._readers_lock:
+                self._readers_closed = True
+                for reader in (*self._qdisc_readers.values(), *self._nft_readers.values()):
+                    reader.close()
+                self._qdisc_readers.clear()
+                self._nft_readers.clear()
+                self._namespaces.clear()
             try:
                 self._delete_links()
             except Exception as e:  # Mininet's stop deletes what is left, one by one

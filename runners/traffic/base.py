@@ -93,14 +93,19 @@ class PathSampler(threading.Thread):
                 before = time.monotonic()
                 counts = self.read()
                 after = time.monotonic()
-                # stamped at the middle of the read: a /proc read takes microseconds, an nft listing a
-                # process start (0.1-0.3 s under TCG); stamping before it put samples late and made
-                # rates exceed the link's. read_ms bounds the timing error of each sample.
+                # stamped at the middle of the read: a /proc read or a netlink dump takes microseconds
+                # natively but milliseconds under TCG (and an nft listing, read by a process until
+                # 2026-11-28, 0.3-0.7 s); stamping before it put samples late and made rates exceed the
+                # link's. read_ms bounds the timing error of each sample.
                 self.samples.append({"t": round((before + after) / 2 - t0, 4),
                                      "read_ms": round((after - before) * 1000, 2), **counts})
             except Exception as e:  # keep sampling; report at the end
                 self.error = str(e)
             self._halt.wait(self.interval)
+
+    @property
+    def stopped(self) -> bool:
+        return self._halt.is_set()
 
     def stop(self, log: Callable[[str], None]) -> list[dict]:
         self._halt.set()

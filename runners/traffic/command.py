@@ -31,6 +31,7 @@ class CommandTool(TrafficTool):
             return ["mptcpize", "run", *filled] if (req.mptcp and tool.mptcpize) else filled
         self._setup(req, values)
         server = h.procs.start(h.server, argv(tool.server)) if tool.server else None
+        sampler = None
         try:
             self._wait_server(req, server)
             sampler = self.sampler(req)
@@ -44,6 +45,8 @@ class CommandTool(TrafficTool):
                 seconds = time.monotonic() - t0
                 samples = sampler.stop(h.log)
         finally:
+            if sampler is not None and not sampler.stopped:   # the client failed to start
+                sampler.stop(h.log)
             h.procs.stop_all()
         self._save(req, server, c_out, c_err, ss_samples)
         if client.returncode != 0:

@@ -68,6 +68,7 @@ class Iperf3Tool(TrafficTool):
     def run(self, req: TrafficRun) -> TrafficResult:
         h = self.host
         flows = self.flows(req)
+        sampler = None
         try:   # the runner waited for servers_ready before its pings
             sampler = self.sampler(req)
             clients = self._start_clients(req, flows)
@@ -82,6 +83,8 @@ class Iperf3Tool(TrafficTool):
                                        f"{EVENTS_GRACE_S:g} s after the traffic's end and was stopped")
             self._collect_servers(outs)
         finally:
+            if sampler is not None and not sampler.stopped:   # the clients failed to start: no reads after
+                sampler.stop(h.log)                           # the run (the network may be going down)
             h.procs.stop_all()
             if self.barrier is not None:
                 self.barrier.close()    # after the clients: one that opened the FIFO late still got its line

@@ -78,3 +78,19 @@ def test_a_truncated_rule_is_refused_not_misread():
     struct.pack_into("=H", bad, nf.NFGENMSG.size, 0xFFF0)      # the first attribute's length
     with pytest.raises(nl.NetlinkError, match="runs past"):
         nf.parse_rule(bytes(bad))
+
+
+def test_a_path_without_counted_rules_fails_the_read_instead_of_reading_zero():
+    import pytest
+    from types import SimpleNamespace
+
+    from runners.collect.counters import Counters
+    from runners.errors import RunFailure
+
+    reader = RecordedNftReader(dumped())
+    host = SimpleNamespace(network=SimpleNamespace(nft_reader=lambda name: reader),
+                           plan=SimpleNamespace(paths=[SimpleNamespace(name="A"), SimpleNamespace(name="v6 path")]))
+    assert Counters(host).nft_counters(SimpleNamespace(name="h1")) == nft_json_counters()
+    host.plan.paths.append(SimpleNamespace(name="B"))
+    with pytest.raises(RunFailure, match=r"h1: its nft table has no counted rule for path\(s\) B \(it has A, v6 path\)"):
+        Counters(host).nft_counters(SimpleNamespace(name="h1"))

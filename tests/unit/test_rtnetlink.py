@@ -133,3 +133,54 @@ def test_this_process_namespace_is_read_like_tc_reads_it():
         reader.close()
     tc = json.loads(subprocess.run(["tc", "-j", "qdisc", "show"], capture_output=True, text=True).stdout or "[]")
     assert [(q["kind"], q["dev"], q["handle"]) for q in ours] == [(q["kind"], q["dev"], q["handle"]) for q in tc]
+
+
+def test_an_interrupted_dump_or_one_that_failed_part_way_is_not_read_as_whole():
+    done_failed = nl.NLMSGHDR.pack(20, nl.NLMSG_DONE, 0x2, 1, 0) + struct.pack("=i", -16)
+    with pytest.raises(nl.NetlinkError) as e:
+        nl.messages(done_failed)
+    assert e.value.errno == 16
+    assert nl.messages(nl.NLMSGHDR.pack(20, nl.NLMSG_DONE, 0x2, 1, 0) + struct.pack("=i", 0))[0][0] == nl.NLMSG_DONE
+    interrupted = nl.NLMSGHDR.pack(16, nl.RTM_NEWQDISC, 0x2 | nl.NLM_F_DUMP_INTR, 1, 0)
+    with pytest.raises(nl.DumpInterrupted):
+        nl.messages(interrupted)
+
+
+def test_an_interrupted_dump_is_made_again_once_and_a_closed_reader_reads_nothing():
+    class Flaky(nl.QdiscReader):
+        def __init__(self, fails):
+            super().__init__(pid=0)
+            self.fails, self.tries = fails, 0
+
+        def _dump(self, kind, header):
+            self.tries += 1
+            if self.tries <= self.fails:
+                raise nl.DumpInterrupted("changed")
+            return []
+
+    once = Flaky(fails=1)
+    assert once.qdiscs() == [] and once.tries == 2
+    twice = Flaky(fails=2)
+    with pytest.raises(nl.DumpInterrupted):
+        twice.qdiscs()
+    once.close()
+    with pytest.raises(nl.NetlinkError, match="closed"):
+        once.qdiscs()
+    assert once.tries == 2                     # nothing was asked of the kernel
+
+
+def test_a_network_going_down_hands_out_no_new_reader():
+    """A sampler thread that outlived its run must not open a namespace again (nothing would close it)."""
+    from pathlib import Path
+
+    from runners.pipeline.network import Network
+
+    net = Network(Path("/nonexistent"), Path("/nonexistent"), log=lambda line: None)
+    net._delete_links = lambda: None
+    net.ovs.revive_for_teardown = lambda: None
+    net.mininet = type("M", (), {"stop": lambda self: None})()
+    net.stop()
+    with pytest.raises(nl.NetlinkError, match="taken down"):
+        net.qdisc_reader("h1")
+    with pytest.raises(nl.NetlinkError, match="taken down"):
+        net.nft_reader("h1")
