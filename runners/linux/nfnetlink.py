@@ -15,7 +15,7 @@ from __future__ import annotations
 
 import struct
 
-from runners.linux.rtnetlink import RTATTR, NamespaceDumps, NetlinkError, attributes
+from runners.linux.rtnetlink import RTATTR, NamespaceDumps, NetlinkError, attribute_records, attributes
 
 NFNL_SUBSYS_NFTABLES = 10
 NFT_MSG_NEWRULE, NFT_MSG_GETRULE = 6, 7
@@ -58,7 +58,7 @@ def parse_rule(payload: bytes) -> dict | None:
     """An NFT_MSG_NEWRULE payload -> {chain, comment, bytes, packets}, or None for a rule without a counter."""
     attrs = attributes(payload, NFGENMSG.size)
     counter = None
-    for elem in attributes_list(attrs.get(NFTA_RULE_EXPRESSIONS, b"")):
+    for _, elem in attribute_records(attrs.get(NFTA_RULE_EXPRESSIONS, b"")):   # NFTA_LIST_ELEM, in order
         expr = attributes(elem)
         if _string(expr.get(NFTA_EXPR_NAME, b"")) == "counter":   # the first, as the nft listing's reader took
             data = attributes(expr.get(NFTA_EXPR_DATA, b""))
@@ -68,19 +68,6 @@ def parse_rule(payload: bytes) -> dict | None:
         return None
     return {"chain": _string(attrs.get(NFTA_RULE_CHAIN, b"")),
             "comment": comment_of(attrs.get(NFTA_RULE_USERDATA, b"")), "bytes": counter[0], "packets": counter[1]}
-
-
-def attributes_list(data: bytes) -> list[bytes]:
-    """A nested list (NFTA_LIST_ELEM records) -> each element's payload, in order (attributes() keeps only
-    the last of a type)."""
-    out, offset = [], 0
-    while offset + RTATTR.size <= len(data):
-        length, _kind = RTATTR.unpack_from(data, offset)
-        if length < RTATTR.size or offset + length > len(data):
-            break
-        out.append(data[offset + RTATTR.size:offset + length])
-        offset += (length + 3) & ~3
-    return out
 
 
 def counters_by_path(rules: list[dict]) -> dict[str, dict[str, int]]:

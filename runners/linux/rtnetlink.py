@@ -53,17 +53,23 @@ def _align(n: int) -> int:
     return (n + 3) & ~3
 
 
-def attributes(data: bytes, offset: int = 0, end: int | None = None) -> dict[int, bytes]:
-    """rtattr list -> {type: payload} (the nested flag bit cleared; a later duplicate wins)."""
+def attribute_records(data: bytes, offset: int = 0, end: int | None = None) -> list[tuple[int, bytes]]:
+    """rtattr list -> [(type, payload)] in order, the nested and byte-order flag bits cleared; NetlinkError
+    for one that runs past its message."""
     end = len(data) if end is None else end
-    out = {}
+    out = []
     while offset + RTATTR.size <= end:
         length, kind = RTATTR.unpack_from(data, offset)
         if length < RTATTR.size or offset + length > end:
             raise NetlinkError(f"rtattr of length {length} at {offset} runs past its message")
-        out[kind & 0x3FFF] = data[offset + RTATTR.size:offset + length]
+        out.append((kind & 0x3FFF, data[offset + RTATTR.size:offset + length]))
         offset += _align(length)
     return out
+
+
+def attributes(data: bytes, offset: int = 0, end: int | None = None) -> dict[int, bytes]:
+    """rtattr list -> {type: payload} (a later duplicate wins)."""
+    return dict(attribute_records(data, offset, end))
 
 
 def messages(data: bytes) -> list[tuple[int, bytes]]:
@@ -187,22 +193,22 @@ class NamespaceDumps:
 
     def dump(self, kind: int, header: bytes) -> list[tuple[int, bytes]]:
         """Sends a dump request of message type `kind` and returns its answer's messages (NLMSG_DONE ends
-        it). Called with `lock` held. Whatever ends a dump early (an error, a signal) leaves no socket
-        behind, so that a late answer is never read as the next dump's; one interrupted by a change is
-        made again once."""
+        it). Called with `lock` held. One interrupted by a change is made again once."""
         if self.closed:
             raise NetlinkError(f"netlink: the reader of process {self.pid}'s namespace is closed")
-        for again in (True, False):
-            try:
-                return self._dump(kind, header)
-            except DumpInterrupted:
-                self.drop_socket()
-                if not again:
-                    raise
-            except BaseException:
-                self.drop_socket()
-                raise
-        raise AssertionError("unreachable")
+        try:
+            return self._dump_or_drop(kind, header)
+        except DumpInterrupted:
+            return self._dump_or_drop(kind, header)
+
+    def _dump_or_drop(self, kind: int, header: bytes) -> list[tuple[int, bytes]]:
+        """Whatever ends a dump early (an error, a signal) leaves no socket behind, so that a late answer
+        is never read as the next dump's."""
+        try:
+            return self._dump(kind, header)
+        except BaseException:
+            self.drop_socket()
+            raise
 
     def _dump(self, kind: int, header: bytes) -> list[tuple[int, bytes]]:
         if self._sock is None:

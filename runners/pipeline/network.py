@@ -27,7 +27,7 @@ class Network:
         self.mininet = None
         self.client = self.server = None
         self.clients: list = []
-        self._qdisc_readers: dict[str, QdiscReader] = {}
+        self._qdisc_readers: dict[int, QdiscReader] = {}   # by namespace (namespace_of)
         self._namespaces: dict[str, int] = {}
         self._nft_readers: dict[str, NftCounterReader] = {}
         self._readers_lock = threading.Lock()   # the samplers' threads and the runner's ask for readers
@@ -51,11 +51,10 @@ class Network:
         network stops (it holds the namespace, and so the node's links, while open)."""
         with self._readers_lock:
             self._refuse_when_closed()
-            if name not in self._qdisc_readers:
-                shared = next((r for n, r in self._qdisc_readers.items()
-                               if self.namespace_of(n) == self.namespace_of(name)), None)
-                self._qdisc_readers[name] = shared or QdiscReader(self.get(name).pid)
-            return self._qdisc_readers[name]
+            namespace = self.namespace_of(name)
+            if namespace not in self._qdisc_readers:
+                self._qdisc_readers[namespace] = QdiscReader(self.get(name).pid)
+            return self._qdisc_readers[namespace]
 
     def _refuse_when_closed(self) -> None:
         """A sampler thread that outlived its run gets no new reader while the network goes down: its
