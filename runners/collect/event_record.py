@@ -16,7 +16,7 @@ from scenarios.spec.model import Scenario
 from scenarios.spec.model.events import state_at, timeline
 
 from runners.collect.mptcp_monitor import after_event
-from runners.linux import procfs, ss
+from runners.linux import procfs
 from runners.results.recovery import DEFAULT_FRACTION, recovery
 
 # the path manager's counters around path changes (nstat names); their deltas over the run are kept
@@ -85,9 +85,10 @@ def _traced(topo, path: str) -> bool:
 
 def build(scenario: Scenario, applied: list[dict], samples: list[dict], paths: list[str], mptcp: bool,
           monitor: Optional[dict], addresses: dict[str, str], before: dict, after: dict,
-          ss_samples: Optional[list[dict]] = None) -> tuple[dict, dict]:
-    """(the record's `events` section, the run's event metrics). `ss_samples`: the client's `ss` samples
-    stamped on the run's clock (`t`), which can tell why a recovery did not come (window_limit)."""
+          subflow_samples: Optional[list[dict]] = None) -> tuple[dict, dict]:
+    """(the record's `events` section, the run's event metrics). `subflow_samples`: the client's subflow
+    samples (runners.traffic.base.watch_subflows) stamped on the run's clock (`t`), which can tell why a
+    recovery did not come (window_limit)."""
     steps = [a for a in applied if a["action"] == "trace"]
     applied = [a for a in applied if a["action"] != "trace"]
     made = [a for a in applied if a.get("applied_s") is not None]
@@ -102,8 +103,8 @@ def build(scenario: Scenario, applied: list[dict], samples: list[dict], paths: l
             nxt = next((b["applied_s"] for b in made if b["applied_s"] > a["applied_s"]),
                        t.duration + t.omit if t.duration is not None else None)
             item.update(_around(scenario, a, samples, paths, mptcp, nxt))
-            if mptcp and ss_samples and (item.get("no_recovery") or "").startswith("goodput stayed below"):
-                _explain(item, scenario, a, ss_samples, paths, addresses, nxt)
+            if mptcp and subflow_samples and (item.get("no_recovery") or "").startswith("goodput stayed below"):
+                _explain(item, scenario, a, subflow_samples, paths, addresses, nxt)
             if monitor is not None:
                 item["mptcp_events"] = after_event(monitor, a["applied_s"], nxt, addresses)
         changes.append(item)
@@ -131,21 +132,21 @@ def _around(scenario: Scenario, a: dict, samples: list[dict], paths: list[str], 
             "backup_share": r.backup_share}
 
 
-def _explain(item: dict, scenario: Scenario, a: dict, ss_samples: list[dict], paths: list[str],
+def _explain(item: dict, scenario: Scenario, a: dict, subflow_samples: list[dict], paths: list[str],
              addresses: dict[str, str], next_s: Optional[float]) -> None:
     """A recovery that did not come, when the windows the receiver offered could not carry its mark:
     `window_limited` and the reason's words."""
-    if scenario.traffic.direction != "upload":   # only the client's ss is sampled: it sends on an upload
+    if scenario.traffic.direction != "upload":   # only the client's subflows are sampled: it sends on an upload
         return
     live = live_paths(scenario, paths, True, a["planned_s"] * 1000)
     need = DEFAULT_FRACTION * item["capacity_mbps"]
-    limit = window_limit(ss_samples, a.get("done_s", a["applied_s"]), next_s, live, addresses, need)
+    limit = window_limit(subflow_samples, a.get("done_s", a["applied_s"]), next_s, live, addresses, need)
     if limit is None:
         return
     item["window_limited"] = limit
     said = ", ".join(f"{p}'s {w['snd_wnd']:,} B per {w['rtt_ms']:.0f} ms RTT" for p, w in limit["paths"].items())
     item["no_recovery"] += (f"; the receiver's window held the sender below it: {said} carry at most "
-                            f"{limit['max_mbps']:g} Mbit/s (ss at {', '.join(f'{t:g}' for t in limit['at_s'])} s)")
+                            f"{limit['max_mbps']:g} Mbit/s (sampled at {', '.join(f'{t:g}' for t in limit['at_s'])} s)")
 
 
 # Only the samples begun this long after the change can show a path held to its window: one taken just
@@ -153,23 +154,24 @@ def _explain(item: dict, scenario: Scenario, a: dict, ss_samples: list[dict], pa
 WINDOW_SETTLE_S = 1.0
 
 
-def window_limit(ss_samples: list[dict], start_s: float, end_s: Optional[float], live: list[str],
+def window_limit(subflow_samples: list[dict], start_s: float, end_s: Optional[float], live: list[str],
                  addresses: dict[str, str], need_mbps: float) -> Optional[dict]:
-    """When every `ss` sample of the client begun WINDOW_SETTLE_S or more after `start_s` (and up to
-    `end_s`), and there is one, shows the data connection held to the windows its receiver offered on
-    the live paths, and those windows carry less than `need_mbps` in all (a subflow sends at most
-    snd_wnd per RTT): the windows, the most they carry, and the samples' times; else None.
+    """When every subflow sample of the client (its `windows`: runners.linux.sockdiag.send_window) begun
+    WINDOW_SETTLE_S or more after `start_s` (and up to `end_s`), and there is one, shows the data
+    connection held to the windows its receiver offered on the live paths, and those windows carry less
+    than `need_mbps` in all (a subflow sends at most snd_wnd per RTT): the windows, the most they carry,
+    and the samples' times; else None.
 
     The data connection is the one with the most bytes acknowledged (iperf3's, not its control one). A
     subflow is held to its window when it holds a window's worth unacknowledged (Send-Q within one MSS
     of snd_wnd) and the kernel did not find it waiting for data (app_limited): an idle subflow with a
     small window explains nothing."""
     seen, at = [], []
-    for s in ss_samples:
+    for s in subflow_samples:
         t = s.get("t")
         if t is None or t < start_s + WINDOW_SETTLE_S or (end_s is not None and t > end_s):
             continue
-        windows = ss.send_windows(s["raw"])
+        windows = s["windows"]
         acked: dict[str, int] = {}
         for w in windows:
             acked[w["token"]] = acked.get(w["token"], 0) + w["bytes_acked"]

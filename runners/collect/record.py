@@ -38,7 +38,7 @@ class Observations:
     after: dict                  # and after it
     pings: dict                  # path name -> {"rtt_avg_ms", "loss_pct"}
     path_samples: list[dict]     # cumulative received bytes per path, {"t": s, path: bytes}
-    ss_samples: list[dict]       # `ss -tiM` samples of the client, parsed
+    subflow_samples: list[dict]  # the client's subflows, sampled (runners.traffic.base.watch_subflows)
     server_receives: bool        # upload: the server is the receiver
 
 
@@ -63,7 +63,7 @@ def build(who: RunIdentity, report: TrafficReport, seen: Observations, setting: 
     """The run's record as results.json stores it."""
     counters = counter_deltas(seen)
     paths = path_records(report, seen, setting)
-    subflow_list = best_subflows(seen.ss_samples, report) if who.mode == "mptcp" else []
+    subflow_list = best_subflows(seen.subflow_samples, report) if who.mode == "mptcp" else []
     # no `ss` sample saw the connection (under TCG with four tcpdumps one `ss` took 7.5 s and ended after
     # the transfer): the count is unknown, not 0
     subflows = (len(subflow_list) or None) if who.mode == "mptcp" else 1
@@ -218,11 +218,11 @@ def run_metrics(report: TrafficReport, counters: dict, paths: dict, setting: Set
     return metrics
 
 
-def best_subflows(ss_samples: list[dict], report: TrafficReport) -> list[dict]:
+def best_subflows(subflow_samples: list[dict], report: TrafficReport) -> list[dict]:
     """The sample with the most subflows of the data connection."""
     data_port = report.connected[0]["local_port"] if report.connected else None
     best: list[dict] = []
-    for s in ss_samples:
+    for s in subflow_samples:
         conn = data_connection(s["subflows"], data_port)
         if len(conn) > len(best):
             best = conn

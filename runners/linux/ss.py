@@ -1,7 +1,10 @@
 """`ss`: the argument list that lists established TCP and MPTCP sockets, and its parsers (the subflows
 of each MPTCP connection, and its sockets' cwnd and send buffers).
 
-Pure: tested on recorded output. Used by the runs' subflow samples and by the shell."""
+Pure: tested on recorded output. Used by the shell's `subflows`, which shows a person what `ss` shows. A
+run's subflow samples are read over sock_diag since 2026-11-28 (runners.linux.sockdiag, with the same
+fields); result sets from before keep them as `ss` printed them (raw/<run>/ss-subflows.txt), which
+parse_ss_subflows and send_windows read."""
 from __future__ import annotations
 
 import re

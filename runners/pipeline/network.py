@@ -16,6 +16,7 @@ from runners.errors import RunFailure
 from runners.linux.nsexec import Argv, at_once, run_batch
 from runners.linux.nfnetlink import NftCounterReader
 from runners.linux.rtnetlink import NetlinkError, QdiscReader, namespace_id
+from runners.linux.sockdiag import SubflowReader
 from runners.pipeline.controlplane import Controller, OvsDaemons, check_bridges
 
 
@@ -30,6 +31,7 @@ class Network:
         self._qdisc_readers: dict[int, QdiscReader] = {}   # by namespace (namespace_of)
         self._namespaces: dict[str, int] = {}
         self._nft_readers: dict[str, NftCounterReader] = {}
+        self._subflow_readers: dict[str, SubflowReader] = {}
         self._readers_lock = threading.Lock()   # the samplers' threads and the runner's ask for readers
         self._readers_closed = False
 
@@ -70,6 +72,14 @@ class Network:
                 self._nft_readers[name] = NftCounterReader(self.get(name).pid, counters.NFT_TABLE[1])
             return self._nft_readers[name]
 
+    def subflow_reader(self, name: str) -> SubflowReader:
+        """The host's MPTCP subflows over sock_diag; its socket lives until the network stops."""
+        with self._readers_lock:
+            self._refuse_when_closed()
+            if name not in self._subflow_readers:
+                self._subflow_readers[name] = SubflowReader(self.get(name).pid)
+            return self._subflow_readers[name]
+
     def build(self, plan: TopologyPlan) -> None:
         self._readers_closed = False   # a set rebuilds its network between points on the same Network
         controlled = [w.name for w in plan.switches if w.controller]
@@ -104,10 +114,12 @@ class Network:
             self.log("cleaning up: stopping Mininet")
             with self._readers_lock:
                 self._readers_closed = True
-                for reader in (*self._qdisc_readers.values(), *self._nft_readers.values()):
+                for reader in (*self._qdisc_readers.values(), *self._nft_readers.values(),
+                               *self._subflow_readers.values()):
                     reader.close()
                 self._qdisc_readers.clear()
                 self._nft_readers.clear()
+                self._subflow_readers.clear()
                 self._namespaces.clear()
             try:
                 self._delete_links()

@@ -104,7 +104,7 @@ def one_run(ctx: RunContext, job: Job) -> list[dict]:
     after = ctx.counters.snapshot(job.run_id, "after")
     clock.mark("snapshot_after")
     seen = record.Observations(before=before, after=after, pings=pings, path_samples=traffic.path_samples,
-                               ss_samples=traffic.ss_samples, server_receives=upload)
+                               subflow_samples=traffic.subflow_samples, server_receives=upload)
     results = [_record(ctx, job.alone(p), started, traffic.by_path[p], seen, alongside=job.together)
                for p in job.together] or [_record(ctx, job, started, traffic.report, seen)]
     if events is not None:
@@ -139,7 +139,7 @@ def _events_into(ctx: RunContext, events: RunEvents, results: list[dict], seen: 
         paths = [p.name for p in ctx.plan.paths] if mptcp else [result["primary"]]
         section, metrics = event_record.build(ctx.scenario, events.applied, seen.path_samples, paths, mptcp,
                                               events.monitor_lines, addresses, seen.before, seen.after,
-                                              seen.ss_samples)
+                                              seen.subflow_samples)
         result["events"] = section
         result["metrics"].update({k: v for k, v in metrics.items() if k != "no_recovery"})
         if "no_recovery" in metrics:

@@ -2,6 +2,7 @@
 process (per-path sampling, waiting with the controller watched, `ss` samples of the subflows)."""
 from __future__ import annotations
 
+import json
 import subprocess
 import threading
 import time
@@ -12,8 +13,7 @@ from scenarios.spec.model import IPERF_PORTS, Scenario
 from scenarios.spec.traces import uses_traces
 
 from runners.errors import RunFailure
-from runners.linux import ss
-from runners.linux.nsexec import run
+from runners.linux import sockdiag
 
 BASE_PORT = IPERF_PORTS[0]   # iperf3's first server port, and the command tool's {port}
 
@@ -64,14 +64,14 @@ class TrafficReport:
 class TrafficResult:
     report: TrafficReport
     path_samples: list[dict]     # cumulative received bytes per path, sampled during the transfer
-    ss_samples: list[dict]       # the client's `ss -tiM` samples
+    subflow_samples: list[dict]  # the client's subflows, sampled (watch_subflows)
     by_path: dict[str, TrafficReport] = field(default_factory=dict)   # a run together: each path's flow
 
 
-def ss_samples_text(ss_samples: list[dict]) -> str:
-    """raw/<run>/ss-subflows.txt: each `ss` sample as read, after a line with the time its read began on
-    the run's clock."""
-    return "\n\n".join((f"# t={s['t']:g} s\n" if "t" in s else "") + s["raw"] for s in ss_samples)
+def subflow_samples_json(subflow_samples: list[dict]) -> str:
+    """raw/<run>/subflows.json: each sample of the client's subflows as read (every field sock_diag gave,
+    runners.linux.sockdiag), with the time its read began on the run's clock (`t`)."""
+    return json.dumps([{"t": s.get("t"), "subflows": s["sockets"]} for s in subflow_samples], indent=1) + "\n"
 
 
 class PathSampler(threading.Thread):
@@ -207,15 +207,15 @@ class TrafficTool:
         return done   # type: ignore[return-value]
 
     def watch_subflows(self, client_proc, t0: float | None = None) -> list[dict]:
-        """Sample `ss` on the client while the tool runs; the sample with the most subflows is kept.
-        With `t0` (the sampler's clock) each sample is stamped with the time its read began on the run's
-        clock, `t`.
+        """Sample the client's MPTCP subflows (sock_diag) while the tool runs; the record keeps the sample
+        with the most subflows, and a recovery that did not come is explained by their windows. With `t0`
+        (the sampler's clock) each sample is stamped with the time its read began on the run's clock, `t`.
 
-        Timed runs: first sample after min(2 s, duration/2), when the joins are
-        done, then two more. Each `ss` costs emulated CPU that a userspace
-        datapath (ovs-user) needs for forwarding: five samples cut E5 Exp 2's
-        MPTCP rate under TCG. Fixed-size transfers may last well under a second,
-        so they are sampled from 0.3 s on, more often.
+        Timed runs: first sample after min(2 s, duration/2), when the joins are done, then two more.
+        Fixed-size transfers may last well under a second, so they are sampled from 0.3 s on, more often.
+        (With `ss`, each sample cost 0.3-0.5 s of a TCG guest's CPU, which a userspace datapath
+        (ovs-user) needs for forwarding; a sock_diag read costs milliseconds. The schedule is the one
+        the recorded runs and the window check were made with.)
         """
         samples: list[dict] = []
         t = self.host.scenario.traffic
@@ -223,6 +223,7 @@ class TrafficTool:
             offsets = [min(2.0, t.duration / 2)] + [max(0.5, t.duration / 5)] * 2
         else:
             offsets = [0.3, 0.3, 0.4, 0.5, 1.0, 2.0]
+        client = self.host.client.name
         for wait in offsets:
             end = time.monotonic() + wait
             while client_proc.poll() is None and time.monotonic() < end:
@@ -230,10 +231,14 @@ class TrafficTool:
             if client_proc.poll() is not None:
                 break
             before = time.monotonic()
-            raw = run(self.host.client, ss.ss_argv(), check=False).out
-            sample = {"raw": raw, "subflows": ss.parse_ss_subflows(raw)}
-            if t0 is not None:   # when the read began: `ss` takes up to a few tenths of a second under TCG,
-                sample["t"] = round(before - t0, 3)   # and a sample counts as after a change only if all of it is
+            try:
+                found = self.host.network.subflow_reader(client).subflows()
+            except OSError as e:
+                raise RunFailure(f"{client}: its MPTCP subflows could not be read over sock_diag: {e}") from None
+            sample = {"sockets": found, "subflows": [sockdiag.as_ss_subflow(e) for e in found],
+                      "windows": [w for w in map(sockdiag.send_window, found) if w is not None]}
+            if t0 is not None:
+                sample["t"] = round(before - t0, 3)
             samples.append(sample)
         return samples
 

@@ -15,7 +15,7 @@ from topologies.plan import TopologyPlan
 from runners.errors import RunFailure
 from runners.linux.nsexec import Argv, run
 from runners.traffic.base import (BASE_PORT, TrafficReport, TrafficResult, TrafficRun, TrafficTool,
-                                  ss_samples_text)
+                                  subflow_samples_json)
 
 
 class CommandTool(TrafficTool):
@@ -37,7 +37,7 @@ class CommandTool(TrafficTool):
             sampler = self.sampler(req)
             t0 = time.monotonic()
             client = h.procs.start(h.client, argv(tool.client))
-            ss_samples = self.watch_subflows(client, sampler.t0)
+            subflow_samples = self.watch_subflows(client, sampler.t0)
             try:
                 c_out, c_err = self.wait_client(client, time.monotonic() + self.timeout(), req.run_id,
                                                 "the client command")
@@ -48,11 +48,11 @@ class CommandTool(TrafficTool):
             if sampler is not None and not sampler.stopped:   # the client failed to start
                 sampler.stop(h.log)
             h.procs.stop_all()
-        self._save(req, server, c_out, c_err, ss_samples)
+        self._save(req, server, c_out, c_err, subflow_samples)
         if client.returncode != 0:
             raise RunFailure(f"run {req.run_id}: the client command failed (exit {client.returncode}): "
                              f"{c_err.decode(errors='replace').strip()[:300]}")
-        return TrafficResult(self._report(req, c_out.decode(errors="replace"), seconds), samples, ss_samples)
+        return TrafficResult(self._report(req, c_out.decode(errors="replace"), seconds), samples, subflow_samples)
 
     def _setup(self, req: TrafficRun, values: dict) -> None:
         h = self.host
@@ -76,14 +76,14 @@ class CommandTool(TrafficTool):
             raise RunFailure(f"run {req.run_id}: the server command exited at once ({server.returncode}): "
                              f"{(err or out).decode(errors='replace').strip()[:300]}")
 
-    def _save(self, req: TrafficRun, server, c_out: bytes, c_err: bytes, ss_samples: list[dict]) -> None:
+    def _save(self, req: TrafficRun, server, c_out: bytes, c_err: bytes, subflow_samples: list[dict]) -> None:
         store = self.host.store
         if server is not None:
             s_out, s_err = server.communicate()
             store.save_raw(req.run_id, "tool-server.txt",
                            s_out.decode(errors="replace") + s_err.decode(errors="replace"))
         store.save_raw(req.run_id, "tool-client.txt", c_out.decode(errors="replace") + c_err.decode(errors="replace"))
-        store.save_raw(req.run_id, "ss-subflows.txt", ss_samples_text(ss_samples))
+        store.save_raw(req.run_id, "subflows.json", subflow_samples_json(subflow_samples))
 
     def _report(self, req: TrafficRun, c_text: str, seconds: float) -> TrafficReport:
         tool = self.host.scenario.traffic.command

@@ -17,7 +17,7 @@ from runners.errors import ParseError, RunFailure
 from runners.linux.nsexec import Argv, run
 from runners.traffic.barrier import StartBarrier
 from runners.traffic.base import (BASE_PORT, Reaper, TrafficReport, TrafficResult, TrafficRun, TrafficTool,
-    changes_during_run, fixed_size_extra, server_receives, ss_samples_text)
+    changes_during_run, fixed_size_extra, server_receives, subflow_samples_json)
 
 
 @dataclass(frozen=True)
@@ -73,13 +73,13 @@ class Iperf3Tool(TrafficTool):
             sampler = self.sampler(req)
             clients = self._start_clients(req, flows)
             self._after_connect(clients, flows, req.run_id)
-            ss_samples = self.watch_subflows(clients[flows[0].tag], sampler.t0)
+            subflow_samples = self.watch_subflows(clients[flows[0].tag], sampler.t0)
             try:
                 outs = self._wait_clients(flows, req.run_id, sampler.t0)
             finally:
                 samples = sampler.stop(h.log)
             if outs is None:
-                return self._cut_short(req, samples, ss_samples, f"the iperf3 client had not finished "
+                return self._cut_short(req, samples, subflow_samples, f"the iperf3 client had not finished "
                                        f"{EVENTS_GRACE_S:g} s after the traffic's end and was stopped")
             self._collect_servers(outs)
         finally:
@@ -90,7 +90,7 @@ class Iperf3Tool(TrafficTool):
                 self.barrier.close()    # after the clients: one that opened the FIFO late still got its line
                 self.barrier = None
         for run_id in req.together.values() or [req.run_id]:
-            h.store.save_raw(run_id, "ss-subflows.txt", ss_samples_text(ss_samples))
+            h.store.save_raw(run_id, "subflows.json", subflow_samples_json(subflow_samples))
         by_tag = {f.tag: f for f in flows}
         for tag, out in outs.items():
             self._save(req, tag, *out)
@@ -100,10 +100,10 @@ class Iperf3Tool(TrafficTool):
         except RunFailure as e:
             if not changes_during_run(h.scenario):
                 raise
-            return self._cut_short(req, samples, ss_samples, f"iperf3 failed: {e}")
+            return self._cut_short(req, samples, subflow_samples, f"iperf3 failed: {e}")
         if req.together:
             by_path = {tag: TrafficReport.from_iperf3(r) for tag, r in reports.items()}
-            return TrafficResult(by_path[flows[0].tag], samples, ss_samples, by_path)
+            return TrafficResult(by_path[flows[0].tag], samples, subflow_samples, by_path)
         # a fixed-size transfer's seconds are its completion time, not the time to the client's exit
         ends = ({tag: ended for tag, (_, _, ended) in self.reaper.done.items()}
                 if h.scenario.traffic.duration is not None else None)
@@ -113,7 +113,7 @@ class Iperf3Tool(TrafficTool):
             h.log(f"run {req.run_id}: the clients' transfers began up to {report['clients_start_spread_s']:.2f} s "
                   f"apart ({late} last; a lost SYN waits 1 s): the aggregate counts their bytes over the span "
                   "they covered together")
-        return TrafficResult(TrafficReport.from_iperf3(report), samples, ss_samples)
+        return TrafficResult(TrafficReport.from_iperf3(report), samples, subflow_samples)
 
     def _start_clients(self, req: TrafficRun, flows: list[Flow]) -> dict:
         h = self.host
@@ -149,7 +149,7 @@ class Iperf3Tool(TrafficTool):
                 raise
             return None
 
-    def _cut_short(self, req: TrafficRun, samples: list[dict], ss_samples: list[dict], why: str) -> TrafficResult:
+    def _cut_short(self, req: TrafficRun, samples: list[dict], subflow_samples: list[dict], why: str) -> TrafficResult:
         """A transfer a path change broke (a TCP baseline on a path taken down): its goodput is the
         receiver's counters over the planned duration, and the record says why."""
         t = self.host.scenario.traffic
@@ -158,7 +158,7 @@ class Iperf3Tool(TrafficTool):
         seconds = float(t.duration) if t.duration is not None else max((s["t"] for s in samples), default=0.0)
         report = TrafficReport(seconds=seconds, counters_only=True, cut_short=why)
         by_path = {p: TrafficReport(seconds=seconds, counters_only=True, cut_short=why) for p in req.together}
-        return TrafficResult(report, samples, ss_samples, by_path)
+        return TrafficResult(report, samples, subflow_samples, by_path)
 
     def _collect_servers(self, outs: dict[str, list[bytes]]) -> None:
         for name, server in self.servers.items():

@@ -1,5 +1,5 @@
 """--capture on a real run: a pcap per client interface from before the handshake to after the last
-byte, and subflows-pcap.csv that agrees with `ss` (the subflow count) and the per-path counters (each
+byte, and subflows-pcap.csv that agrees with the subflow samples (the subflow count) and the per-path counters (each
 path's share of the bytes) of the same run. A TCP baseline's table is checked on a recorded one
 (tests/unit/test_capture.py): a second captured run here cost 23 s in the TCG micro-VM."""
 import csv
@@ -26,7 +26,7 @@ runs: {compare: [mptcp], pause: 200ms}
 """
 
 
-def test_capture_gives_pcaps_and_a_subflow_table_that_agrees_with_ss_and_the_counters(tmp_path):
+def test_capture_gives_pcaps_and_a_subflow_table_that_agrees_with_the_samples_and_counters(tmp_path):
     scen = write_scenario(tmp_path / "c.yaml", SHORT)
     r = run_cli(str(scen), "--backend", "native", "--capture", "client", "--out", str(tmp_path / "o"))
     assert r.returncode == 0, r.stdout + r.stderr
@@ -55,7 +55,12 @@ def test_capture_gives_pcaps_and_a_subflow_table_that_agrees_with_ss_and_the_cou
     def payload(x):
         return int(x["bytes_server_to_client"]) + int(x["bytes_client_to_server"])
     data = max(by_conn.values(), key=lambda rs: sum(payload(x) for x in rs))
-    assert len(data) == mptcp["metrics"]["subflows"] == 2                   # what ss -tiM saw
+    assert len(data) == mptcp["metrics"]["subflows"] == 2                   # what the subflow samples saw
+    # the samples (sock_diag) name the same subflows as the capture: its client ports, each with a window
+    samples = json.loads((raw / "subflows.json").read_text())
+    seen = {s["local_port"]: s for sample in samples for s in sample["subflows"]}
+    assert samples and all(sample["t"] > 0 for sample in samples), samples
+    assert all(int(x["client_port"]) in seen and seen[int(x["client_port"])]["snd_wnd"] > 0 for x in data), (data, seen)
     assert sorted(x["kind"] for x in data) == ["MP_CAPABLE", "MP_JOIN"]       # the handshake was captured
     assert {x["path"] for x in data} == {"A", "B"}
     total = sum(payload(x) for x in data)

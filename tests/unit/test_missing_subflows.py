@@ -136,7 +136,7 @@ def recorded_run(mode="mptcp", drop_path_b=False, tool="iperf3", scenario_text=T
     samples = [{"subflows": ss.parse_ss_subflows("Netid" + part)} for part in text.split("Netid")[1:]]
     pings = {p.name: parse_ping_after_warmup((raw / f"ping-{p.name}.txt").read_text()) for p in topo.paths}
     seen = Observations(before=snapshot(raw, "before"), after=snapshot(raw, "after"), pings=pings,
-                        path_samples=[], ss_samples=samples, server_receives=True)
+                        path_samples=[], subflow_samples=samples, server_receives=True)
     report = TrafficReport.from_iperf3(iperf3.parse_iperf3((raw / "iperf3-client.json").read_text()))
     setting = Setting(paths=topo.paths, byte_counters="iface", fixed_size_bytes=None, n_clients=1,
                       subflows=expected_subflows(sc, topo, "A") if mode == "mptcp" else None, tool=tool)
@@ -178,7 +178,7 @@ def test_an_unknown_expected_count_is_null_and_says_why():
     raw = FIX / "mptcp"   # the counters of the recorded run; the paths' own are not what this is about
     r = build(RunIdentity("r001-mptcp-v4", "mptcp", 1, "v4", 0.0), TrafficReport(seconds=1.0),
               Observations(before=snapshot(raw, "before"), after=snapshot(raw, "after"), pings={}, path_samples=[],
-                           ss_samples=[], server_receives=True),
+                           subflow_samples=[], server_receives=True),
               Setting(paths=(), byte_counters="nft", fixed_size_bytes=None, n_clients=1, tool="command",
                       subflows=expected_subflows(sc, plan(sc), "v4")))
     assert (r["metrics"]["subflows_expected"], r["metrics"]["missing_subflows"]) == (None, None)

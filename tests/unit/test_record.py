@@ -33,7 +33,7 @@ def snapshot(raw: Path, label: str) -> dict:
     return snap
 
 
-def ss_samples(raw: Path) -> list[dict]:
+def subflow_samples(raw: Path) -> list[dict]:
     text = (raw / "ss-subflows.txt").read_text()
     return [{"subflows": ss.parse_ss_subflows("Netid" + part)} for part in text.split("Netid")[1:]]
 
@@ -43,7 +43,7 @@ def recorded(mode: str, samples=None):
     topo = plan(load_scenario(REPO / "scenarios" / "two-paths.yaml"))
     pings = {p.name: parse_ping_after_warmup((raw / f"ping-{p.name}.txt").read_text()) for p in topo.paths}
     seen = Observations(before=snapshot(raw, "before"), after=snapshot(raw, "after"), pings=pings,
-                        path_samples=[], ss_samples=ss_samples(raw) if samples is None else samples,
+                        path_samples=[], subflow_samples=subflow_samples(raw) if samples is None else samples,
                         server_receives=True)
     report = TrafficReport.from_iperf3(iperf3.parse_iperf3((raw / "iperf3-client.json").read_text()))
     return build(RunIdentity("r001-mptcp-A", mode, 1, "A", 0.0), report, seen,
@@ -64,7 +64,7 @@ def test_the_record_of_a_recorded_run_is_rebuilt_exactly(mode):
     topo = plan(load_scenario(REPO / "scenarios" / "two-paths.yaml"))
     pings = {p.name: parse_ping_after_warmup((raw / f"ping-{p.name}.txt").read_text()) for p in topo.paths}
     seen = Observations(before=snapshot(raw, "before"), after=snapshot(raw, "after"), pings=pings,
-                        path_samples=[], ss_samples=ss_samples(raw), server_receives=True)   # upload
+                        path_samples=[], subflow_samples=subflow_samples(raw), server_receives=True)   # upload
     started = calendar.timegm(time.strptime(expected["started_utc"], "%Y-%m-%dT%H:%M:%SZ"))
     who = RunIdentity(expected["id"], mode, expected["repeat"], expected["primary"], started)
     report = TrafficReport.from_iperf3(iperf3.parse_iperf3((raw / "iperf3-client.json").read_text()))

@@ -19,7 +19,7 @@ from runners.traffic.iperf3 import Iperf3Tool
 from scenarios.spec.loader import ScenarioError, load_scenario, parse_experiment
 from topologies.kinds import plan
 
-from .test_record import FIX, snapshot, ss_samples
+from .test_record import FIX, snapshot, subflow_samples
 
 REPO = Path(__file__).resolve().parents[2]
 ROUTED = """\
@@ -130,7 +130,7 @@ def test_a_record_run_alongside_keeps_its_own_path_and_no_namespace_counters():
     pings = {p.name: parse_ping_after_warmup((raw / f"ping-{p.name}.txt").read_text()) for p in topo.paths}
     seen = Observations(before=snapshot(raw, "before"), after=snapshot(raw, "after"), pings=pings,
                         path_samples=[{"t": 0.0, "A": 0, "B": 0}, {"t": 1.0, "A": 125000, "B": 250000}],
-                        ss_samples=ss_samples(raw), server_receives=True)
+                        subflow_samples=subflow_samples(raw), server_receives=True)
     report = TrafficReport.from_iperf3(iperf3.parse_iperf3((raw / "iperf3-client.json").read_text()))
     alone = build(RunIdentity("r001-tcp-A", "tcp", 1, "A", 0.0), report, seen,
                   Setting(paths=topo.paths, byte_counters="iface", fixed_size_bytes=None, n_clients=1))

@@ -32,9 +32,12 @@ ADDRESSES = {a: p for p, ips in (("A", ("10.0.1.1", "10.0.1.2")), ("B", ("10.0.2
 SS_TIMES = (2.0, 4.6, 7.2)
 
 
-def ss_samples(name: str) -> list[dict]:
+def subflow_samples(name: str) -> list[dict]:
+    """The samples as a run holds them (runners.traffic.base.watch_subflows), from `ss` as it was read."""
     text = (FIX / f"{name}.ss-subflows.txt").read_text()
-    return [{"raw": "Netid" + part, "t": t} for part, t in zip(text.split("Netid")[1:], SS_TIMES, strict=True)]
+    return [{"raw": "Netid" + part, "t": t, "subflows": ss.parse_ss_subflows("Netid" + part),
+             "windows": ss.send_windows("Netid" + part)}
+            for part, t in zip(text.split("Netid")[1:], SS_TIMES, strict=True)]
 
 
 def applied(done_down: float, done_up: float) -> list[dict]:
@@ -49,11 +52,11 @@ def build(name: str, with_ss: bool = True):
     samples = json.loads((FIX / f"{name}.path-samples.json").read_text())
     nstat = {"client_nstat": {}, "server_nstat": {}}
     return event_record.build(sc, applied(2.0341, 8.033), samples, ["A", "B"], True, None, ADDRESSES, nstat,
-                              nstat, ss_samples(name) if with_ss else None)
+                              nstat, subflow_samples(name) if with_ss else None)
 
 
 def test_ss_gives_each_subflows_offered_window_and_rtt():
-    first = ss.send_windows(ss_samples("backup-window-held")[1]["raw"])
+    first = ss.send_windows(subflow_samples("backup-window-held")[1]["raw"])
     on_b = [w for w in first if w["local"] == "10.0.2.1"]
     assert {w["snd_wnd"] for w in on_b} == {42496} and max(w["bytes_acked"] for w in on_b) == 1250529
     assert all(w["rtt_ms"] > 60 for w in on_b)
@@ -79,7 +82,7 @@ def test_a_recovery_is_not_explained_without_samples_or_when_the_window_had_grow
 
 
 def test_a_window_that_carries_the_mark_in_any_sample_explains_nothing():
-    held, grew = ss_samples("backup-window-held"), ss_samples("backup-window-grew")
+    held, grew = subflow_samples("backup-window-held"), subflow_samples("backup-window-grew")
     assert event_record.window_limit(held, 2.03, 8.0, ["B"], ADDRESSES, 8.0)["max_mbps"] < 8.0
     assert event_record.window_limit(grew, 2.03, 8.0, ["B"], ADDRESSES, 8.0) is None
     assert event_record.window_limit([held[1], grew[2]], 2.03, 8.0, ["B"], ADDRESSES, 8.0) is None
@@ -90,8 +93,8 @@ def test_a_window_that_carries_the_mark_in_any_sample_explains_nothing():
 def test_an_idle_subflow_with_a_small_window_explains_nothing():
     """Before the change B's data subflow had sent nothing (app_limited, Send-Q 0) with the 54 kB window
     of its join: a small window that held nothing back is no reason, whatever its size."""
-    before_the_change = dict(ss_samples("backup-window-held")[0], t=3.5)   # as if taken 1.5 s after it
-    assert event_record.window_limit([before_the_change, dict(ss_samples("backup-window-held")[2])], 2.03, 8.0,
+    before_the_change = dict(subflow_samples("backup-window-held")[0], t=3.5)   # as if taken 1.5 s after it
+    assert event_record.window_limit([before_the_change, dict(subflow_samples("backup-window-held")[2])], 2.03, 8.0,
                                      ["B"], ADDRESSES, 8.0) is None
     first = ss.send_windows(before_the_change["raw"])
     data_b = next(w for w in first if w["local"] == "10.0.2.1" and w["token"] == "79fd77d7")
@@ -100,16 +103,9 @@ def test_an_idle_subflow_with_a_small_window_explains_nothing():
 
 def test_only_samples_a_second_after_the_change_count_and_there_must_be_one():
     """A sample taken just after the change may find the path that takes over still idle: it is left out."""
-    held = ss_samples("backup-window-held")
+    held = subflow_samples("backup-window-held")
     idle_just_after = dict(held[0], t=2.1)
     assert event_record.window_limit([idle_just_after, held[1], held[2]], 2.03, 8.0, ["B"], ADDRESSES,
                                      8.0)["at_s"] == [4.6, 7.2]
     assert event_record.window_limit([held[1]], 4.0, 8.0, ["B"], ADDRESSES, 8.0) is None   # 0.6 s after
     assert event_record.window_limit([held[1]], 3.5, 8.0, ["B"], ADDRESSES, 8.0)["at_s"] == [4.6]
-
-
-def test_the_raw_ss_file_gives_each_samples_time():
-    from runners.traffic.base import ss_samples_text
-    text = ss_samples_text(ss_samples("backup-window-held"))
-    assert text.startswith("# t=2 s\nNetid") and "# t=4.6 s\nNetid" in text and "# t=7.2 s\nNetid" in text
-    assert [w["snd_wnd"] for w in ss.send_windows(text) if w["local"] == "10.0.2.1"][-1] == 42496

@@ -1,0 +1,159 @@
+"""The client's MPTCP subflows over sock_diag (runners.linux.sockdiag), parsed from recorded dumps.
+
+Each fixture pair was recorded in one namespace at one moment (2026-11-28, kernel 6.18, iproute2 6.1):
+two veth paths, the server announcing path 2's address (a `signal` endpoint) and the client joining it
+as a backup; an AF_INET6 MPTCP connection to a v4-mapped address, an IPv6 MPTCP connection and a plain
+TCP connection. Then `ss -tinMO state established` and the sock_diag dump of both families, as
+SubflowReader asks for it. In `sockdiag-*` the data was acknowledged and the connections idle (their
+windows open); in `sockdiag-held-*` the server read nothing, so every sender held data against a zero
+window. The dump must give what `ss` showed: the fields the records keep and the windows.
+"""
+import json
+import socket
+import struct
+import types
+from pathlib import Path
+
+import pytest
+
+from runners.errors import RunFailure
+from runners.linux import rtnetlink as nl, sockdiag as sd, ss
+from runners.traffic.base import TrafficTool, subflow_samples_json
+
+FIX = Path(__file__).resolve().parent.parent / "fixtures"
+
+
+def dumped(name: str) -> list[tuple[int, bytes]]:
+    """The answers of both families' dumps, each ended by its NLMSG_DONE."""
+    return nl.messages((FIX / f"{name}-dump.bin").read_bytes())
+
+
+def by_socket(entries):
+    return sorted(entries, key=lambda e: (e["local"], e["local_port"]))
+
+
+def by_window(windows):
+    return sorted(windows, key=lambda w: (w["local"], w["token"]))
+
+
+@pytest.mark.parametrize("name", ["sockdiag", "sockdiag-held"])
+def test_the_dump_gives_what_ss_showed(name):
+    ours = [e for e in (sd.parse_socket(p) for kind, p in dumped(name) if kind == sd.SOCK_DIAG_BY_FAMILY) if e]
+    text = (FIX / f"{name}-ss.txt").read_text()
+    assert by_socket(map(sd.as_ss_subflow, ours)) == by_socket(ss.parse_ss_subflows(text))
+    assert by_window(filter(None, map(sd.send_window, ours))) == by_window(ss.send_windows(text))
+
+
+def test_subflows_of_both_families_with_their_flags_and_the_plain_tcp_socket_left_out():
+    answers = [p for kind, p in dumped("sockdiag") if kind == sd.SOCK_DIAG_BY_FAMILY]
+    ours = [sd.parse_socket(p) for p in answers]
+    assert len(answers) == 5 and ours.count(None) == 1       # the plain TCP connection to port 5202
+    subflows = by_socket(e for e in ours if e)
+    assert [(e["local"], e["family"], e["flags"], e["backup"]) for e in subflows] == [
+        ("10.0.1.1", "ipv4", "Mmec", False),       # an AF_INET6 socket's v4-mapped addresses, named as IPv4
+        ("10.0.2.1", "ipv4", "Jjbec", True), ("10.0.2.1", "ipv4", "Jjbec", True),   # the joins, as backups
+        ("fd00:1::1", "ipv6", "Mmec", False)]
+    initial = subflows[0]
+    assert initial["token"] == "ce9b5e43" and (initial["local_id"], initial["remote_id"]) == (0, 0)
+    assert initial["bytes_acked"] == 309433 and initial["mss"] == 1448 and initial["snd_wnd"] == 551936
+
+
+def test_a_held_sender_has_data_queued_and_no_window():
+    held = [e for e in (sd.parse_socket(p) for kind, p in dumped("sockdiag-held") if kind == sd.SOCK_DIAG_BY_FAMILY)
+            if e]
+    sending = [e for e in held if not e["app_limited"]]
+    assert sending and all(e["send_q"] > 0 and e["snd_wnd"] == 0 for e in sending)
+    assert [sd.send_window(e) for e in held] == [None] * len(held)     # ss prints no zero window either
+
+
+def test_a_shorter_tcp_info_of_an_older_kernel_leaves_out_what_it_lacks():
+    payload = next(p for kind, p in dumped("sockdiag") if kind == sd.SOCK_DIAG_BY_FAMILY and sd.parse_socket(p))
+    attrs = nl.attribute_records(payload, sd.DIAG_MSG_SIZE)
+    info = dict(attrs)[sd.INET_DIAG_INFO][:104]      # tcp_info up to tcpi_total_retrans (Linux 4.1 and older)
+    rebuilt = payload[:sd.DIAG_MSG_SIZE]
+    for kind, value in attrs:
+        value = info if kind == sd.INET_DIAG_INFO else value
+        rebuilt += nl.RTATTR.pack(nl.RTATTR.size + len(value), kind) + value + b"\0" * (-len(value) % 4)
+    entry = sd.parse_socket(rebuilt)
+    assert entry["rtt_ms"] and entry["cwnd"] and "bytes_acked" not in entry and entry["snd_wnd"] is None
+    assert sd.send_window(entry) is None
+
+
+def test_the_request_asks_for_established_tcp_sockets_with_tcp_info():
+    header = sd.dump_request_header(socket.AF_INET6)
+    family, protocol, ext, states = sd.REQ_V2.unpack_from(header)
+    assert (family, protocol, ext, states) == (socket.AF_INET6, socket.IPPROTO_TCP, 1 << 1, 1 << 1)
+    assert sd.SOCKID.unpack_from(header, sd.REQ_V2.size)[-2:] == (0xFFFFFFFF, 0xFFFFFFFF)   # no cookie
+    assert len(header) == 56      # sizeof(struct inet_diag_req_v2)
+
+
+class RecordedSubflowReader(sd.SubflowReader):
+    """Answers each family's request with that family's recorded answers."""
+
+    def __init__(self, name):
+        super().__init__(pid=0)
+        self.found, self.asked = dumped(name), []
+
+    def dump(self, kind, header):
+        family = header[0]
+        self.asked.append((kind, family))
+        return [(k, p) for k, p in self.found if k == sd.SOCK_DIAG_BY_FAMILY and p[0] == family]
+
+
+def test_the_reader_asks_both_families_and_keeps_the_subflows():
+    reader = RecordedSubflowReader("sockdiag")
+    got = reader.subflows()
+    assert reader.asked == [(sd.SOCK_DIAG_BY_FAMILY, socket.AF_INET), (sd.SOCK_DIAG_BY_FAMILY, socket.AF_INET6)]
+    assert len(got) == 4 and {e["family"] for e in got} == {"ipv4", "ipv6"}
+
+
+class FakeClient:
+    """A tool's client process that ends after `reads` samples were taken."""
+
+    def __init__(self, reader, reads):
+        self.reader, self.reads = reader, reads
+
+    def poll(self):
+        return 0 if self.reader.calls >= self.reads else None
+
+
+class CountingReader:
+    def __init__(self, fail=False):
+        self.calls, self.fail = 0, fail
+
+    def subflows(self):
+        self.calls += 1
+        if self.fail:
+            raise nl.NetlinkError("netlink: no answer to a dump within 5 s")
+        return RecordedSubflowReader("sockdiag").subflows()
+
+
+def tool_with(reader):
+    network = types.SimpleNamespace(subflow_reader=lambda name: reader)
+    host = types.SimpleNamespace(scenario=types.SimpleNamespace(traffic=types.SimpleNamespace(duration=0.2)),
+                                 client=types.SimpleNamespace(name="h1"), network=network)
+    return TrafficTool(host)
+
+
+def test_samples_are_taken_until_the_client_ends_and_the_raw_file_keeps_each_whole():
+    reader = CountingReader()
+    samples = tool_with(reader).watch_subflows(FakeClient(reader, reads=2), t0=0.0)
+    assert len(samples) == 2 and all(s["t"] > 0 for s in samples)
+    assert all(len(s["subflows"]) == 4 and len(s["windows"]) == 4 for s in samples)
+    assert "snd_wnd" not in samples[0]["subflows"][0]          # a run's records keep ss's fields
+    raw = json.loads(subflow_samples_json(samples))
+    assert [x["t"] for x in raw] == [s["t"] for s in samples] and raw[0]["subflows"][0]["snd_wnd"] == 64512
+
+
+def test_a_failed_read_fails_the_run_naming_the_host():
+    reader = CountingReader(fail=True)
+    with pytest.raises(RunFailure, match="h1: its MPTCP subflows could not be read over sock_diag: .*no answer"):
+        tool_with(reader).watch_subflows(FakeClient(reader, reads=5), t0=0.0)
+
+
+def test_a_truncated_answer_is_refused_not_misread():
+    payload = next(p for kind, p in dumped("sockdiag") if kind == sd.SOCK_DIAG_BY_FAMILY)
+    bad = bytearray(payload)
+    struct.pack_into("=H", bad, sd.DIAG_MSG_SIZE, 0xFFF0)        # the first attribute's length
+    with pytest.raises(nl.NetlinkError, match="runs past"):
+        sd.parse_socket(bytes(bad))
