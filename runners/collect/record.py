@@ -64,8 +64,8 @@ def build(who: RunIdentity, report: TrafficReport, seen: Observations, setting: 
     counters = counter_deltas(seen)
     paths = path_records(report, seen, setting)
     subflow_list = best_subflows(seen.subflow_samples, report) if who.mode == "mptcp" else []
-    # no `ss` sample saw the connection (under TCG with four tcpdumps one `ss` took 7.5 s and ended after
-    # the transfer): the count is unknown, not 0
+    # no sample saw the connection (the client ended before the first, or a read failed; with `ss`, under
+    # TCG with four tcpdumps, one took 7.5 s and ended after the transfer): the count is unknown, not 0
     subflows = (len(subflow_list) or None) if who.mode == "mptcp" else 1
     metrics = run_metrics(report, counters, paths, setting, subflows)
     expected = 1 if who.mode == "tcp" else setting.subflows.count if setting.subflows else None

@@ -1,6 +1,6 @@
 """The subflows an MPTCP run should get: the joins its endpoints ask for and the limits that bound them
 (pure: from the scenario and the plan). The runner records the expectation; the record compares it
-with the subflows `ss` showed; the MPTCP settings build their endpoints and limits from the same rules."""
+with the subflows the client's samples showed; the MPTCP settings build their endpoints and limits from the same rules."""
 from __future__ import annotations
 
 import ipaddress
@@ -45,7 +45,7 @@ class Join:
         return f"path {self.path}'s client address {self.client_ip}"
 
     def made(self, subflow: dict) -> bool:
-        """Is this `ss` subflow of the client (runners.linux.ss.parse_ss_subflows) the one this join asks for?"""
+        """Is this subflow of the client (a sample's, runners.linux.sockdiag) the one this join asks for?"""
         if self.how == "subflow":
             return same_ip(subflow.get("local", ""), self.client_ip)
         if self.how == "port":

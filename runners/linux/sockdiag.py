@@ -41,7 +41,7 @@ DIAG_MSG_SIZE = DIAG_MSG.size + SOCKID.size + DIAG_MSG_TAIL.size
 
 # struct tcp_info (include/uapi/linux/tcp.h) grows only at its end; the offsets of the fields read here
 # (the last of them, tcpi_snd_wnd, came with Linux 5.4; the kernel gives as much as it has)
-TCPI_APP_LIMITED_BYTE = 7        # tcpi_delivery_rate_app_limited: bit 0 of the 8th byte
+TCPI_APP_LIMITED_BYTE = 7        # tcpi_delivery_rate_app_limited: bit 0 of the 8th byte (x86's bit order)
 TCPI_U32 = {"snd_mss": 16, "rtt_us": 68, "rttvar_us": 72, "snd_cwnd": 80}
 TCPI_U64 = {"bytes_acked": 120, "bytes_received": 128, "bytes_sent": 200}
 TCPI_SND_WND = 228
@@ -51,7 +51,9 @@ FLAG_LETTERS = ((0, "M"), (1, "m"), (2, "J"), (3, "j"), (4, "B"), (5, "b"), (6, 
 
 
 def dump_request_header(family: int) -> bytes:
-    """A dump of `family`'s established TCP sockets with their tcp_info (and, for root, ULP information)."""
+    """A dump of `family`'s established TCP sockets with their tcp_info and, for a reader with CAP_NET_ADMIN
+    over the namespace (the runner is root), each one's ULP information: without it no socket shows as an
+    MPTCP subflow (tcp_diag_get_aux)."""
     sockid = SOCKID.pack(0, 0, b"\0" * 16, b"\0" * 16, 0, INET_DIAG_NOCOOKIE, INET_DIAG_NOCOOKIE)
     return REQ_V2.pack(family, socket.IPPROTO_TCP, 1 << (INET_DIAG_INFO - 1), 1 << TCP_ESTABLISHED) + sockid
 
@@ -106,9 +108,9 @@ def parse_socket(payload: bytes) -> dict | None:
     if info.get("rtt_us"):
         entry["rtt_ms"] = info["rtt_us"] / 1000
     mptcp = attributes(ulp.get(INET_ULP_INFO_MPTCP, b""))
-    ids = (MPTCP_SUBFLOW_ATTR_TOKEN_REM, MPTCP_SUBFLOW_ATTR_TOKEN_LOC, MPTCP_SUBFLOW_ATTR_ID_REM,
-           MPTCP_SUBFLOW_ATTR_ID_LOC)
-    if all(k in mptcp for k in ids):
+    token_and_ids = (MPTCP_SUBFLOW_ATTR_TOKEN_REM, MPTCP_SUBFLOW_ATTR_TOKEN_LOC, MPTCP_SUBFLOW_ATTR_ID_REM,
+                     MPTCP_SUBFLOW_ATTR_ID_LOC)
+    if all(k in mptcp for k in token_and_ids):   # ss prints the token only with all four
         entry.update(token=f"{struct.unpack('=I', mptcp[MPTCP_SUBFLOW_ATTR_TOKEN_LOC][:4])[0]:04x}",
                      remote_id=mptcp[MPTCP_SUBFLOW_ATTR_ID_REM][0], local_id=mptcp[MPTCP_SUBFLOW_ATTR_ID_LOC][0])
     flags = struct.unpack("=I", mptcp[MPTCP_SUBFLOW_ATTR_FLAGS][:4])[0] if MPTCP_SUBFLOW_ATTR_FLAGS in mptcp else 0

@@ -181,8 +181,8 @@ def _record(ctx: RunContext, job: Job, started: float, report: TrafficReport, se
     result = record.build(record.RunIdentity(job.run_id, job.mode, job.rep, job.primary, started), report, seen,
                           record_setting(sc, ctx.plan, job, len(ctx.clients), alongside))
     if result["metrics"]["subflows"] is None:
-        ctx.log(f"warning: run {job.run_id}: no `ss` sample saw the MPTCP connection while it ran (the CPU "
-                 "was too busy: capture under emulation?); its subflow count is unknown")
+        ctx.log(f"warning: run {job.run_id}: no subflow sample saw the MPTCP connection while it ran (the "
+                 "client ended before the first, or a read failed); its subflow count is unknown")
     if subflow_warning(result):
         ctx.log(f"warning: {subflow_warning(result)}")
     if report.clients:

@@ -6,7 +6,7 @@ newest that has runs, and a shell session's set is `results/<scenario>/shell/<UT
   metadata.json   kernel, tool versions, git revision, backend, times
   results.json    every run with all its metrics
   runs.csv        tidy: one row per run, metric and path
-  raw/<run-id>/   the tools' own output (iperf3 JSON, nstat, ss, ping, tc)
+  raw/<run-id>/   the tools' own output (iperf3 JSON, nstat, ping, tc) and the samples (subflows, paths, CPU)
 """
 from __future__ import annotations
 

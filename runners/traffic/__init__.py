@@ -3,7 +3,7 @@
 A tool is a TrafficTool subclass (runners/traffic/base.py) made for one run:
 `start_servers(TrafficRun)` before the pause between runs, `servers_ready(TrafficRun)` before the
 pings, then `run(TrafficRun)` returns a
-TrafficResult (the report collect.record reads, per-path samples, ss samples).
+TrafficResult (the report collect.record reads, per-path samples, subflow samples).
 """
 from __future__ import annotations
 

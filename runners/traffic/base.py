@@ -1,5 +1,5 @@
 """What every traffic tool shares: the run it is asked for, its result, and the helpers around a client
-process (per-path sampling, waiting with the controller watched, `ss` samples of the subflows)."""
+process (per-path sampling, waiting with the controller watched, samples of the MPTCP subflows)."""
 from __future__ import annotations
 
 import json
@@ -69,8 +69,8 @@ class TrafficResult:
 
 
 def subflow_samples_json(subflow_samples: list[dict]) -> str:
-    """raw/<run>/subflows.json: each sample of the client's subflows as read (every field sock_diag gave,
-    runners.linux.sockdiag), with the time its read began on the run's clock (`t`)."""
+    """raw/<run>/subflows.json: each sample of the client's subflows with every field read of each
+    (runners.linux.sockdiag.parse_socket), and the time its read began on the run's clock (`t`)."""
     return json.dumps([{"t": s.get("t"), "subflows": s["sockets"]} for s in subflow_samples], indent=1) + "\n"
 
 
@@ -121,8 +121,8 @@ class PathSampler(threading.Thread):
 class Reaper:
     """A thread per client process, started as soon as the clients are, that reads its output and notes
     when it exited (time.monotonic()). Several clients' windows are put on one clock by their ends
-    (iperf3's own timestamps count whole seconds): a client that exited while the runner sampled `ss`
-    or waited on another one is timed when it exited, not when the runner came to it."""
+    (iperf3's own timestamps count whole seconds): a client that exited while the runner sampled the
+    subflows or waited on another one is timed when it exited, not when the runner came to it."""
 
     def __init__(self, procs: dict) -> None:
         self.done: dict[str, tuple | BaseException] = {}
@@ -206,10 +206,12 @@ class TrafficTool:
                 raise done[tag]
         return done   # type: ignore[return-value]
 
-    def watch_subflows(self, client_proc, t0: float | None = None) -> list[dict]:
+    def watch_subflows(self, client_proc, t0: float | None = None, mptcp: bool = True) -> list[dict]:
         """Sample the client's MPTCP subflows (sock_diag) while the tool runs; the record keeps the sample
         with the most subflows, and a recovery that did not come is explained by their windows. With `t0`
         (the sampler's clock) each sample is stamped with the time its read began on the run's clock, `t`.
+        A TCP run has no subflows to sample. A read that fails is said, and ends the sampling: the run
+        goes on with the samples it has (none: its subflow count is unknown, not 0).
 
         Timed runs: first sample after min(2 s, duration/2), when the joins are done, then two more.
         Fixed-size transfers may last well under a second, so they are sampled from 0.3 s on, more often.
@@ -224,7 +226,7 @@ class TrafficTool:
         else:
             offsets = [0.3, 0.3, 0.4, 0.5, 1.0, 2.0]
         client = self.host.client.name
-        for wait in offsets:
+        for wait in offsets if mptcp else ():
             end = time.monotonic() + wait
             while client_proc.poll() is None and time.monotonic() < end:
                 time.sleep(0.05)
@@ -234,10 +236,12 @@ class TrafficTool:
             try:
                 found = self.host.network.subflow_reader(client).subflows()
             except OSError as e:
-                raise RunFailure(f"{client}: its MPTCP subflows could not be read over sock_diag: {e}") from None
+                self.host.log(f"warning: {client}: its MPTCP subflows could not be read over sock_diag ({e}); "
+                              f"no more subflow samples in this run ({len(samples)} taken)")
+                break
             sample = {"sockets": found, "subflows": [sockdiag.as_ss_subflow(e) for e in found],
                       "windows": [w for w in map(sockdiag.send_window, found) if w is not None]}
-            if t0 is not None:
+            if t0 is not None:   # when the read began: a sample counts as after a change only if all of it is
                 sample["t"] = round(before - t0, 3)
             samples.append(sample)
         return samples

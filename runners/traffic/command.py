@@ -37,7 +37,7 @@ class CommandTool(TrafficTool):
             sampler = self.sampler(req)
             t0 = time.monotonic()
             client = h.procs.start(h.client, argv(tool.client))
-            subflow_samples = self.watch_subflows(client, sampler.t0)
+            subflow_samples = self.watch_subflows(client, sampler.t0, req.mptcp)
             try:
                 c_out, c_err = self.wait_client(client, time.monotonic() + self.timeout(), req.run_id,
                                                 "the client command")
@@ -83,7 +83,8 @@ class CommandTool(TrafficTool):
             store.save_raw(req.run_id, "tool-server.txt",
                            s_out.decode(errors="replace") + s_err.decode(errors="replace"))
         store.save_raw(req.run_id, "tool-client.txt", c_out.decode(errors="replace") + c_err.decode(errors="replace"))
-        store.save_raw(req.run_id, "subflows.json", subflow_samples_json(subflow_samples))
+        if req.mptcp:
+            store.save_raw(req.run_id, "subflows.json", subflow_samples_json(subflow_samples))
 
     def _report(self, req: TrafficRun, c_text: str, seconds: float) -> TrafficReport:
         tool = self.host.scenario.traffic.command

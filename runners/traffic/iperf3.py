@@ -73,7 +73,7 @@ class Iperf3Tool(TrafficTool):
             sampler = self.sampler(req)
             clients = self._start_clients(req, flows)
             self._after_connect(clients, flows, req.run_id)
-            subflow_samples = self.watch_subflows(clients[flows[0].tag], sampler.t0)
+            subflow_samples = self.watch_subflows(clients[flows[0].tag], sampler.t0, req.mptcp)
             try:
                 outs = self._wait_clients(flows, req.run_id, sampler.t0)
             finally:
@@ -89,7 +89,7 @@ class Iperf3Tool(TrafficTool):
             if self.barrier is not None:
                 self.barrier.close()    # after the clients: one that opened the FIFO late still got its line
                 self.barrier = None
-        for run_id in req.together.values() or [req.run_id]:
+        for run_id in (req.together.values() or [req.run_id]) if req.mptcp else ():
             h.store.save_raw(run_id, "subflows.json", subflow_samples_json(subflow_samples))
         by_tag = {f.tag: f for f in flows}
         for tag, out in outs.items():
