@@ -14,7 +14,7 @@ import atexit
 import json
 import os
 import re
-import tempfile
+import secrets
 import threading
 import weakref
 from concurrent.futures import ThreadPoolExecutor
@@ -26,18 +26,33 @@ from runners.results.derived import derived_by_run
 from runners.results.set_text import SetText
 
 
+def _umask() -> int:
+    mask = os.umask(0o022)
+    os.umask(mask)
+    return mask
+
+
+# Results are for everyone to read (0644). The temporary file is made with that mode, so that only a
+# stricter umask than 022 costs a chmod: each is one more round trip over 9p in a micro-VM (17 raw files
+# a run: 211 ms with a chmod each, 165 ms without, TCG guest, 2026-11-28)
+RESULT_MODE = 0o644
+_CHMOD_NEEDED = (RESULT_MODE & ~_umask()) != RESULT_MODE
+
+
 def atomic_write(path: Path, data: str | bytes, make_parent: bool = True) -> None:
     """Write to a temporary file in the same folder, fsync, then rename over the target."""
     if make_parent:
         path.parent.mkdir(parents=True, exist_ok=True)
     mode = "wb" if isinstance(data, bytes) else "w"
-    fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", dir=path.parent)
+    tmp = path.parent / f".{path.name}.{secrets.token_hex(4)}"
+    fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_CLOEXEC, RESULT_MODE)
     try:
         with os.fdopen(fd, mode) as f:
             f.write(data)
             f.flush()
             os.fsync(f.fileno())
-        os.chmod(tmp, 0o644)  # mkstemp makes 0600; results are for everyone to read
+        if _CHMOD_NEEDED:
+            os.chmod(tmp, RESULT_MODE)
         os.replace(tmp, path)
     except BaseException:
         try:

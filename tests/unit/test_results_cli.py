@@ -29,6 +29,24 @@ def test_atomic_write_leaves_no_temp_files(tmp_path):
     assert os.listdir(tmp_path) == ["a.json"]
 
 
+@pytest.mark.parametrize("umask", [0o022, 0o077])
+def test_atomic_write_makes_results_readable_by_everyone_whatever_the_umask(tmp_path, monkeypatch, umask):
+    from runners.results import store as store_module
+    old = os.umask(umask)
+    try:
+        monkeypatch.setattr(store_module, "_CHMOD_NEEDED", (0o644 & ~umask) != 0o644)
+        atomic_write(tmp_path / "a.json", "1")
+    finally:
+        os.umask(old)
+    assert (tmp_path / "a.json").stat().st_mode & 0o777 == 0o644
+
+
+def test_a_write_that_fails_leaves_no_temp_file(tmp_path):
+    with pytest.raises(TypeError):
+        atomic_write(tmp_path / "a.json", 12)        # not text: the write itself fails
+    assert os.listdir(tmp_path) == []
+
+
 def test_store_rewrites_results_after_every_run(tmp_path):
     store = ResultStore(tmp_path)
     store.set_metadata(kernel="x")
