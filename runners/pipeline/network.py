@@ -15,7 +15,7 @@ from runners.collect import counters
 from runners.errors import RunFailure
 from runners.linux.nsexec import Argv, at_once, run_batch
 from runners.linux.nfnetlink import NftCounterReader
-from runners.linux.rtnetlink import NetlinkError, QdiscReader, namespace_id
+from runners.linux.rtnetlink import NamespaceDumps, NetlinkError, QdiscReader, namespace_id
 from runners.linux.sockdiag import SubflowReader
 from runners.pipeline.controlplane import Controller, OvsDaemons, check_bridges
 
@@ -28,10 +28,9 @@ class Network:
         self.mininet = None
         self.client = self.server = None
         self.clients: list = []
-        self._qdisc_readers: dict[int, QdiscReader] = {}   # by namespace (namespace_of)
+        # the netlink readers, each by (its class, its namespace or host); their sockets live until stop()
+        self._readers: dict[tuple[type, int | str], NamespaceDumps] = {}
         self._namespaces: dict[str, int] = {}
-        self._nft_readers: dict[str, NftCounterReader] = {}
-        self._subflow_readers: dict[str, SubflowReader] = {}
         self._readers_lock = threading.Lock()   # the samplers' threads and the runner's ask for readers
         self._readers_closed = False
 
@@ -49,36 +48,29 @@ class Network:
         return self._namespaces[name]
 
     def qdisc_reader(self, name: str) -> QdiscReader:
-        """The node's qdisc counters over rtnetlink, one reader per namespace; its socket lives until the
-        network stops (it holds the namespace, and so the node's links, while open)."""
-        with self._readers_lock:
-            self._refuse_when_closed()
-            namespace = self.namespace_of(name)
-            if namespace not in self._qdisc_readers:
-                self._qdisc_readers[namespace] = QdiscReader(self.get(name).pid)
-            return self._qdisc_readers[namespace]
-
-    def _refuse_when_closed(self) -> None:
-        """A sampler thread that outlived its run gets no new reader while the network goes down: its
-        socket would hold a namespace open with nothing to close it."""
-        if self._readers_closed:
-            raise NetlinkError("netlink: the network is being taken down")
+        """The node's qdisc counters over rtnetlink, one reader per namespace (switches share the root
+        one); its socket holds the namespace, and so the node's links, while open."""
+        return self._reader(QdiscReader, name, by_namespace=True)
 
     def nft_reader(self, name: str) -> NftCounterReader:
-        """The host's per-path nft counters over netlink; its socket lives until the network stops."""
-        with self._readers_lock:
-            self._refuse_when_closed()
-            if name not in self._nft_readers:
-                self._nft_readers[name] = NftCounterReader(self.get(name).pid, counters.NFT_TABLE[1])
-            return self._nft_readers[name]
+        """The host's per-path nft counters over netlink."""
+        return self._reader(NftCounterReader, name, counters.NFT_TABLE[1])
 
     def subflow_reader(self, name: str) -> SubflowReader:
-        """The host's MPTCP subflows over sock_diag; its socket lives until the network stops."""
+        """The host's MPTCP subflows over sock_diag."""
+        return self._reader(SubflowReader, name)
+
+    def _reader(self, kind: type, name: str, *args, by_namespace: bool = False):
+        """The reader of `kind` for the node, made on first use and kept until the network stops. A
+        sampler thread that outlived its run gets none while the network goes down: its socket would hold
+        a namespace open with nothing to close it."""
         with self._readers_lock:
-            self._refuse_when_closed()
-            if name not in self._subflow_readers:
-                self._subflow_readers[name] = SubflowReader(self.get(name).pid)
-            return self._subflow_readers[name]
+            if self._readers_closed:
+                raise NetlinkError("netlink: the network is being taken down")
+            key = (kind, self.namespace_of(name) if by_namespace else name)
+            if key not in self._readers:
+                self._readers[key] = kind(self.get(name).pid, *args)
+            return self._readers[key]
 
     def build(self, plan: TopologyPlan) -> None:
         self._readers_closed = False   # a set rebuilds its network between points on the same Network
@@ -114,12 +106,9 @@ class Network:
             self.log("cleaning up: stopping Mininet")
             with self._readers_lock:
                 self._readers_closed = True
-                for reader in (*self._qdisc_readers.values(), *self._nft_readers.values(),
-                               *self._subflow_readers.values()):
+                for reader in self._readers.values():
                     reader.close()
-                self._qdisc_readers.clear()
-                self._nft_readers.clear()
-                self._subflow_readers.clear()
+                self._readers.clear()
                 self._namespaces.clear()
             try:
                 self._delete_links()
