@@ -430,7 +430,9 @@ def aggregate_clients(reports: dict[str, dict], ends: dict[str, float] | None = 
     starts = {n: ends[n] - reports[n]["seconds"] for n in names} if ends and set(names) <= set(ends) else {}
     if starts:
         first_start = min(starts.values())
-        span = max(ends[n] for n in names) - first_start
+        # at least the longest client's own seconds, which it covers: the differences of clock readings
+        # near 1000 s lose the last digits (1234.567891 - (1234.567891 - 4.336016) = 4.3360159999...)
+        span = max(max(ends[n] for n in names) - first_start, out["seconds"])
         out["seconds"] = span
         out["throughput_mbps"] = out["bytes_received"] * 8 / span / 1e6
         out["sender_throughput_mbps"] = out["bytes_sent"] * 8 / span / 1e6

@@ -310,6 +310,20 @@ def test_aggregate_clients_counts_bytes_over_the_span_the_clients_covered():
     assert agg["throughput_per_client_mbps"] == summed["throughput_per_client_mbps"]
 
 
+def test_the_span_covers_each_clients_own_seconds_whatever_the_clocks_rounding():
+    """CI, 2026-11-28: one client alone defined the span, and the span read 4.336015999999972 s where its
+    own seconds were 4.336016; `seconds` must never be shorter than a client's."""
+    def rep(seconds):
+        return {"throughput_mbps": 10.0, "sender_throughput_mbps": None, "bytes_received": 5_000_000,
+                "bytes_sent": 5_000_000, "seconds": seconds, "retransmits": 0, "sender_mean_rtt_ms": None,
+                "intervals": [], "connected": []}
+    end = 1234.567891
+    assert end - (end - 4.336016) < 4.336016        # the rounding this test is about
+    agg = iperf3.aggregate_clients({"h2": rep(4.336016), "h3": rep(4.2)}, {"h2": end, "h3": end - 0.1})
+    assert agg["seconds"] >= max(c["seconds"] for c in agg["clients"].values())
+    assert agg["seconds"] == 4.336016
+
+
 # ---------------------------------------------------------------- sweeps over sizes, optional variants
 
 def test_size_range_and_optional_variants():
