@@ -26,6 +26,8 @@ OVSDB_SOCKET = Path("/var/run/openvswitch/db.sock")
 VM_SCRIPT_PREFIX = "testbed-vm-cmd-"   # runners.backends.vm.boot's temporary folder for the guest's command
 VM_SCRIPT_FILE = "guest.sh"            # in it: the guest's command line, which names the result folder
 BARRIER_PREFIX = "testbed-barrier-"    # runners.traffic.barrier's FIFO of several clients' start
+OWN_OVS_PREFIX = "testbed-ovs-"        # the folder of OVS daemons a run started (runners.pipeline.controlplane)
+OWN_OVS_PARENT = Path("/run")
 
 
 def _process_table() -> list[tuple[int, str, str, str]]:
@@ -60,13 +62,18 @@ def leftover_processes(ovs_was_running: bool = True) -> list[tuple[int, str]]:
             found.append((pid, f"{comm} in a Mininet host's network namespace"))
         elif netns != root_ns:
             continue
-        elif comm in OUR_COMMANDS or (comm in OVS_DAEMONS and not ovs_was_running):
+        elif comm in OUR_COMMANDS or (comm in OVS_DAEMONS and (not ovs_was_running or _our_ovs(cmd))):
             found.append((pid, comm))
         elif "controller.launch" in cmd:
             found.append((pid, f"controller: {cmd[:80]}"))
         elif VM_SCRIPT_PREFIX in cmd:
             found.append((pid, f"micro-VM of a run: {comm}"))
     return found
+
+
+def _our_ovs(cmd: str) -> bool:
+    """An OVS daemon a run started on a database of its own: its command line names the run's folder."""
+    return f"{OWN_OVS_PARENT}/{OWN_OVS_PREFIX}" in cmd
 
 
 def _our_tcpdump(comm: str, cmd: str) -> bool:
@@ -93,13 +100,15 @@ def kill_processes_naming(path: Path) -> list[str]:
 
 
 def leftover_folders() -> list[Path]:
-    """Temporary folders of cold VM boots and of several clients' start barriers (a SIGKILLed
-    run-scenario cannot remove its own). Inside the micro-VM, /tmp shows the host's own through an
-    overlay: those are the host's, maybe in use, and the guest's own vanish with it."""
+    """Temporary folders of cold VM boots, of several clients' start barriers and of the OVS daemons a run
+    started (a SIGKILLed run-scenario cannot remove its own). Inside the micro-VM, /tmp shows the host's
+    own through an overlay: those are the host's, maybe in use, and the guest's own vanish with it; its
+    /run is its own."""
+    ovs = sorted(OWN_OVS_PARENT.glob(OWN_OVS_PREFIX + "*"))
     if os.environ.get("TESTBED_IN_VM"):
-        return []
+        return ovs
     tmp = Path(tempfile.gettempdir())
-    return sorted([*tmp.glob(VM_SCRIPT_PREFIX + "*"), *tmp.glob(BARRIER_PREFIX + "*")])
+    return sorted([*tmp.glob(VM_SCRIPT_PREFIX + "*"), *tmp.glob(BARRIER_PREFIX + "*")]) + ovs
 
 
 def folders_of(run_dir: Path) -> list[Path]:
@@ -163,13 +172,15 @@ def find_leftovers(ovs_was_running: bool = True) -> list[str]:
 def remove_leftovers(ovs_was_running: bool = True) -> list[str]:
     """Kill our processes, delete our links, bridges and namespaces; returns what was there."""
     processes, netns, links, bridges, folders = _scan(ovs_was_running)   # one scan: each costs process starts
-    for pid, _ in processes:
-        try:
-            os.kill(pid, signal.SIGKILL)
-        except ProcessLookupError:
-            pass
+    # the bridges go while OVS still runs: ovs-vsctl needs ovsdb-server, and ovs-vswitchd takes them
+    # out of the kernel
+    ovs = [(pid, what) for pid, what in processes if what in OVS_DAEMONS]
+    for pid, _ in [p for p in processes if p not in ovs]:
+        _kill(pid)
     for name in bridges:
         run_quietly(["ovs-vsctl", "--timeout=5", "--if-exists", "del-br", name])
+    for pid, _ in ovs:
+        _kill(pid)
     for name in links:
         run_quietly(["ip", "link", "del", name])
     for name in netns:
@@ -177,6 +188,13 @@ def remove_leftovers(ovs_was_running: bool = True) -> list[str]:
     for folder in folders:
         shutil.rmtree(folder, ignore_errors=True)
     return _describe(processes, netns, links, bridges, folders)
+
+
+def _kill(pid: int) -> None:
+    try:
+        os.kill(pid, signal.SIGKILL)
+    except ProcessLookupError:
+        pass
 
 
 def _scan(ovs_was_running: bool) -> tuple[list, list, list, list, list]:

@@ -86,7 +86,7 @@ class Network:
         # controller is not there yet
         self.mininet = build_network(plan, plan.controller["port"] if plan.controller else None,
                                      before_switches=self.controller.wait_listening if controlled else None)
-        check_bridges([w.name for w in plan.switches if w.type != "bridge"])
+        check_bridges([w.name for w in plan.switches if w.type != "bridge"], self.ovs.vswitchd_log)
         self.client = self.mininet.get(plan.client)
         self.clients = [self.mininet.get(c) for c in plan.all_clients]
         self.server = self.mininet.get(plan.server)

@@ -27,6 +27,7 @@ def test_only_our_processes_are_leftovers(monkeypatch, tmp_path):
 def test_temporary_folders_of_cold_boots_and_start_barriers_are_found(monkeypatch, tmp_path):
     """What a SIGKILLed run leaves in /tmp: its guest's command folder, and a FIFO its clients waited on."""
     from runners.traffic.barrier import StartBarrier
+    monkeypatch.setattr(leftovers, "OWN_OVS_PARENT", tmp_path / "run")
     monkeypatch.setattr(leftovers.tempfile, "gettempdir", lambda: str(tmp_path))
     monkeypatch.setattr(leftovers.tempfile, "tempdir", str(tmp_path))
     (tmp_path / "testbed-vm-cmd-abc").mkdir()
@@ -56,6 +57,7 @@ def test_an_orphaned_guest_is_found_by_the_result_folder_it_names(tmp_path):
 
 
 def test_inside_the_vm_the_hosts_folders_are_not_leftovers(monkeypatch, tmp_path):
+    monkeypatch.setattr(leftovers, "OWN_OVS_PARENT", tmp_path / "run")
     monkeypatch.setattr(leftovers.tempfile, "gettempdir", lambda: str(tmp_path))
     (tmp_path / "testbed-vm-cmd-abc").mkdir()
     monkeypatch.setenv("TESTBED_IN_VM", "1")
@@ -92,3 +94,39 @@ def test_named_namespaces_are_the_files_ip_netns_makes(tmp_path):
     (tmp_path / "other").touch()
     assert leftover_netns(tmp_path) == ["mptb-features-12", "other"]
     assert leftover_netns(tmp_path / "missing") == []
+
+
+def test_open_vswitch_that_a_run_started_itself_is_ours_and_a_systems_is_not(monkeypatch):
+    """The daemons a run starts on a database of its own name its folder; after a SIGKILL, `clean` stops
+    them even where Open vSwitch ran before (a workstation's own service is never touched)."""
+    from runners.pipeline.controlplane import own_ovs_argvs
+    own = os.readlink("/proc/self/ns/net")
+    argvs = own_ovs_argvs(f"{leftovers.OWN_OVS_PARENT}/{leftovers.OWN_OVS_PREFIX}k2j4", "/var/run/openvswitch")
+    table = [(201, own, "ovsdb-server", " ".join(argvs["ovsdb-server"])),
+             (202, own, "ovs-vswitchd", " ".join(argvs["ovs-vswitchd"])),
+             (203, own, "ovs-vswitchd", "ovs-vswitchd unix:/var/run/openvswitch/db.sock -vconsole:emer "
+                                        "--mlockall --no-chdir --pidfile --detach --monitor")]   # systemd's
+    monkeypatch.setattr(leftovers, "_process_table", lambda: table)
+    assert [pid for pid, _ in leftovers.leftover_processes(ovs_was_running=True)] == [201, 202]
+    assert [pid for pid, _ in leftovers.leftover_processes(ovs_was_running=False)] == [201, 202, 203]
+
+
+def test_their_folder_is_a_leftover_inside_the_vm_too(monkeypatch, tmp_path):
+    monkeypatch.setattr(leftovers, "OWN_OVS_PARENT", tmp_path)
+    monkeypatch.setattr(leftovers.tempfile, "gettempdir", lambda: str(tmp_path / "tmp"))
+    (tmp_path / "testbed-ovs-abc").mkdir()
+    (tmp_path / "openvswitch").mkdir()
+    assert leftovers.leftover_folders() == [tmp_path / "testbed-ovs-abc"]
+    monkeypatch.setenv("TESTBED_IN_VM", "1")       # the guest's /run is its own
+    assert leftovers.leftover_folders() == [tmp_path / "testbed-ovs-abc"]
+
+
+def test_clean_takes_the_bridges_down_before_it_stops_the_ovs_daemons(monkeypatch):
+    """ovs-vsctl needs ovsdb-server, and ovs-vswitchd takes a deleted bridge out of the kernel."""
+    done = []
+    monkeypatch.setattr(leftovers, "_scan", lambda _: ([(1, "iperf3"), (2, "ovs-vswitchd"), (3, "ovsdb-server")],
+                                                       [], [], ["s1"], []))
+    monkeypatch.setattr(leftovers, "_kill", lambda pid: done.append(pid))
+    monkeypatch.setattr(leftovers, "run_quietly", lambda argv, timeout=20: done.append(argv[-1]))
+    leftovers.remove_leftovers()
+    assert done == [1, "s1", 2, 3]
