@@ -38,7 +38,18 @@ def main(argv: list[str] | None = None) -> int:
     logging.basicConfig(level=logging.INFO, stream=sys.stderr,
                         format="%(asctime)s %(name)s %(levelname)s %(message)s")
     from os_ken import cfg
-    from os_ken.lib import hub
+    # eventlet's greenio imports pyOpenSSL where it is installed, for its exception classes only (1.7 of
+    # the controller's 13 s to listen in a TCG guest, `python -X importtime`, 2026-11-28); os-ken's
+    # OpenFlow listener is plain TCP here. Kept out while eventlet loads, importable again afterwards,
+    # should a user's app want it.
+    blocked = "OpenSSL" not in sys.modules
+    if blocked:
+        sys.modules["OpenSSL"] = None
+    try:
+        from os_ken.lib import hub
+    finally:
+        if blocked:
+            del sys.modules["OpenSSL"]
     hub.patch(thread=True)
     from os_ken.base.app_manager import AppManager
     import os_ken.controller.controller  # noqa: F401  (registers the OpenFlow listen options)
