@@ -157,11 +157,24 @@ def leftover_netns(run_netns: Path = Path("/run/netns")) -> list[str]:
         return []
 
 
-def leftover_bridges() -> list[str]:
+MININET_PORT = re.compile(r"^[A-Za-z][A-Za-z0-9_]*-eth\d+$")   # a switch's ports are <switch>-eth<n>
+
+
+def leftover_bridges(ovs_was_running: bool = True) -> list[str]:
+    """Bridges a run left in Open vSwitch. Where OVS ran before (a workstation's service, with bridges of its
+    own), only those with a port Mininet named; in an OVS the testbed started, every one."""
     if not OVSDB_SOCKET.exists():   # Open vSwitch is not running: no bridge can be left
         return []
     r = run_quietly(["ovs-vsctl", "--timeout=5", "list-br"], timeout=10)
-    return r.stdout.split() if r is not None and r.returncode == 0 else []
+    bridges = r.stdout.split() if r is not None and r.returncode == 0 else []
+    if not ovs_was_running:
+        return bridges
+    ours = []
+    for name in bridges:
+        ports = run_quietly(["ovs-vsctl", "--timeout=5", "list-ifaces", name], timeout=10)
+        if ports is not None and any(MININET_PORT.match(p) for p in ports.stdout.split()):
+            ours.append(name)
+    return ours
 
 
 def find_leftovers(ovs_was_running: bool = True) -> list[str]:
@@ -198,7 +211,7 @@ def _kill(pid: int) -> None:
 
 
 def _scan(ovs_was_running: bool) -> tuple[list, list, list, list, list]:
-    return (leftover_processes(ovs_was_running), leftover_netns(), leftover_links(), leftover_bridges(),
+    return (leftover_processes(ovs_was_running), leftover_netns(), leftover_links(), leftover_bridges(ovs_was_running),
             leftover_folders())
 
 

@@ -50,6 +50,20 @@ def ovs_rundir() -> str:
     return os.environ.get("OVS_RUNDIR", DISTRIBUTION_RUNDIR)
 
 
+def speaks_1_3(version: int, hello_body: bytes) -> bool:
+    """A HELLO's versions (OpenFlow 1.3.5, 7.5.1): its version bitmap element where it has one, else every
+    version up to the header's."""
+    at = 0
+    while at + 4 <= len(hello_body):
+        kind, length = struct.unpack_from("!HH", hello_body, at)
+        if length < 4:
+            break
+        if kind == 1 and length >= 8:   # OFPHET_VERSIONBITMAP: bit n for wire version n
+            return bool(struct.unpack_from("!I", hello_body, at + 4)[0] & (1 << OFP_VERSION))
+        at += (length + 7) // 8 * 8
+    return version >= OFP_VERSION
+
+
 def mgmt_socket(bridge: str) -> str:
     return os.path.join(ovs_rundir(), f"{bridge}.mgmt")
 
@@ -102,9 +116,9 @@ class BridgeChannel:
             if msg_type == OFPT_ECHO_REQUEST:
                 self._send(_HEADER.pack(version, OFPT_ECHO_REPLY, length, got_xid) + body)
             elif msg_type == want and (xid is None or got_xid == xid):
-                if want == OFPT_HELLO and version < OFP_VERSION:
-                    raise OpenFlowError(f"{self.path}: the switch speaks OpenFlow version {version} at most; "
-                                        "the bridge must allow OpenFlow13")
+                if want == OFPT_HELLO and not speaks_1_3(version, body):
+                    raise OpenFlowError(f"{self.path}: the switch does not speak OpenFlow 1.3 (its HELLO: version "
+                                        f"{version}); the bridge must allow OpenFlow13")
                 return
 
     def _send(self, data: bytes) -> None:

@@ -69,8 +69,9 @@ class OvsDaemons:
     ovs-vswitchd dying mid-set is a run failure; for the teardown it is started again, because
     without it Mininet's `ovs-vsctl del-br` waits forever and the kernel keeps the bridges."""
 
-    def __init__(self, log=print):
+    def __init__(self, log=print, logs_to: Path | None = None):
         self.log = log
+        self.logs_to = logs_to   # where the daemons' logs are kept when their own folder goes
         self.started = False
         self.used = False
         self.vswitchd_pid: int | None = None
@@ -83,7 +84,7 @@ class OvsDaemons:
         if ovs_running():
             return
         t0 = time.monotonic()
-        if own_daemons_possible():
+        if own_daemons_possible() and not system_bridges_in_kernel():
             self.log("starting Open vSwitch (its two daemons, with a database of this run's own)")
             self._start_own()
         else:
@@ -104,14 +105,18 @@ class OvsDaemons:
         """ovsdb-server on a fresh database in a folder of its own, then ovs-vswitchd: 2.4 s in a TCG guest
         where `ovs-ctl start` took 5.9 s (2026-11-28), and nothing written to /etc/openvswitch. The
         kernel's module is loaded as ovs-ctl would; without it, the bridges' check names the failure."""
-        self.own_dir = Path(tempfile.mkdtemp(prefix=OWN_OVS_PREFIX, dir=OWN_OVS_PARENT))
+        self.own_dir = Path(tempfile.mkdtemp(prefix=OWN_OVS_PREFIX, dir=OWN_OVS_PARENT))   # stop() removes it
         self.started = True
         os.makedirs(ovs_rundir(), mode=0o755, exist_ok=True)   # /run is emptied at boot; ovs-ctl makes it too
         if shutil.which("modprobe"):
             _run(["modprobe", "-q", "openvswitch"])
         argvs = own_ovs_argvs(str(self.own_dir), ovs_rundir())
         for step in ("create", "ovsdb-server", "init", "ovs-vswitchd"):
-            r = _run(argvs[step], timeout=60)
+            try:
+                r = _run(argvs[step], timeout=60)
+            except subprocess.TimeoutExpired:
+                raise ControlPlaneError(f"Open vSwitch did not start: `{' '.join(argvs[step])}` took over 60 s; "
+                                        f"its log: {self.own_dir}") from None
             if r.returncode != 0:
                 raise ControlPlaneError(f"Open vSwitch did not start: `{' '.join(argvs[step])}` failed (exit "
                                         f"{r.returncode}): {(r.stderr or r.stdout).strip()[-500:]}")
@@ -146,20 +151,31 @@ class OvsDaemons:
             self.log(f"warning: could not start ovs-vswitchd again: {e}")
 
     def stop(self) -> None:
-        if not self.started:
-            return
-        self.started = False
-        if self.own_dir is None:
+        if self.own_dir is not None:
+            # SIGTERM, as ovs-ctl's stop ends them: each removes its pidfile and control socket as it exits
+            for daemon in ("ovs-vswitchd", "ovsdb-server"):
+                stop_daemon(self.own_dir / f"{daemon}.pid")
+            self._keep_logs()
+            shutil.rmtree(self.own_dir, ignore_errors=True)
+            self.own_dir, self.started = None, False
+        elif self.started:
+            self.started = False
             try:
                 _run([ovs_ctl(), "stop"], timeout=60)
             except (FileNotFoundError, subprocess.TimeoutExpired):
                 pass
+
+    def _keep_logs(self) -> None:
+        """The daemons' logs go with the results (a dead ovs-vswitchd is explained there), as ovs-ctl's
+        stay in /var/log/openvswitch."""
+        if self.logs_to is None:
             return
-        # SIGTERM, as ovs-ctl's stop ends them: each removes its pidfile and control socket as it exits
-        for daemon in ("ovs-vswitchd", "ovsdb-server"):
-            stop_daemon(self.own_dir / f"{daemon}.pid")
-        shutil.rmtree(self.own_dir, ignore_errors=True)
-        self.own_dir = None
+        for log in sorted(self.own_dir.glob("*.log")):
+            try:
+                self.logs_to.mkdir(parents=True, exist_ok=True)
+                shutil.copyfile(log, self.logs_to / log.name)
+            except OSError as e:
+                self.log(f"warning: could not keep {log.name}: {e}")
 
 
 OVS_SCHEMA = "/usr/share/openvswitch/vswitch.ovsschema"   # Debian's and Ubuntu's package
@@ -172,27 +188,52 @@ def own_daemons_possible() -> bool:
     return OWN_OVS_PARENT.is_dir() and os.path.exists(OVS_SCHEMA) and all(shutil.which(p) for p in ("ovsdb-tool", "ovsdb-server", "ovs-vswitchd"))
 
 
+def system_bridges_in_kernel(net: Path = Path("/sys/class/net")) -> bool:
+    """Ports in the kernel's Open vSwitch datapath while no OVS runs: a stopped system OVS's bridges. A
+    fresh database would make ovs-vswitchd take them out of the datapath, so ovs-ctl starts the system's
+    own instead. (A run's own bridges are gone at its end: Mininet deletes them.)"""
+    try:
+        devices = list(net.iterdir())
+    except OSError:
+        return False
+    for dev in devices:
+        try:
+            if os.path.basename(os.readlink(dev / "master")) == "ovs-system":
+                return True
+        except OSError:   # no master
+            continue
+    return False
+
+
 def own_ovs_argvs(folder: str, rundir: str) -> dict[str, list[str]]:
     """The steps of OvsDaemons' own start. The database and the logs live in `folder`; the sockets stay in
-    the run directory, where ovs-vsctl, ovs-ofctl and Mininet look for them."""
+    the run directory, where ovs-vsctl, ovs-ofctl and Mininet look for them. As ovs-ctl starts them: at
+    nice -10 (ovs-user's datapath forwards inside ovs-vswitchd), in /, logging to their file only."""
     db, sock = f"{folder}/conf.db", f"unix:{rundir}/db.sock"
-    daemon = ["--detach", "--no-chdir"]
+    daemon = ["-vconsole:emer", "-vsyslog:err", "-vfile:info", "--detach"]
     return {"create": ["ovsdb-tool", "create", db, OVS_SCHEMA],
-            "ovsdb-server": ["ovsdb-server", db, f"--remote=p{sock}", f"--pidfile={folder}/ovsdb-server.pid",
-                             f"--log-file={folder}/ovsdb-server.log", *daemon],
+            "ovsdb-server": ["nice", "-n", "-10", "ovsdb-server", db, f"--remote=p{sock}",
+                             f"--pidfile={folder}/ovsdb-server.pid", f"--log-file={folder}/ovsdb-server.log",
+                             *daemon],
             "init": ["ovs-vsctl", f"--db={sock}", "--no-wait", "init"],
-            "ovs-vswitchd": ["ovs-vswitchd", sock, f"--pidfile={folder}/ovs-vswitchd.pid",
+            "ovs-vswitchd": ["nice", "-n", "-10", "ovs-vswitchd", sock, f"--pidfile={folder}/ovs-vswitchd.pid",
                              f"--log-file={folder}/ovs-vswitchd.log", *daemon]}
 
 
 def stop_daemon(pidfile: Path, grace: float = 5.0) -> None:
-    """SIGTERM to the daemon of `pidfile`, SIGKILL after `grace` s. It is not our child: its /proc entry
-    says when it has gone."""
+    """Ask the daemon of `pidfile` to exit over its control socket, as `ovs-appctl exit` (ovs-ctl's stop)
+    does: an ovs-vswitchd started again during the cleanup inherited its blocked SIGTERM, and waited out
+    a SIGTERM's grace in a TCG guest (2026-11-28). SIGTERM where that fails, SIGKILL after `grace` s. It is
+    not our child: its /proc entry says when it has gone."""
     try:
         pid = int(pidfile.read_text().strip())
-        os.kill(pid, signal.SIGTERM)
     except (OSError, ValueError):
         return
+    if not unixctl_exit(f"{ovs_rundir()}/{pidfile.stem}.{pid}.ctl"):
+        try:
+            os.kill(pid, signal.SIGTERM)
+        except OSError:
+            return
     deadline = time.monotonic() + grace
     while os.path.exists(f"/proc/{pid}") and time.monotonic() < deadline:
         time.sleep(0.02)
@@ -201,6 +242,20 @@ def stop_daemon(pidfile: Path, grace: float = 5.0) -> None:
             os.kill(pid, signal.SIGKILL)
         except ProcessLookupError:
             pass
+
+
+def unixctl_exit(path: str, timeout: float = 5.0) -> bool:
+    """An OVS daemon's `exit` command, JSON-RPC on its control socket; True once it was sent and answered
+    (or the daemon hung up, exiting)."""
+    try:
+        with socket.socket(socket.AF_UNIX, socket.SOCK_STREAM) as sock:
+            sock.settimeout(timeout)
+            sock.connect(path)
+            sock.sendall(json.dumps({"method": "exit", "params": [], "id": 0}).encode())
+            sock.recv(4096)
+        return True
+    except OSError:
+        return False
 
 
 def ensure_tun() -> None:

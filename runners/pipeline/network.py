@@ -23,7 +23,7 @@ from runners.pipeline.controlplane import Controller, OvsDaemons, check_bridges
 class Network:
     def __init__(self, controller_dir: Path, base_dir: Path, log: Callable[[str], None]):
         self.controller_dir, self.base_dir, self.log = controller_dir, base_dir, log
-        self.ovs = OvsDaemons(log)
+        self.ovs = OvsDaemons(log, logs_to=controller_dir.parent / "openvswitch")
         self.controller: Controller | None = None
         self.mininet = None
         self.client = self.server = None

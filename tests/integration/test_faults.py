@@ -197,3 +197,6 @@ def test_ovs_killed_mid_run_fails_clearly_and_cleans_up(tmp_path):
     assert "starting it again to take the switches down" in run.text
     assert run.metadata()["status"] == "failed"
     assert leftovers() == []
+    # the daemons the run started itself: their logs kept with the results, the second ovs-vswitchd's too
+    logs = run.result_dir / "openvswitch"
+    assert (logs / "ovsdb-server.log").exists() and "ovs-vswitchd" in (logs / "ovs-vswitchd.log").read_text()

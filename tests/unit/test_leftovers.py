@@ -130,3 +130,19 @@ def test_clean_takes_the_bridges_down_before_it_stops_the_ovs_daemons(monkeypatc
     monkeypatch.setattr(leftovers, "run_quietly", lambda argv, timeout=20: done.append(argv[-1]))
     leftovers.remove_leftovers()
     assert done == [1, "s1", 2, 3]
+
+
+def test_where_open_vswitch_ran_before_only_bridges_with_mininets_ports_are_ours(monkeypatch, tmp_path):
+    """A workstation's own bridge (br0 with its uplink and VMs' taps) is never taken down by `clean`."""
+    from types import SimpleNamespace
+    sock = tmp_path / "db.sock"
+    sock.touch()
+    monkeypatch.setattr(leftovers, "OVSDB_SOCKET", sock)
+    ifaces = {"br0": "enp3s0\nvnet0\n", "s1": "s1-eth1\ns1-eth2\n", "core": "core-eth1\n", "empty": ""}
+
+    def vsctl(argv, timeout=20):
+        out = " ".join(ifaces) if argv[-1] == "list-br" else ifaces[argv[-1]]
+        return SimpleNamespace(returncode=0, stdout=out)
+    monkeypatch.setattr(leftovers, "run_quietly", vsctl)
+    assert leftovers.leftover_bridges(ovs_was_running=True) == ["s1", "core"]
+    assert leftovers.leftover_bridges(ovs_was_running=False) == ["br0", "s1", "core", "empty"]

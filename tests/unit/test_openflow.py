@@ -118,3 +118,10 @@ def test_a_socket_nobody_listens_on_is_a_control_plane_error(rundir):
     s.close()                            # the file stays, nothing accepts: a switch that died
     with pytest.raises(ControlPlaneError, match="switch s4: deleting its steered flows failed"):
         steering.clear_steered_flows("s4")
+
+
+def test_a_hello_says_which_versions_by_its_bitmap_where_it_has_one():
+    bitmap = lambda bits: struct.pack("!HHI", 1, 8, bits)          # noqa: E731
+    assert openflow.speaks_1_3(6, bitmap(0b1111110))                # ovs-vswitchd's: 1.0-1.5
+    assert not openflow.speaks_1_3(5, bitmap(0b100010))             # 1.0 and 1.4 only
+    assert openflow.speaks_1_3(4, b"") and not openflow.speaks_1_3(3, b"")   # no elements: up to the header's

@@ -85,6 +85,7 @@ def testbed(tmp_path, monkeypatch):
     # what `clean` would find on this machine: only the temporary folders made here
     for name in ("leftover_processes", "leftover_netns", "leftover_links", "leftover_bridges"):
         monkeypatch.setattr(leftovers, name, lambda *a: [])
+    monkeypatch.setattr(leftovers, "OWN_OVS_PARENT", tmp_path / "run")
     tmp = tmp_path / "tmp"
     tmp.mkdir()
     monkeypatch.setattr(leftovers.tempfile, "gettempdir", lambda: str(tmp))

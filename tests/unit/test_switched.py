@@ -402,3 +402,56 @@ def test_a_distributions_open_vswitch_without_its_socket_is_not_running_and_no_p
     (tmp_path / "db.sock").unlink()
     monkeypatch.setattr(controlplane.shutil, "which", lambda name: "/usr/local/bin/ovs-vsctl")
     assert controlplane.ovs_running() is True and len(asked) == 2     # a build of one's own: it is asked
+
+
+def test_a_stopped_system_open_vswitchs_ports_in_the_kernel_send_the_start_to_ovs_ctl(tmp_path):
+    """A fresh database would make ovs-vswitchd take a stopped service's ports out of the datapath."""
+    from runners.pipeline.controlplane import system_bridges_in_kernel
+    net = tmp_path / "net"
+    for name in ("lo", "eth0", "ovs-system", "br0"):
+        (net / name).mkdir(parents=True)
+    (net / "eth0" / "master").symlink_to("../../devices/virtual/net/br-lan")
+    assert not system_bridges_in_kernel(net)
+    (net / "br0" / "master").symlink_to("../../devices/virtual/net/ovs-system")
+    assert system_bridges_in_kernel(net)
+
+
+def test_open_vswitchs_own_daemons_leave_their_logs_with_the_results_and_their_folder_goes(tmp_path):
+    from runners.pipeline.controlplane import OvsDaemons
+    own = tmp_path / "testbed-ovs-x"
+    own.mkdir()
+    for name in ("ovs-vswitchd", "ovsdb-server"):
+        (own / f"{name}.log").write_text(f"{name}|ERR|something\n")
+        (own / f"{name}.pid").write_text("999999999\n")        # gone already: nothing to signal
+    ovs = OvsDaemons(log=lambda line: None, logs_to=tmp_path / "results" / "openvswitch")
+    ovs.own_dir, ovs.started = own, True
+    ovs.stop()
+    assert not own.exists() and ovs.own_dir is None and not ovs.started
+    assert sorted(p.name for p in (tmp_path / "results" / "openvswitch").iterdir()) == \
+        ["ovs-vswitchd.log", "ovsdb-server.log"]
+
+
+def test_an_ovs_daemon_is_asked_to_exit_over_its_control_socket_as_ovs_appctl_does(tmp_path):
+    """A signal can be blocked (one started during the cleanup inherits the runner's mask); `exit` is not."""
+    import json
+    import socket
+    import threading
+
+    from runners.pipeline.controlplane import unixctl_exit
+    path, got = str(tmp_path / "ovs-vswitchd.4242.ctl"), []
+    listener = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+    listener.bind(path)
+    listener.listen(1)
+
+    def daemon():
+        conn, _ = listener.accept()
+        with conn:
+            got.append(json.loads(conn.recv(4096)))
+            conn.sendall(b'{"id":0,"result":null,"error":null}')
+    t = threading.Thread(target=daemon, daemon=True)
+    t.start()
+    assert unixctl_exit(path)
+    t.join(5)
+    assert got == [{"method": "exit", "params": [], "id": 0}]
+    listener.close()
+    assert not unixctl_exit(str(tmp_path / "gone.ctl"))
