@@ -17,12 +17,12 @@ import signal
 import tempfile
 from pathlib import Path
 
+from runners.linux.openflow import ovsdb_socket
 from runners.linux.processes import run_quietly
 
 OUR_LINK = re.compile(r"^(?:h\d+|s\d+|r\d+|cli|srv|[A-Za-z][A-Za-z0-9_]*-eth\d+)(?:-eth\d+)?$")
 OUR_COMMANDS = ("iperf3", "mnexec")
 OVS_DAEMONS = ("ovs-vswitchd", "ovsdb-server")
-OVSDB_SOCKET = Path("/var/run/openvswitch/db.sock")
 VM_SCRIPT_PREFIX = "testbed-vm-cmd-"   # runners.backends.vm.boot's temporary folder for the guest's command
 VM_SCRIPT_FILE = "guest.sh"            # in it: the guest's command line, which names the result folder
 BARRIER_PREFIX = "testbed-barrier-"    # runners.traffic.barrier's FIFO of several clients' start
@@ -163,7 +163,7 @@ MININET_PORT = re.compile(r"^[A-Za-z][A-Za-z0-9_]*-eth\d+$")   # a switch's port
 def leftover_bridges(ovs_was_running: bool = True) -> list[str]:
     """Bridges a run left in Open vSwitch. Where OVS ran before (a workstation's service, with bridges of its
     own), only those with a port Mininet named; in an OVS the testbed started, every one."""
-    if not OVSDB_SOCKET.exists():   # Open vSwitch is not running: no bridge can be left
+    if not os.path.exists(ovsdb_socket()):   # Open vSwitch is not running: no bridge can be left
         return []
     r = run_quietly(["ovs-vsctl", "--timeout=5", "list-br"], timeout=10)
     bridges = r.stdout.split() if r is not None and r.returncode == 0 else []

@@ -64,6 +64,11 @@ def speaks_1_3(version: int, hello_body: bytes) -> bool:
     return version >= OFP_VERSION
 
 
+def ovsdb_socket() -> str:
+    """ovsdb-server's socket, where ovs-vsctl and Mininet talk to it."""
+    return os.path.join(ovs_rundir(), "db.sock")
+
+
 def mgmt_socket(bridge: str) -> str:
     return os.path.join(ovs_rundir(), f"{bridge}.mgmt")
 

@@ -19,7 +19,7 @@ from pathlib import Path
 
 from runners.errors import ControlPlaneError
 from runners.linux.leftovers import OWN_OVS_PARENT, OWN_OVS_PREFIX
-from runners.linux.openflow import BridgeChannel, OpenFlowError, mgmt_socket, ovs_rundir
+from runners.linux.openflow import BridgeChannel, OpenFlowError, mgmt_socket, ovs_rundir, ovsdb_socket
 from runners.linux.processes import run_command, stop_processes
 from runners.paths import REPO
 
@@ -33,9 +33,8 @@ def _run(argv: list[str], timeout: float = 30) -> subprocess.CompletedProcess:
 def ovs_running() -> bool:
     # ovs-vsctl took 2.2 s to give up in a TCG guest where no ovsdb-server ran (2026-11-28); a
     # distribution's build without its socket is not running, and that is known without a process
-    rundir = ovs_rundir()
     vsctl = shutil.which("ovs-vsctl")
-    if vsctl and os.path.realpath(vsctl) == "/usr/bin/ovs-vsctl" and not os.path.exists(f"{rundir}/db.sock"):
+    if vsctl and os.path.realpath(vsctl) == "/usr/bin/ovs-vsctl" and not os.path.exists(ovsdb_socket()):
         return False
     try:
         return _run(["ovs-vsctl", "--timeout=5", "show"], timeout=10).returncode == 0
@@ -152,7 +151,8 @@ class OvsDaemons:
 
     def stop(self) -> None:
         if self.own_dir is not None:
-            # SIGTERM, as ovs-ctl's stop ends them: each removes its pidfile and control socket as it exits
+            # `exit` over each one's control socket, as ovs-ctl's stop asks (stop_daemon); each removes its
+            # pidfile and control socket as it exits
             for daemon in ("ovs-vswitchd", "ovsdb-server"):
                 stop_daemon(self.own_dir / f"{daemon}.pid")
             self._keep_logs()
@@ -185,7 +185,8 @@ def own_daemons_possible() -> bool:
     """A distribution's Open vSwitch (its schema where Debian and Ubuntu keep it, its daemons on PATH);
     any other build is started by its own ovs-ctl. The daemons' folder is in /run, where `run-scenario
     clean` finds it (and them: their command lines name it) after a run that was killed."""
-    return OWN_OVS_PARENT.is_dir() and os.path.exists(OVS_SCHEMA) and all(shutil.which(p) for p in ("ovsdb-tool", "ovsdb-server", "ovs-vswitchd"))
+    return (OWN_OVS_PARENT.is_dir() and os.path.exists(OVS_SCHEMA)
+            and all(shutil.which(p) for p in ("ovsdb-tool", "ovsdb-server", "ovs-vswitchd")))
 
 
 def system_bridges_in_kernel(net: Path = Path("/sys/class/net")) -> bool:

@@ -135,9 +135,8 @@ def test_clean_takes_the_bridges_down_before_it_stops_the_ovs_daemons(monkeypatc
 def test_where_open_vswitch_ran_before_only_bridges_with_mininets_ports_are_ours(monkeypatch, tmp_path):
     """A workstation's own bridge (br0 with its uplink and VMs' taps) is never taken down by `clean`."""
     from types import SimpleNamespace
-    sock = tmp_path / "db.sock"
-    sock.touch()
-    monkeypatch.setattr(leftovers, "OVSDB_SOCKET", sock)
+    (tmp_path / "db.sock").touch()
+    monkeypatch.setenv("OVS_RUNDIR", str(tmp_path))
     ifaces = {"br0": "enp3s0\nvnet0\n", "s1": "s1-eth1\ns1-eth2\n", "core": "core-eth1\n", "empty": ""}
 
     def vsctl(argv, timeout=20):
