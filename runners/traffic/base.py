@@ -206,32 +206,34 @@ class TrafficTool:
                 raise done[tag]
         return done   # type: ignore[return-value]
 
-    def watch_subflows(self, client_proc, t0: float | None = None, mptcp: bool = True) -> list[dict]:
+    def watch_subflows(self, client_proc, t0: float | None = None, mptcp: bool = True,
+                       run_id: str = "") -> list[dict]:
         """Sample the client's MPTCP subflows (sock_diag) while the tool runs; the record keeps the sample
         with the most subflows, and a recovery that did not come is explained by their windows. With `t0`
         (the sampler's clock) each sample is stamped with the time its read began on the run's clock, `t`.
         A TCP run has no subflows to sample. A read that fails is said, and ends the sampling: the run
         goes on with the samples it has (none: its subflow count is unknown, not 0).
 
-        Timed runs: first sample after min(2 s, duration/2), when the joins are done, then two more.
-        Fixed-size transfers may last well under a second, so they are sampled from 0.3 s on, more often.
-        (With `ss`, each sample cost 0.3-0.5 s of a TCG guest's CPU, which a userspace datapath
-        (ovs-user) needs for forwarding; a sock_diag read costs milliseconds. The schedule is the one
-        the recorded runs and the window check were made with.)
+        When each sample is taken: subflow_schedule. A run whose paths change is sampled to its end, so
+        the controller and ovs-vswitchd are checked here as the wait for the client checks them.
         """
         samples: list[dict] = []
+        t0 = time.monotonic() if t0 is None else t0
+        changing = changes_during_run(self.host.scenario)
         t = self.host.scenario.traffic
-        if t.duration is not None:
-            offsets = [min(2.0, t.duration / 2)] + [max(0.5, t.duration / 5)] * 2
-        else:
-            offsets = [0.3, 0.3, 0.4, 0.5, 1.0, 2.0]
+        # a dense schedule ends where the wait for the client takes over: its deadline is the tool's
+        ends = t0 + (t.duration + t.omit if t.duration is not None else self.timeout())
         client = self.host.client.name
-        for wait in offsets if mptcp else ():
+        for wait in subflow_schedule(t.duration, changing) if mptcp else ():
             end = time.monotonic() + wait
+            if changing and end > ends:
+                break
             while client_proc.poll() is None and time.monotonic() < end:
                 time.sleep(0.05)
             if client_proc.poll() is not None:
                 break
+            if changing:
+                self.host.check_control_plane(f"during run {run_id}")
             before = time.monotonic()
             try:
                 found = self.host.network.subflow_reader(client).subflows()
@@ -239,12 +241,32 @@ class TrafficTool:
                 self.host.log(f"warning: {client}: its MPTCP subflows could not be read over sock_diag ({e}); "
                               f"no more subflow samples in this run ({len(samples)} taken)")
                 break
-            sample = {"sockets": found, "subflows": [sockdiag.as_ss_subflow(e) for e in found],
-                      "windows": [w for w in map(sockdiag.send_window, found) if w is not None]}
-            if t0 is not None:   # when the read began: a sample counts as after a change only if all of it is
-                sample["t"] = round(before - t0, 3)
-            samples.append(sample)
+            samples.append({"sockets": found, "subflows": [sockdiag.as_ss_subflow(e) for e in found],
+                            "windows": [w for w in map(sockdiag.send_window, found) if w is not None],
+                            # when the read began: a sample counts as after a change only if all of it is
+                            "t": round(before - t0, 3)})
         return samples
+
+
+# A run whose paths change has its subflows sampled this often to its end: a window that holds the sender
+# back can set in seconds after the change, after a burst (lab 6, 2026-11-28: B held to 42 kB from 4.2 s on,
+# after 0.3 s at its full rate), and three samples in 20 s could fall in the burst. A sock_diag read costs
+# milliseconds, not the 0.3-0.5 s of a TCG guest's CPU that `ss` did.
+EVENT_SUBFLOW_INTERVAL_S = 0.5
+
+
+def subflow_schedule(duration: float | None, changing: bool):
+    """The waits between the subflow samples of a run: after min(2 s, duration/2), when the joins are done,
+    then two more in a timed run (the schedule the recorded runs were made with), or, when the paths
+    change during the run, one every EVENT_SUBFLOW_INTERVAL_S until the run ends. Fixed-size transfers may
+    last well under a second, so they are sampled from 0.3 s on, more often."""
+    if duration is not None:
+        first = [min(2.0, duration / 2)]
+        yield from first + ([] if changing else [max(0.5, duration / 5)] * 2)
+    else:
+        yield from (0.3, 0.3, 0.4, 0.5) + (() if changing else (1.0, 2.0))
+    while changing:
+        yield EVENT_SUBFLOW_INTERVAL_S
 
 
 # Around path changes the per-path series must show what happened within a tenth of a second

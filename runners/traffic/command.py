@@ -37,7 +37,7 @@ class CommandTool(TrafficTool):
             sampler = self.sampler(req)
             t0 = time.monotonic()
             client = h.procs.start(h.client, argv(tool.client))
-            subflow_samples = self.watch_subflows(client, sampler.t0, req.mptcp)
+            subflow_samples = self.watch_subflows(client, sampler.t0, req.mptcp, req.run_id)
             try:
                 c_out, c_err = self.wait_client(client, time.monotonic() + self.timeout(), req.run_id,
                                                 "the client command")

@@ -73,7 +73,8 @@ class Iperf3Tool(TrafficTool):
             sampler = self.sampler(req)
             clients = self._start_clients(req, flows)
             self._after_connect(clients, flows, req.run_id)
-            subflow_samples = self.watch_subflows(clients[flows[0].tag], sampler.t0, req.mptcp)
+            subflow_samples = self.watch_subflows(clients[flows[0].tag], sampler.t0, req.mptcp,
+                                                 req.run_id)
             try:
                 outs = self._wait_clients(flows, req.run_id, sampler.t0)
             finally:

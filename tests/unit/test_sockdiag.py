@@ -8,6 +8,7 @@ SubflowReader asks for it. In `sockdiag-*` the data was acknowledged and the con
 windows open); in `sockdiag-held-*` the server read nothing, so every sender held data against a zero
 window. The dump must give what `ss` showed: the fields the records keep and the windows.
 """
+import itertools
 import json
 import socket
 import struct
@@ -18,7 +19,7 @@ from pathlib import Path
 import pytest
 
 from runners.linux import rtnetlink as nl, sockdiag as sd, ss
-from runners.traffic.base import TrafficTool, subflow_samples_json
+from runners.traffic.base import TrafficTool, subflow_samples_json, subflow_schedule
 
 FIX = Path(__file__).resolve().parent.parent / "fixtures"
 
@@ -169,11 +170,13 @@ class CountingReader:
         return RecordedSubflowReader("sockdiag").subflows()
 
 
-def tool_with(reader, log=None):
+def tool_with(reader, log=None, duration=0.2, events=(), checked=None):
     network = types.SimpleNamespace(subflow_reader=lambda name: reader)
-    host = types.SimpleNamespace(scenario=types.SimpleNamespace(traffic=types.SimpleNamespace(duration=0.2)),
-                                 client=types.SimpleNamespace(name="h1"), network=network,
-                                 log=log if log is not None else print)
+    scenario = types.SimpleNamespace(traffic=types.SimpleNamespace(duration=duration, omit=0), events=list(events),
+                                     topology=types.SimpleNamespace(kind="dual-homed", paths=[]))
+    host = types.SimpleNamespace(scenario=scenario, client=types.SimpleNamespace(name="h1"), network=network,
+                                 log=log if log is not None else print,
+                                 check_control_plane=(checked.append if checked is not None else lambda when: None))
     return TrafficTool(host)
 
 
@@ -186,6 +189,23 @@ def test_samples_are_taken_until_the_client_ends_and_the_raw_file_keeps_each_who
     assert "snd_wnd" not in samples[0]["subflows"][0]          # a run's records keep ss's fields
     raw = json.loads(subflow_samples_json(samples))
     assert [x["t"] for x in raw] == [s["t"] for s in samples] and raw[0]["subflows"][0]["snd_wnd"] == 64512
+
+
+def test_a_run_whose_paths_change_is_sampled_every_half_second_to_its_end():
+    """Lab 6 (2026-11-28): B's window held the sender from 4.2 s on, after a 0.3 s burst at its full rate,
+    and the third of a timed run's three samples fell in the burst. A run with events is sampled to its end."""
+    assert list(subflow_schedule(20, False)) == [2.0, 4.0, 4.0]
+    assert list(itertools.islice(subflow_schedule(20, True), 5)) == [2.0, 0.5, 0.5, 0.5, 0.5]
+    assert list(subflow_schedule(None, False)) == [0.3, 0.3, 0.4, 0.5, 1.0, 2.0]
+    assert list(itertools.islice(subflow_schedule(None, True), 6)) == [0.3, 0.3, 0.4, 0.5, 0.5, 0.5]
+    reader, checked = CountingReader(), []
+    samples = tool_with(reader, duration=2.2, events=["a-down"], checked=checked).watch_subflows(
+        FakeClient(reader, reads=99), t0=time.monotonic())
+    # after 1 s, then every 0.5 s (plus each read's time) up to the run's 2.2 s; the client outlived it: the
+    # wait for it takes over
+    times = [s["t"] for s in samples]
+    assert len(times) == 3 and 1.0 <= times[0] < 1.3 and all(0.5 <= b - a < 0.7 for a, b in zip(times, times[1:]))
+    assert len(checked) == 3     # the controller and ovs-vswitchd watched meanwhile, as the wait watches them
 
 
 def test_a_failed_read_is_said_and_ends_the_sampling_not_the_run():

@@ -81,7 +81,7 @@ def test_a_recovery_is_not_explained_without_samples_or_when_the_window_had_grow
     assert down["recovery_s"] is not None and "window_limited" not in down
 
 
-def test_a_window_that_carries_the_mark_in_any_sample_explains_nothing():
+def test_a_window_that_carries_the_mark_at_the_end_explains_nothing():
     held, grew = subflow_samples("backup-window-held"), subflow_samples("backup-window-grew")
     assert event_record.window_limit(held, 2.03, 8.0, ["B"], ADDRESSES, 8.0)["max_mbps"] < 8.0
     assert event_record.window_limit(grew, 2.03, 8.0, ["B"], ADDRESSES, 8.0) is None
@@ -109,3 +109,27 @@ def test_only_samples_a_second_after_the_change_count_and_there_must_be_one():
                                      8.0)["at_s"] == [4.6, 7.2]
     assert event_record.window_limit([held[1]], 4.0, 8.0, ["B"], ADDRESSES, 8.0) is None   # 0.6 s after
     assert event_record.window_limit([held[1]], 3.5, 8.0, ["B"], ADDRESSES, 8.0)["at_s"] == [4.6]
+
+
+def test_a_window_that_set_in_late_and_held_to_the_end_explains_it_from_when_it_held():
+    """Lab 6 (2026-11-28, r005): B carried its full rate for 0.3 s after A went down, then was held to 42 kB
+    per 66 ms to the end of the outage. A run with events is sampled every 0.5 s: the samples from the last
+    one that was not held on tell it, when they last WINDOW_HELD_MIN_S (1 s) or more."""
+    held, grew = subflow_samples("backup-window-held"), subflow_samples("backup-window-grew")
+    not_held = dict(grew[2], t=3.5)
+    late = [not_held] + [dict(held[2], t=t) for t in (4.0, 4.5, 5.0)]
+    limit = event_record.window_limit(late, 2.03, 8.0, ["B"], ADDRESSES, 8.0)
+    assert limit["held_from_s"] == 4.0 and limit["at_s"] == [4.0, 4.5, 5.0]
+    assert limit["max_mbps"] == pytest.approx(5.1, abs=0.1)
+    assert event_record.window_limit(late[:3], 2.03, 8.0, ["B"], ADDRESSES, 8.0) is None   # held 0.5 s only
+    assert event_record.window_limit(late + [dict(not_held, t=5.5)], 2.03, 8.0, ["B"], ADDRESSES, 8.0) is None
+    assert "held_from_s" not in event_record.window_limit(late[1:], 2.03, 8.0, ["B"], ADDRESSES, 8.0)
+    # the record's words say from when, and over how many samples
+    sc = parse_scenario(LAB6_THEN)
+    samples = json.loads((FIX / "backup-window-held.path-samples.json").read_text())
+    nstat = {"client_nstat": {}, "server_nstat": {}}
+    dense = [not_held] + [dict(held[2], t=round(4.0 + k / 2, 1)) for k in range(8)]
+    section, _ = event_record.build(sc, applied(2.0341, 8.033), samples, ["A", "B"], True, None, ADDRESSES, nstat,
+                                    nstat, dense)
+    assert ("carry at most 5.1 Mbit/s (from 4 s on, after samples that were not held: in 8 samples from 4 to "
+            "7.5 s)") in section["changes"][0]["no_recovery"]
