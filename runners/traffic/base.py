@@ -209,8 +209,10 @@ class TrafficTool:
     def watch_subflows(self, client_proc, t0: float | None = None, mptcp: bool = True,
                        run_id: str = "") -> list[dict]:
         """Sample the client's MPTCP subflows (sock_diag) while the tool runs; the record keeps the sample
-        with the most subflows, and a recovery that did not come is explained by their windows. With `t0`
-        (the sampler's clock) each sample is stamped with the time its read began on the run's clock, `t`.
+        with the most subflows, and a recovery that did not come is explained by their windows. Each
+        sample is stamped with the time its read began on the run's clock, `t`: from `t0` (the sampler's
+        start; without it, from this call). The tool's wait for its clients must count its deadline from
+        the same start: a run whose paths change is sampled here up to its planned end.
         A TCP run has no subflows to sample. A read that fails is said, and ends the sampling: the run
         goes on with the samples it has (none: its subflow count is unknown, not 0).
 

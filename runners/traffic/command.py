@@ -14,7 +14,7 @@ from topologies.plan import TopologyPlan
 
 from runners.errors import RunFailure
 from runners.linux.nsexec import Argv, run
-from runners.traffic.base import (BASE_PORT, TrafficReport, TrafficResult, TrafficRun, TrafficTool,
+from runners.traffic.base import (BASE_PORT, Reaper, TrafficReport, TrafficResult, TrafficRun, TrafficTool,
                                   subflow_samples_json)
 
 
@@ -37,13 +37,16 @@ class CommandTool(TrafficTool):
             sampler = self.sampler(req)
             t0 = time.monotonic()
             client = h.procs.start(h.client, argv(tool.client))
+            # its output is read as it comes: a chatty command must not block on a full pipe while its
+            # subflows are sampled (to the run's end when its paths change)
+            reaper = Reaper({"client": client})
             subflow_samples = self.watch_subflows(client, sampler.t0, req.mptcp, req.run_id)
             try:
-                c_out, c_err = self.wait_client(client, time.monotonic() + self.timeout(), req.run_id,
-                                                "the client command")
+                got = self.wait_clients(reaper, t0 + self.timeout(), req.run_id, {"client": "the client command"})
+                c_out, c_err, ended = got["client"]
             finally:
-                seconds = time.monotonic() - t0
                 samples = sampler.stop(h.log)
+            seconds = ended - t0   # when it exited, as its reader saw it
         finally:
             if sampler is not None and not sampler.stopped:   # the client failed to start
                 sampler.stop(h.log)

@@ -137,10 +137,10 @@ class Iperf3Tool(TrafficTool):
     def _wait_clients(self, flows: list[Flow], run_id: str, t0: float) -> dict[str, list[bytes]] | None:
         """Each client's output; None when a run with events outlived its duration by EVENTS_GRACE_S,
         counted from the traffic's start `t0` (a path change cut iperf3's control connection, as it does
-        a TCP baseline on a path taken down)."""
+        a TCP baseline on a path taken down). Any other run fails after the tool's timeout from `t0`."""
         t = self.host.scenario.traffic
         cut = changes_during_run(self.host.scenario) and t.duration is not None
-        deadline = t0 + t.duration + t.omit + EVENTS_GRACE_S if cut else time.monotonic() + self.timeout()
+        deadline = t0 + t.duration + t.omit + EVENTS_GRACE_S if cut else t0 + self.timeout()
         try:
             got = self.wait_clients(self.reaper, deadline, run_id,
                                     {f.tag: f"iperf3 client on {f.where}" for f in flows})

@@ -19,6 +19,7 @@ from pathlib import Path
 import pytest
 
 from runners.linux import rtnetlink as nl, sockdiag as sd, ss
+from runners.traffic import base
 from runners.traffic.base import TrafficTool, subflow_samples_json, subflow_schedule
 
 FIX = Path(__file__).resolve().parent.parent / "fixtures"
@@ -199,13 +200,26 @@ def test_a_run_whose_paths_change_is_sampled_every_half_second_to_its_end():
     assert list(subflow_schedule(None, False)) == [0.3, 0.3, 0.4, 0.5, 1.0, 2.0]
     assert list(itertools.islice(subflow_schedule(None, True), 6)) == [0.3, 0.3, 0.4, 0.5, 0.5, 0.5]
     reader, checked = CountingReader(), []
-    samples = tool_with(reader, duration=2.2, events=["a-down"], checked=checked).watch_subflows(
-        FakeClient(reader, reads=99), t0=time.monotonic())
-    # after 1 s, then every 0.5 s (plus each read's time) up to the run's 2.2 s; the client outlived it: the
-    # wait for it takes over
+    with pytest.MonkeyPatch.context() as mp:
+        mp.setattr(base, "EVENT_SUBFLOW_INTERVAL_S", 0.3)   # the test's time, not the run's 0.5 s
+        samples = tool_with(reader, duration=2.4, events=["a-down"], checked=checked).watch_subflows(
+            FakeClient(reader, reads=99), t0=time.monotonic())
+    # after 1.2 s, then every 0.3 s (plus each read's time) while a wait still ends by the run's 2.4 s: four
+    # samples, where a timed run without events has three; the client outlived it: the wait takes over
     times = [s["t"] for s in samples]
-    assert len(times) == 3 and 1.0 <= times[0] < 1.3 and all(0.5 <= b - a < 0.7 for a, b in zip(times, times[1:]))
-    assert len(checked) == 3     # the controller and ovs-vswitchd watched meanwhile, as the wait watches them
+    assert len(times) == 4 and 1.2 <= times[0] < 1.4 and all(0.3 <= b - a < 0.45 for a, b in zip(times, times[1:]))
+    assert len(checked) == 4     # the controller and ovs-vswitchd watched meanwhile, as the wait watches them
+
+
+def test_a_fixed_size_transfer_whose_paths_change_is_sampled_up_to_the_tools_timeout():
+    """...where the wait for its client, counted from the same start, gives up: the sampling must not
+    make a stuck transfer wait longer than the timeout it is told of."""
+    reader = CountingReader()
+    tool = tool_with(reader, duration=None, events=["a-down"])
+    tool.timeout = lambda: 1.5
+    started = time.monotonic()
+    samples = tool.watch_subflows(FakeClient(reader, reads=99), t0=started)
+    assert time.monotonic() - started < 1.5 and len(samples) >= 3, [s["t"] for s in samples]
 
 
 def test_a_failed_read_is_said_and_ends_the_sampling_not_the_run():

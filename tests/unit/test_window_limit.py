@@ -28,7 +28,8 @@ events:
 """
 ADDRESSES = {a: p for p, ips in (("A", ("10.0.1.1", "10.0.1.2")), ("B", ("10.0.2.1", "10.0.2.2")))
              for ip in ips for a in (ip, f"::ffff:{ip}")}
-# the sampler's schedule for a 13 s run (runners.traffic.base.watch_subflows): at 2 s, then every 2.6 s
+# the sampler's schedule for a 13 s run when these were recorded (runners.traffic.base.subflow_schedule): at
+# 2 s, then every 2.6 s; a run with events has been sampled every 0.5 s since
 SS_TIMES = (2.0, 4.6, 7.2)
 
 
@@ -124,6 +125,9 @@ def test_a_window_that_set_in_late_and_held_to_the_end_explains_it_from_when_it_
     assert event_record.window_limit(late[:3], 2.03, 8.0, ["B"], ADDRESSES, 8.0) is None   # held 0.5 s only
     assert event_record.window_limit(late + [dict(not_held, t=5.5)], 2.03, 8.0, ["B"], ADDRESSES, 8.0) is None
     assert "held_from_s" not in event_record.window_limit(late[1:], 2.03, 8.0, ["B"], ADDRESSES, 8.0)
+    # held, then not, then held to the end: the last stretch is what tells
+    again = [dict(held[2], t=3.2), dict(not_held, t=3.7)] + late[1:]
+    assert event_record.window_limit(again, 2.03, 8.0, ["B"], ADDRESSES, 8.0)["held_from_s"] == 4.0
     # the record's words say from when, and over how many samples
     sc = parse_scenario(LAB6_THEN)
     samples = json.loads((FIX / "backup-window-held.path-samples.json").read_text())
