@@ -120,6 +120,21 @@ class OvsDaemons:
                 raise ControlPlaneError(f"Open vSwitch did not start: `{' '.join(argvs[step])}` failed (exit "
                                         f"{r.returncode}): {(r.stderr or r.stdout).strip()[-500:]}")
 
+    def delete_bridges(self, names: list[str]) -> None:
+        """The bridges out of OVS's database before their ports' veth pairs go: ovs-vswitchd then takes all
+        their ports out in one reconfiguration. With the pairs deleted first it tried to open each vanished
+        port again, one after another (about 0.2 s each in a TCG guest: 3 s of a 16-client teardown,
+        2026-11-28). Mininet's stop deletes them again, --if-exists."""
+        if not names or not self.used:
+            return
+        argv = ["ovs-vsctl", "--timeout=10"]
+        for name in names:
+            argv += ["--", "--if-exists", "del-br", name]
+        r = _run(argv, timeout=20)
+        if r.returncode != 0:
+            self.log("warning: deleting the bridges before their links failed: "
+                     f"{(r.stderr or r.stdout).strip()[-300:]}")
+
     @property
     def vswitchd_log(self) -> Path:
         return self.own_dir / "ovs-vswitchd.log" if self.own_dir else Path("/var/log/openvswitch/ovs-vswitchd.log")

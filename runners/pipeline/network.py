@@ -8,7 +8,7 @@ from pathlib import Path
 from typing import Callable
 
 from controller.launch import user_app_path
-from topologies.net import build_network, planned_link_ends
+from topologies.net import build_network, planned_link_ends, stop_network
 from topologies.plan import TopologyPlan
 
 from runners.collect import counters
@@ -33,6 +33,7 @@ class Network:
         self._namespaces: dict[str, int] = {}
         self._readers_lock = threading.Lock()   # the samplers' threads and the runner's ask for readers
         self._readers_closed = False
+        self._ovs_bridges: list[str] = []   # the OVS switches' bridges of the network in place
 
     @property
     def up(self) -> bool:
@@ -86,7 +87,8 @@ class Network:
         # controller is not there yet
         self.mininet = build_network(plan, plan.controller["port"] if plan.controller else None,
                                      before_switches=self.controller.wait_listening if controlled else None)
-        check_bridges([w.name for w in plan.switches if w.type != "bridge"], self.ovs.vswitchd_log)
+        self._ovs_bridges = [w.name for w in plan.switches if w.type != "bridge"]
+        check_bridges(self._ovs_bridges, self.ovs.vswitchd_log)
         self.client = self.mininet.get(plan.client)
         self.clients = [self.mininet.get(c) for c in plan.all_clients]
         self.server = self.mininet.get(plan.server)
@@ -111,11 +113,16 @@ class Network:
                 self._readers.clear()
                 self._namespaces.clear()
             try:
+                self.ovs.delete_bridges(self._ovs_bridges)
+            except Exception as e:  # Mininet's stop deletes them
+                self.log(f"warning: deleting the bridges before their links failed: {e}")
+            self._ovs_bridges = []
+            try:
                 self._delete_links()
             except Exception as e:  # Mininet's stop deletes what is left, one by one
                 self.log(f"warning: deleting the links at once failed: {e}")
             try:
-                self.mininet.stop()
+                stop_network(self.mininet)
             except Exception as e:  # still try the rest
                 self.log(f"warning: Mininet stop failed: {e}")
             self.mininet = None

@@ -1,10 +1,25 @@
-"""A build that stops part-way is still torn down, even when a signal landed inside a node's command."""
-from topologies.net import _stop_after_a_failed_build
+"""A build that stops part-way is still torn down, even when a signal landed inside a node's command; the
+hosts' shells are waited for all at once, and none is left unreaped."""
+import subprocess
+import sys
+import time
+
+from topologies.net import _stop_after_a_failed_build, stop_network
+
+
+class ExitedShell:
+    pid = 0
+
+    def poll(self):
+        return 0
+
+    def wait(self, timeout=None):
+        return 0
 
 
 class Node:
     def __init__(self, waiting: bool):
-        self.waiting, self.shell, self.calls = waiting, object(), []
+        self.waiting, self.shell, self.calls = waiting, ExitedShell(), []
 
     def waitOutput(self):
         self.calls.append("waitOutput")
@@ -26,6 +41,47 @@ def test_a_command_cut_by_a_signal_is_read_to_its_end_before_the_network_is_stop
     _stop_after_a_failed_build(net)
     assert busy.calls == ["waitOutput"] and switch.calls == ["waitOutput"] and idle.calls == []
     assert net.stopped_with_waiting == [False, False, False]
+
+
+def shell(ignores_hangup: bool = False) -> subprocess.Popen:
+    """A process in a session of its own, as Mininet starts a node's shell (mnexec -cd)."""
+    code = "import signal, time\n" + ("signal.signal(signal.SIGHUP, signal.SIG_IGN)\n" if ignores_hangup else "") \
+        + "time.sleep(60)"
+    return subprocess.Popen([sys.executable, "-c", code], start_new_session=True)
+
+
+class HostOf:
+    def __init__(self, proc):
+        self.shell, self.waiting = proc, False
+
+
+def test_the_shells_a_stop_did_not_reach_are_hung_up_and_reaped_together():
+    """net.stop() failed before the hosts (it raised): their shells are hung up here, all at once, and
+    reaped; the error still reaches the caller."""
+    shells = [shell() for _ in range(4)]
+
+    class FailingNet(Net):
+        def stop(self):
+            raise RuntimeError("a switch would not go")
+
+    started = time.monotonic()
+    try:
+        stop_network(FailingNet([HostOf(p) for p in shells], []))
+    except RuntimeError as e:
+        assert str(e) == "a switch would not go"
+    else:
+        raise AssertionError("the stop's error was swallowed")
+    assert all(p.returncode == -1 for p in shells), [p.returncode for p in shells]   # SIGHUP
+    assert time.monotonic() - started < 5
+
+
+def test_a_shell_that_ignores_the_hangup_is_killed_after_the_grace():
+    stubborn, plain = shell(ignores_hangup=True), shell()
+    time.sleep(0.5)   # the stubborn one has set its handler
+    started = time.monotonic()
+    stop_network(Net([HostOf(stubborn), HostOf(plain)], []), grace=1.0)
+    assert plain.returncode == -1 and stubborn.returncode == -9
+    assert 1.0 <= time.monotonic() - started < 5
 
 
 def _plan(name: str):

@@ -455,3 +455,29 @@ def test_an_ovs_daemon_is_asked_to_exit_over_its_control_socket_as_ovs_appctl_do
     assert got == [{"method": "exit", "params": [], "id": 0}]
     listener.close()
     assert not unixctl_exit(str(tmp_path / "gone.ctl"))
+
+
+def test_the_bridges_leave_ovs_before_their_links_and_in_one_ovs_vsctl(monkeypatch, tmp_path):
+    """ovs-vswitchd tried to open each deleted port again, one after another (about 0.2 s each in a TCG
+    guest), when the veth pairs went before the bridges: 3 s of a 16-client teardown (2026-11-28)."""
+    from runners.pipeline import controlplane
+    asked = []
+    monkeypatch.setattr(controlplane, "_run", lambda argv, timeout=30: asked.append(argv) or
+                        type("R", (), {"returncode": 0, "stdout": "", "stderr": ""})())
+    ovs = controlplane.OvsDaemons(log=lambda line: None)
+    ovs.delete_bridges(["s1", "s2"])
+    assert asked == []                   # this run used no OVS: nothing to ask
+    ovs.used = True
+    ovs.delete_bridges(["s1", "s2"])
+    assert asked == [["ovs-vsctl", "--timeout=10", "--", "--if-exists", "del-br", "s1", "--", "--if-exists",
+                      "del-br", "s2"]]
+    order = []
+    net = network.Network(tmp_path / "controller", tmp_path, log=lambda line: None)
+    net.mininet, net._ovs_bridges = object(), ["s1", "s2"]
+    monkeypatch.setattr(net.ovs, "revive_for_teardown", lambda: None)
+    monkeypatch.setattr(net.ovs, "delete_bridges", lambda names: order.append(("bridges", names)))
+    monkeypatch.setattr(net.ovs, "stop", lambda: order.append(("ovs", None)))
+    monkeypatch.setattr(net, "_delete_links", lambda: order.append(("links", None)))
+    monkeypatch.setattr(network, "stop_network", lambda mn: order.append(("mininet", None)))
+    net.stop()
+    assert order == [("bridges", ["s1", "s2"]), ("links", None), ("mininet", None), ("ovs", None)]
