@@ -232,32 +232,42 @@ def _stop_after_a_failed_build(net) -> None:
     stop_network(net)
 
 
-# how long the hosts' shells, hung up together, may take to exit before they are killed
+# how long the hosts' shells, ended by Mininet's stop together, may take to exit before they are killed
 SHELL_EXIT_S = 10.0
 
 
 def stop_network(net, grace: float = SHELL_EXIT_S) -> None:
-    """net.stop(), then every host's and router's shell waited for at once: Mininet hangs each up, and
-    PlannedHost does not wait there. A shell that net.stop() did not reach (it failed part-way) is hung up
-    here, as Mininet does it; one still running after `grace` seconds is killed. None is left unreaped."""
-    shells = [h.shell for h in net.hosts if getattr(h, "shell", None) is not None]
+    """net.stop(), then every host's and router's shell waited for at once: Mininet ends each (it closes
+    the shell's terminal, and hangs it up), and PlannedHost does not wait there. A shell net.stop() did not
+    reach (it failed part-way: Mininet had not cleared the node's shell) is killed, as one that does not
+    exit within `grace` seconds is: a hangup alone is not enough where it is ignored (under nohup, which
+    the shells inherit). None is left unreaped."""
+    hosts = [(h, h.shell) for h in net.hosts if getattr(h, "shell", None) is not None]
     try:
         net.stop()
     finally:
-        reap_shells(shells, grace)
+        reap_shells(hosts, grace)
 
 
-def reap_shells(shells: list, grace: float) -> None:
-    for shell in shells:
-        if shell.poll() is None:
-            try:
-                os.killpg(shell.pid, signal.SIGHUP)
-            except (ProcessLookupError, PermissionError):
-                pass
+def reap_shells(hosts: list, grace: float) -> None:
+    for host, shell in hosts:
+        if getattr(host, "shell", None) is not None and shell.poll() is None:   # not reached by the stop
+            _kill_group(shell)
     deadline = time.monotonic() + grace
-    for shell in shells:
+    for _, shell in hosts:
         try:
             shell.wait(timeout=max(0.0, deadline - time.monotonic()))
         except subprocess.TimeoutExpired:
-            shell.kill()
+            _kill_group(shell)
             shell.wait()
+
+
+def _kill_group(shell) -> None:
+    """The shell and what it started: it leads a session of its own (mnexec -cd), as Mininet's hangup
+    assumes."""
+    if shell.pid <= 1:   # never this process's own group (killpg(0)) nor init's
+        return
+    try:
+        os.killpg(shell.pid, signal.SIGKILL)
+    except (ProcessLookupError, PermissionError):
+        shell.kill()
