@@ -182,7 +182,10 @@ def window_limit(subflow_samples: list[dict], start_s: float, end_s: Optional[fl
     stretch: list[tuple[float, float, dict]] = []   # the held samples after the last one that was not
     for s in considered:
         held = _held_windows(s["windows"], live, addresses, need_mbps)
-        stretch = stretch + [(s["t"], *held)] if held is not None else []
+        if held is None:
+            stretch = []
+        else:
+            stretch.append((s["t"], *held))
     if not stretch:
         return None
     late = len(stretch) < len(considered)
