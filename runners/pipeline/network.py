@@ -15,6 +15,7 @@ from runners.collect import counters
 from runners.errors import RunFailure
 from runners.linux.nsexec import Argv, at_once, run_batch
 from runners.linux.nfnetlink import NftCounterReader
+from runners.linux.nsspawn import Spawners
 from runners.linux.rtnetlink import NamespaceDumps, NetlinkError, QdiscReader, namespace_id
 from runners.linux.sockdiag import SubflowReader
 from runners.pipeline.controlplane import Controller, OvsDaemons, check_bridges
@@ -34,6 +35,7 @@ class Network:
         self._readers_lock = threading.Lock()   # the samplers' threads and the runner's ask for readers
         self._readers_closed = False
         self._ovs_bridges: list[str] = []   # the OVS switches' bridges of the network in place
+        self._spawners: Spawners | None = None   # start the hosts' commands; each holds its namespace
 
     @property
     def up(self) -> bool:
@@ -85,8 +87,14 @@ class Network:
         # Mininet makes the hosts and links while the controller imports (lab 5's build: 5.5 s of 19.5 s in a
         # TCG guest, 2026-11-28); its switches start once it listens: OVS backs off for a long time when the
         # controller is not there yet
-        self.mininet = build_network(plan, plan.controller["port"] if plan.controller else None,
-                                     before_switches=self.controller.wait_listening if controlled else None)
+        self._spawners = Spawners()
+        try:
+            self.mininet = build_network(plan, plan.controller["port"] if plan.controller else None,
+                                         before_switches=self.controller.wait_listening if controlled else None,
+                                         spawners=self._spawners)
+        except BaseException:
+            self._close_spawners()
+            raise
         self._ovs_bridges = [w.name for w in plan.switches if w.type != "bridge"]
         check_bridges(self._ovs_bridges, self.ovs.vswitchd_log)
         self.client = self.mininet.get(plan.client)
@@ -121,6 +129,7 @@ class Network:
                 self._delete_links()
             except Exception as e:  # Mininet's stop deletes what is left, one by one
                 self.log(f"warning: deleting the links at once failed: {e}")
+            self._close_spawners()   # their threads hold the namespaces that Mininet's stop ends
             try:
                 stop_network(self.mininet)
             except Exception as e:  # still try the rest
@@ -130,6 +139,11 @@ class Network:
             self.controller.stop()
             self.controller = None
         self.ovs.stop()
+
+    def _close_spawners(self) -> None:
+        if self._spawners is not None:
+            self._spawners.close()
+            self._spawners = None
 
     def _delete_links(self) -> None:
         """Every host's and router's links deleted by one `ip` process per namespace, all namespaces at
