@@ -78,6 +78,15 @@ def _planned_node_classes():
         def config(self, **_params):
             return {}
 
+        def _popen(self, cmd, **params):
+            """Mininet's startShell runs `mnexec OPTS env PS1=<sentinel> bash ...`: the prompt goes in
+            bash's environment here, without `env`, one program less per host (50 ms in a TCG guest)."""
+            if len(cmd) > 4 and cmd[0] == "mnexec" and cmd[2] == "env" and cmd[3].startswith("PS1=") \
+                    and "env" not in params:
+                params["env"] = {**os.environ, "PS1": cmd[3][len("PS1="):]}
+                cmd = [*cmd[:2], *cmd[4:]]
+            return super()._popen(cmd, **params)
+
         def popen(self, *args, **kwargs):
             """Mininet's popen for an argument list, started by the spawners when they can."""
             if self.spawners is not None and len(args) == 1 and isinstance(args[0], list) \
