@@ -19,6 +19,7 @@ from topologies.plan import shaping_argvs
 
 from runners.cli.common import load_one_point, point_arguments
 from runners.errors import EXIT_INPUT, EXIT_OK
+from runners.linux.nsexec import sysctl_write_argv
 from runners.pipeline import mptcp_config
 from runners.pipeline.network import setup_per_node
 
@@ -142,7 +143,7 @@ def _table(per_node: dict[str, list]) -> str:
 def _mptcp(scenario, plan, primary: str) -> dict[str, list]:
     per_node: dict[str, list] = {}
     for node in plan.hosts:
-        per_node[node] = [mptcp_config.sysctl_argv(k, v) for k, v in mptcp_config.sysctls(scenario, False)]
+        per_node[node] = [sysctl_write_argv(k, v) for k, v in mptcp_config.sysctls(scenario, False)]
     for i, client in enumerate(plan.all_clients):
         cmds = mptcp_config.mptcp_argvs(scenario, plan.for_client(client), primary)
         per_node[client] += [list(a) for a in cmds.client]

@@ -69,14 +69,18 @@ class NamespaceSpawner:
             raise SpawnerGone(f"cannot enter the namespaces of process {pid}: {self._error}")
 
     def popen(self, argv: list[str], **kwargs) -> subprocess.Popen:
+        return self.call(lambda: subprocess.Popen(argv, **kwargs))
+
+    def call(self, fn):
+        """fn() run by this thread, inside the host's namespaces; its result, or its exception raised here."""
         if self._closed:
             raise SpawnerGone(f"the spawner of process {self.pid} is closed")
         done, box = threading.Event(), {}
-        self._requests.put((argv, kwargs, box, done))
+        self._requests.put((fn, box, done))
         done.wait()
         if "error" in box:
             raise box["error"]
-        return box["proc"]
+        return box["result"]
 
     def close(self) -> None:
         if not self._closed:
@@ -104,10 +108,10 @@ class NamespaceSpawner:
             if request is None:
                 self._fail_pending()
                 return
-            argv, kwargs, box, done = request
+            fn, box, done = request
             try:
-                box["proc"] = subprocess.Popen(argv, **kwargs)
-            except BaseException as e:   # a missing program: the caller's error, as with mnexec's exit 1
+                box["result"] = fn()
+            except BaseException as e:   # a missing program, say: the caller's error, as mnexec's exit 1 was
                 box["error"] = e
             done.set()
 
@@ -119,8 +123,8 @@ class NamespaceSpawner:
             except queue.Empty:
                 return
             if request is not None:
-                request[2]["error"] = SpawnerGone(f"the spawner of process {self.pid} is closed")
-                request[3].set()
+                request[1]["error"] = SpawnerGone(f"the spawner of process {self.pid} is closed")
+                request[2].set()
 
 
 class Spawners:
@@ -140,6 +144,11 @@ class Spawners:
             return self._spawner(node).popen(argv, **kwargs)
         except SpawnerGone:
             return None
+
+    def call(self, node, fn):
+        """fn() run inside the namespaces of `node` (a Mininet host) by its spawner's thread: a file of
+        /proc/sys, say, which shows the namespace of the thread that opens it. SpawnerGone if none can."""
+        return self._spawner(node).call(fn)
 
     def _spawner(self, node) -> NamespaceSpawner:
         with self._lock:

@@ -10,7 +10,7 @@ from topologies.plan import TopologyPlan, join_how
 
 from runners.collect.subflows import endpoint_limits
 from runners.errors import RunFailure
-from runners.linux.nsexec import Argv, at_once, run, run_batch
+from runners.linux.nsexec import Argv, at_once, read_sysctls, run_batch, write_sysctls
 
 
 class MptcpConfig:
@@ -38,8 +38,7 @@ class MptcpConfig:
     def _node_sysctls(self, node, sc: Scenario) -> None:
         if node.name not in self.buffer_defaults:
             # the namespace's own values (copied from the root one), restored for points without `sockets`
-            # one sysctl for all of them (a process start each is 0.05-0.1 s in a TCG guest): a line per key
-            values = run(node, ["sysctl", "-n", *BUFFER_SYSCTLS]).out.splitlines()
+            values = read_sysctls(node, list(BUFFER_SYSCTLS))
             if len(values) != len(BUFFER_SYSCTLS):
                 raise RunFailure(f"{node.name}: sysctl -n {' '.join(BUFFER_SYSCTLS)} printed "
                                  f"{len(values)} lines: {values!r}")
@@ -49,7 +48,7 @@ class MptcpConfig:
         wanted = sysctls(sc, bool(self.host.probe.facts.get("mptcp_scheduler_sysctl")),
                                   self.buffer_defaults[node.name], set_before)
         if self.sysctl_state.get(node.name) != wanted:
-            run_batch(node, [sysctl_argv(key, value) for key, value in wanted])
+            write_sysctls(node, wanted)
             self.sysctl_state[node.name] = wanted
 
     def set_endpoints(self, node, argvs: list, dirty: bool = False) -> None:
@@ -145,10 +144,6 @@ def sysctls(scenario: Scenario, scheduler_available: bool,
 def missing_sysctls(scenario: Scenario, proc_sys: str = "/proc/sys") -> list[str]:
     """The scenario's mptcp.sysctls that this kernel lacks (blackhole_timeout before 6.12, say)."""
     return [k for k in scenario.mptcp.sysctls.values() if not os.path.exists(f"{proc_sys}/net/mptcp/{k}")]
-
-
-def sysctl_argv(key: str, value: str) -> Argv:
-    return ["sysctl", "-q", "-w", f"{key}={value}"]
 
 
 def mptcp_argvs(scenario: Scenario, plan: TopologyPlan, primary: str) -> HostCommands:

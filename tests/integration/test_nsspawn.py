@@ -3,10 +3,12 @@ real network and mount namespace (the one a Mininet host gets from `mnexec -n`),
 import os
 import subprocess
 import time
+from pathlib import Path
 from types import SimpleNamespace
 
 import pytest
 
+from runners.linux.nsexec import CommandError, read_sysctls, write_sysctls
 from runners.linux.nsspawn import Spawners
 
 pytestmark = pytest.mark.integration
@@ -74,3 +76,21 @@ def test_a_missing_program_is_the_callers_error(host):
         assert _out(spawners.popen(host, ["true"], stdout=subprocess.PIPE, stderr=subprocess.PIPE)) == ""
     finally:
         spawners.close()
+
+
+def test_sysctls_are_read_and_written_in_the_hosts_namespace_and_the_roots_stay(host):
+    key = "net.ipv4.tcp_no_metrics_save"
+    root_before = Path(f"/proc/sys/{key.replace('.', '/')}").read_text()
+    host.spawners = Spawners()
+    try:
+        start = read_sysctls(host, [key, "net.ipv4.tcp_wmem"])
+        flipped = "0" if start[0] == "1" else "1"
+        write_sysctls(host, [(key, flipped), ("net.ipv4.tcp_wmem", "4096 65536 4194304")])
+        assert read_sysctls(host, [key, "net.ipv4.tcp_wmem"]) == [flipped, "4096 65536 4194304"]
+        with pytest.raises(CommandError, match="net.mptcp.enabled=7"):
+            write_sysctls(host, [("net.mptcp.enabled", "7")])
+    finally:
+        host.spawners.close()
+    seen = subprocess.run(["nsenter", "-t", str(host.pid), "-n", "sysctl", "-n", key], capture_output=True, text=True)
+    assert seen.stdout.strip() == flipped
+    assert Path(f"/proc/sys/{key.replace('.', '/')}").read_text() == root_before
