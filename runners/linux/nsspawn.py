@@ -62,6 +62,9 @@ class NamespaceSpawner:
         self._entered = threading.Event()
         self._error: BaseException | None = None
         self._closed = False
+        # a request is queued, and the spawner closed, under this lock: none can come in after the thread
+        # has answered the last ones and left, and wait for ever
+        self._lock = threading.Lock()
         self._thread = threading.Thread(target=self._serve, name=f"spawner-{pid}", daemon=True)
         self._thread.start()
         self._entered.wait()
@@ -73,19 +76,34 @@ class NamespaceSpawner:
 
     def call(self, fn):
         """fn() run by this thread, inside the host's namespaces; its result, or its exception raised here."""
-        if self._closed:
-            raise SpawnerGone(f"the spawner of process {self.pid} is closed")
         done, box = threading.Event(), {}
-        self._requests.put((fn, box, done))
-        done.wait()
+        with self._lock:
+            if self._closed:
+                raise SpawnerGone(f"the spawner of process {self.pid} is closed")
+            self._requests.put((fn, box, done))
+        try:
+            done.wait()
+        except BaseException:
+            # interrupted (Ctrl-C) while the thread ran fn: a process it started would reach no caller
+            # and no registry, so it is ended here rather than left running in the host
+            if done.wait(timeout=5) and isinstance(box.get("result"), subprocess.Popen):
+                box["result"].kill()
+                box["result"].wait(timeout=5)
+            raise
         if "error" in box:
             raise box["error"]
         return box["result"]
 
+    @property
+    def closed(self) -> bool:
+        return self._closed
+
     def close(self) -> None:
-        if not self._closed:
-            self._closed = True
-            self._requests.put(None)
+        """No request after this one; those queued before it are served first."""
+        with self._lock:
+            if not self._closed:
+                self._closed = True
+                self._requests.put(None)
         self._thread.join(timeout=10)
 
     def _serve(self) -> None:
@@ -103,10 +121,11 @@ class NamespaceSpawner:
             except queue.Empty:
                 if self._alive():
                     continue
-                self._closed = True
-                request = None
+                request = None   # the host's shell is gone: its namespaces may go too
             if request is None:
-                self._fail_pending()
+                with self._lock:
+                    self._closed = True
+                    self._fail_pending()
                 return
             fn, box, done = request
             try:
@@ -116,7 +135,8 @@ class NamespaceSpawner:
             done.set()
 
     def _fail_pending(self) -> None:
-        """Requests that came in with or after the close: their callers start the process another way."""
+        """Requests queued before the spawner left by itself (none after a close): their callers start the
+        process another way."""
         while True:
             try:
                 request = self._requests.get_nowait()
@@ -155,7 +175,7 @@ class Spawners:
             if self._closed:
                 raise SpawnerGone("the network's spawners are closed")
             spawner = self._by_pid.get(node.pid)
-            if spawner is None or spawner._closed:
+            if spawner is None or spawner.closed:
                 shell = node.shell
                 spawner = NamespaceSpawner(node.pid, alive=lambda: shell is not None and shell.poll() is None)
                 self._by_pid[node.pid] = spawner
