@@ -179,19 +179,15 @@ def proc_sys_path(key: str) -> str:
 def read_sysctls(node, keys: list[str]) -> list[str]:
     """The values of `keys` in the node's namespace, as `sysctl -n` prints them (one line each)."""
     argv = ["sysctl", "-n", *keys]
-    spawners = getattr(node, "spawners", None)
-    if spawners is not None:
-        with Timed(node.name, argv) as t:
-            try:
-                values = spawners.call(node, lambda: [" ".join(_read(proc_sys_path(k)).split()) for k in keys])
-                t.rc = 0
-                return values
-            except SpawnerGone:
-                t.rc = "by process"
-            except OSError as e:
-                t.rc = 1
-                raise CommandError(f"{node.name}: `{' '.join(argv)}` failed: {e.strerror}: {e.filename}") from None
-    return [" ".join(line.split()) for line in run(node, argv).out.splitlines()]
+    done = _in_namespace(node, lambda: _read_sysctls(keys))
+    if done is None:
+        return [" ".join(line.split()) for line in run(node, argv).out.splitlines()]
+    (error, values), seconds = done
+    COMMANDS.announce(node.name, argv)
+    COMMANDS.record(node.name, argv, 1 if error else 0, seconds)
+    if error:
+        raise CommandError(f"{node.name}: `{' '.join(argv)}` failed: {error}")
+    return values
 
 
 def sysctl_write_argv(key: str, value: str) -> Argv:
@@ -200,33 +196,54 @@ def sysctl_write_argv(key: str, value: str) -> Argv:
 
 def write_sysctls(node, pairs: list[tuple[str, str]]) -> None:
     """`sysctl -q -w key=value` for each pair in the node's namespace, in order; CommandError at the first
-    the kernel refuses."""
+    the kernel refuses (the ones after it are not written)."""
+    argvs = [sysctl_write_argv(k, v) for k, v in pairs]
+    done = _in_namespace(node, lambda: _write_sysctls(pairs))
+    if done is None:
+        run_batch(node, argvs)
+        return
+    (error, written), seconds = done
+    for argv in argvs[:written + (1 if error else 0)]:
+        COMMANDS.announce(node.name, argv)
+        COMMANDS.record(node.name, argv, 1 if error and argv is argvs[written] else 0, seconds / len(argvs))
+    if error:
+        raise CommandError(f"{node.name}: `{' '.join(argvs[written])}` failed: {error}")
+
+
+def _in_namespace(node, fn) -> tuple[object, float] | None:
+    """(fn(), seconds) run by the node's spawner thread; None where it has none (by process, then)."""
     spawners = getattr(node, "spawners", None)
-    if spawners is not None:
-        argvs = [sysctl_write_argv(k, v) for k, v in pairs]
+    if spawners is None:
+        return None
+    t0 = time.monotonic()
+    try:
+        out = spawners.call(node, fn)
+    except SpawnerGone:
+        return None
+    return out, time.monotonic() - t0
+
+
+def _read_sysctl(key: str) -> str:
+    with open(proc_sys_path(key)) as f:
+        return " ".join(f.read().split())
+
+
+def _read_sysctls(keys: list[str]) -> tuple[str | None, list[str]]:
+    try:
+        return None, [_read_sysctl(k) for k in keys]
+    except OSError as e:
+        return f"{e.strerror}: {e.filename or '/proc/sys'}", []
+
+
+def _write_sysctls(pairs: list[tuple[str, str]]) -> tuple[str | None, int]:
+    """(the first refusal or None, how many were written before it). Run in the host's namespace."""
+    for n, (key, value) in enumerate(pairs):
         try:
-            spawners.call(node, lambda: _write_each(node.name, argvs, pairs))
-            return
-        except SpawnerGone:
-            pass
-    run_batch(node, [sysctl_write_argv(k, v) for k, v in pairs])
-
-
-def _write_each(node_name: str, argvs: list[list[str]], pairs: list[tuple[str, str]]) -> None:
-    for argv, (key, value) in zip(argvs, pairs):
-        with Timed(node_name, argv) as t:
-            try:
-                with open(proc_sys_path(key), "w") as f:   # one write at offset 0, as sysctl does
-                    f.write(f"{value}\n")
-                t.rc = 0
-            except OSError as e:
-                t.rc = 1
-                raise CommandError(f"{node_name}: `{' '.join(argv)}` failed: {e.strerror}") from None
-
-
-def _read(path: str) -> str:
-    with open(path) as f:
-        return f.read()
+            with open(proc_sys_path(key), "w") as f:   # one write at offset 0, as sysctl does
+                f.write(f"{value}\n")
+        except OSError as e:
+            return f"{e.strerror}: {proc_sys_path(key)}", n
+    return None, len(pairs)
 
 
 class ProcessRegistry:

@@ -20,8 +20,10 @@ from __future__ import annotations
 import ctypes
 import os
 import queue
+import signal
 import subprocess
 import threading
+import weakref
 
 CLONE_FS, CLONE_NEWNS, CLONE_NEWNET = 0x00000200, 0x00020000, 0x40000000
 _POLL_S = 1.0   # how often an idle spawner looks whether its host's shell still runs
@@ -39,7 +41,11 @@ def _libc_call(name: str, *args) -> None:
 
 
 def enter_namespaces_of(pid: int) -> None:
-    """Move the calling thread into the network and mount namespaces of process `pid`, for good."""
+    """Move the calling thread into the network and mount namespaces of process `pid`, for good. A host
+    has namespaces of its own: a `pid` in this process's network namespace (a pid reused by another
+    process) is refused, so that nothing meant for a host starts here."""
+    if os.stat(f"/proc/{pid}/ns/net").st_ino == os.stat("/proc/self/ns/net").st_ino:
+        raise OSError(f"process {pid} is in this network namespace, not a host's")
     _libc_call("unshare", CLONE_FS)
     for kind, flag in (("net", CLONE_NEWNET), ("mnt", CLONE_NEWNS)):
         fd = os.open(f"/proc/{pid}/ns/{kind}", os.O_RDONLY)
@@ -66,6 +72,7 @@ class NamespaceSpawner:
         # has answered the last ones and left, and wait for ever
         self._lock = threading.Lock()
         self._thread = threading.Thread(target=self._serve, name=f"spawner-{pid}", daemon=True)
+        _every_spawner.add(self)
         self._thread.start()
         self._entered.wait()
         if self._error is not None:
@@ -87,8 +94,7 @@ class NamespaceSpawner:
             # interrupted (Ctrl-C) while the thread ran fn: a process it started would reach no caller
             # and no registry, so it is ended here rather than left running in the host
             if done.wait(timeout=5) and isinstance(box.get("result"), subprocess.Popen):
-                box["result"].kill()
-                box["result"].wait(timeout=5)
+                _kill_session(box["result"])
             raise
         if "error" in box:
             raise box["error"]
@@ -147,22 +153,48 @@ class NamespaceSpawner:
                 request[2].set()
 
 
+def _kill_session(proc: subprocess.Popen) -> None:
+    """The process and its session (it leads one of its own), reaped if it goes within a few seconds."""
+    try:
+        os.killpg(proc.pid, signal.SIGKILL)
+    except (ProcessLookupError, PermissionError):
+        proc.kill()
+    try:
+        proc.wait(timeout=5)
+    except subprocess.TimeoutExpired:
+        pass
+
+
+# A forked child has none of its parent's threads: its copies of the spawners must not wait for them
+_every_spawner: "weakref.WeakSet[NamespaceSpawner]" = weakref.WeakSet()
+
+
+def _close_in_forked_child() -> None:
+    for spawner in list(_every_spawner):
+        spawner._closed = True
+        spawner._lock = threading.Lock()
+
+
+os.register_at_fork(after_in_child=_close_in_forked_child)
+
+
 class Spawners:
     """One NamespaceSpawner per host, made on first use; `close` ends them all (the network's teardown)."""
 
     def __init__(self):
-        self._by_pid: dict[int, NamespaceSpawner] = {}
+        self._by_pid: dict[int, NamespaceSpawner | SpawnerGone] = {}
         self._lock = threading.Lock()
         self._closed = False
 
     def popen(self, node, argv: list[str], **kwargs) -> subprocess.Popen | None:
         """argv started in the namespaces of `node` (a Mininet host), as `mnexec -da` would; None when no
-        spawner can (the host's shell is gone, or the network is going down): the caller falls back to
-        mnexec, which then fails as it always did."""
+        spawner can (the host's shell is gone, the network is going down) or the program cannot start (it
+        is missing, say): the caller falls back to mnexec, which then fails as it always did, with exit 1
+        and the reason on stderr, not an exception."""
         kwargs = {"start_new_session": True, "cwd": os.getcwd(), **kwargs}
         try:
             return self._spawner(node).popen(argv, **kwargs)
-        except SpawnerGone:
+        except (SpawnerGone, OSError):
             return None
 
     def call(self, node, fn):
@@ -175,9 +207,18 @@ class Spawners:
             if self._closed:
                 raise SpawnerGone("the network's spawners are closed")
             spawner = self._by_pid.get(node.pid)
+            if isinstance(spawner, SpawnerGone):   # it could not enter once: it will not now
+                raise spawner
             if spawner is None or spawner.closed:
                 shell = node.shell
-                spawner = NamespaceSpawner(node.pid, alive=lambda: shell is not None and shell.poll() is None)
+                # a shell reaped already may have left its pid to another process
+                if shell is None or shell.poll() is not None:
+                    raise SpawnerGone(f"the shell of host {node.name} has ended")
+                try:
+                    spawner = NamespaceSpawner(node.pid, alive=lambda: shell.poll() is None)
+                except SpawnerGone as e:
+                    self._by_pid[node.pid] = e
+                    raise
                 self._by_pid[node.pid] = spawner
             return spawner
 
@@ -186,4 +227,5 @@ class Spawners:
             self._closed = True
             spawners, self._by_pid = list(self._by_pid.values()), {}
         for s in spawners:
-            s.close()
+            if isinstance(s, NamespaceSpawner):
+                s.close()

@@ -30,26 +30,26 @@ def _spawner(monkeypatch, alive=lambda: True):
 
 
 def test_no_caller_waits_for_ever_when_the_spawner_closes_under_it(monkeypatch):
+    """A close that lands while a caller is queueing its request: the request is served (it came first) or
+    refused, never left behind the thread's last answer."""
     spawner = _spawner(monkeypatch)
+    queue_put = spawner._requests.put
+
+    def slow_put(item):
+        if item is not None:
+            time.sleep(0.3)   # the close comes meanwhile
+        queue_put(item)
+
+    spawner._requests.put = slow_put
     answers = []
-
-    def ask():
-        for _ in range(200):
-            try:
-                answers.append(spawner.call(lambda: "served"))
-            except nsspawn.SpawnerGone:
-                answers.append("refused")
-
-    callers = [threading.Thread(target=ask) for _ in range(4)]
-    for t in callers:
-        t.start()
-    time.sleep(0.01)
+    caller = threading.Thread(target=lambda: answers.append(spawner.call(lambda: "served")))
+    caller.start()
+    time.sleep(0.1)
     spawner.close()
-    for t in callers:
-        t.join(timeout=10)
-    assert not any(t.is_alive() for t in callers)
-    assert len(answers) == 800 and set(answers) <= {"served", "refused"}
-    assert not spawner._thread.is_alive()
+    caller.join(timeout=5)
+    assert not caller.is_alive() and answers == ["served"]
+    with pytest.raises(nsspawn.SpawnerGone):
+        spawner.call(lambda: 1)
 
 
 def test_a_spawner_whose_host_is_gone_leaves_and_refuses(monkeypatch):
@@ -85,3 +85,72 @@ def test_a_process_started_as_its_caller_is_interrupted_is_ended(monkeypatch):
         signal.signal(signal.SIGALRM, old)
         spawner.close()
     assert started["proc"].poll() is not None   # killed and reaped, not left running
+
+
+class FakeShell:
+    def __init__(self, ended=False):
+        self.ended = ended
+
+    def poll(self):
+        return 0 if self.ended else None
+
+
+def test_a_host_that_cannot_be_entered_is_tried_once(monkeypatch):
+    tries = []
+
+    def refuse(pid):
+        tries.append(pid)
+        raise OSError("no namespace")
+
+    monkeypatch.setattr(nsspawn, "enter_namespaces_of", refuse)
+    host = SimpleNamespace(name="h1", pid=4242, inNamespace=True, shell=FakeShell())
+    spawners = Spawners()
+    assert spawners.popen(host, ["true"]) is None
+    assert spawners.popen(host, ["true"]) is None
+    assert tries == [4242]
+    spawners.close()
+
+
+def test_a_missing_program_falls_back_to_mnexec(monkeypatch):
+    monkeypatch.setattr(nsspawn, "enter_namespaces_of", lambda pid: None)
+    host = SimpleNamespace(name="h1", pid=4242, inNamespace=True, shell=FakeShell())
+    spawners = Spawners()
+    try:
+        assert spawners.popen(host, ["no-such-program-here"]) is None
+        proc = spawners.popen(host, ["true"])
+        assert proc.wait(timeout=10) == 0
+    finally:
+        spawners.close()
+
+
+def test_sysctls_go_by_process_where_a_node_has_no_spawner(monkeypatch):
+    from runners.linux import nsexec
+
+    ran = []
+
+    def by_process(node, argv, *a, **k):
+        ran.append(argv)
+        return nsexec.Result(argv, 0, "4096 16384 4194304\n1\n", "")
+
+    monkeypatch.setattr(nsexec, "run", by_process)
+    monkeypatch.setattr(nsexec, "run_batch", lambda node, argvs, **k: ran.extend(argvs))
+    node = SimpleNamespace(name="h1", pid=1)
+    assert nsexec.read_sysctls(node, ["net.ipv4.tcp_wmem", "net.mptcp.enabled"]) == ["4096 16384 4194304", "1"]
+    nsexec.write_sysctls(node, [("net.mptcp.enabled", "1")])
+    assert ran == [["sysctl", "-n", "net.ipv4.tcp_wmem", "net.mptcp.enabled"], ["sysctl", "-q", "-w", "net.mptcp.enabled=1"]]
+
+
+def test_a_planned_hosts_shell_gets_its_prompt_from_the_environment_not_env(monkeypatch):
+    from mininet.node import Node
+
+    from topologies.net import _planned_node_classes
+
+    seen = {}
+    monkeypatch.setattr(Node, "_popen", lambda self, cmd, **params: seen.update(cmd=cmd, params=params))
+    host_class, _ = _planned_node_classes()
+    host = host_class.__new__(host_class)
+    host._popen(["mnexec", "-cdn", "env", "PS1=\x7f", "bash", "--norc", "--noediting", "-is", "mininet:h1"])
+    assert seen["cmd"] == ["mnexec", "-cdn", "bash", "--norc", "--noediting", "-is", "mininet:h1"]
+    assert seen["params"]["env"]["PS1"] == "\x7f"
+    host._popen(["mnexec", "-da", "1", "ip", "link"])   # any other command as Mininet gave it
+    assert seen["cmd"] == ["mnexec", "-da", "1", "ip", "link"] and "env" not in seen["params"]
