@@ -113,6 +113,10 @@ class NamespaceSpawner:
         self._thread.join(timeout=10)
 
     def _serve(self) -> None:
+        # a thread inherits its creator's signal mask, and a process its parent thread's: one made during
+        # the runner's cleanup (SIGINT, SIGTERM and SIGHUP blocked there) would hand the block on to every
+        # process it starts, which the runner's SIGTERM then could not stop
+        signal.pthread_sigmask(signal.SIG_SETMASK, set())
         try:
             enter_namespaces_of(self.pid)
         except BaseException as e:   # handed to the caller's thread

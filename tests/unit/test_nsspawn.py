@@ -154,3 +154,16 @@ def test_a_planned_hosts_shell_gets_its_prompt_from_the_environment_not_env(monk
     assert seen["params"]["env"]["PS1"] == "\x7f"
     host._popen(["mnexec", "-da", "1", "ip", "link"])   # any other command as Mininet gave it
     assert seen["cmd"] == ["mnexec", "-da", "1", "ip", "link"] and "env" not in seen["params"]
+
+
+def test_processes_start_with_no_signal_blocked_even_from_a_spawner_made_in_the_cleanup(monkeypatch):
+    from runners.pipeline.runner import signals_blocked
+
+    with signals_blocked():
+        spawner = _spawner(monkeypatch)
+    try:
+        proc = spawner.popen(["grep", "^SigBlk", "/proc/self/status"], stdout=subprocess.PIPE, text=True)
+        out, _ = proc.communicate(timeout=10)
+    finally:
+        spawner.close()
+    assert int(out.split()[1], 16) == 0
