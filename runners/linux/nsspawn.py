@@ -203,7 +203,8 @@ class Spawners:
 
     def call(self, node, fn):
         """fn() run inside the namespaces of `node` (a Mininet host) by its spawner's thread: a file of
-        /proc/sys, say, which shows the namespace of the thread that opens it. SpawnerGone if none can."""
+        /proc/sys, say, which shows the namespace of the thread that opens it (/proc/net and /proc/self
+        do not: they show the process's main thread's). SpawnerGone if none can."""
         return self._spawner(node).call(fn)
 
     def _spawner(self, node) -> NamespaceSpawner:
