@@ -203,9 +203,9 @@ def write_sysctls(node, pairs: list[tuple[str, str]]) -> None:
         run_batch(node, argvs)
         return
     (error, written), seconds = done
-    for argv in argvs[:written + (1 if error else 0)]:
+    for n, argv in enumerate(argvs[:written + (1 if error else 0)]):   # the refused one last, with exit 1
         COMMANDS.announce(node.name, argv)
-        COMMANDS.record(node.name, argv, 1 if error and argv is argvs[written] else 0, seconds / len(argvs))
+        COMMANDS.record(node.name, argv, 1 if n == written else 0, seconds / len(argvs))
     if error:
         raise CommandError(f"{node.name}: `{' '.join(argvs[written])}` failed: {error}")
 

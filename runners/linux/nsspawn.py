@@ -31,13 +31,24 @@ _POLL_S = 1.0   # how often an idle spawner looks whether its host's shell still
 _libc = None
 
 
-def _libc_call(name: str, *args) -> None:
+def _libc_call(name: str, *args, what: str | None = None) -> None:
     global _libc
     if _libc is None:
         _libc = ctypes.CDLL(None, use_errno=True)
     if getattr(_libc, name)(*args) != 0:
         err = ctypes.get_errno()
-        raise OSError(err, f"{name}: {os.strerror(err)}")
+        raise OSError(err, f"{what or name}: {os.strerror(err)}")
+
+
+def setns_to(pid: int, kind: str) -> None:
+    """Move the calling thread (only it) into process `pid`'s namespace of `kind`: "net", or "mnt" once
+    the thread has a filesystem context of its own (unshare(CLONE_FS))."""
+    path = f"/proc/{pid}/ns/{kind}"
+    fd = os.open(path, os.O_RDONLY)
+    try:
+        _libc_call("setns", fd, {"net": CLONE_NEWNET, "mnt": CLONE_NEWNS}[kind], what=f"setns({path})")
+    finally:
+        os.close(fd)
 
 
 def enter_namespaces_of(pid: int) -> None:
@@ -47,12 +58,8 @@ def enter_namespaces_of(pid: int) -> None:
     if os.stat(f"/proc/{pid}/ns/net").st_ino == os.stat("/proc/self/ns/net").st_ino:
         raise OSError(f"process {pid} is in this network namespace, not a host's")
     _libc_call("unshare", CLONE_FS)
-    for kind, flag in (("net", CLONE_NEWNET), ("mnt", CLONE_NEWNS)):
-        fd = os.open(f"/proc/{pid}/ns/{kind}", os.O_RDONLY)
-        try:
-            _libc_call("setns", fd, flag)
-        finally:
-            os.close(fd)
+    setns_to(pid, "net")
+    setns_to(pid, "mnt")
 
 
 class SpawnerGone(RuntimeError):

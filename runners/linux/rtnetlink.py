@@ -13,7 +13,6 @@ touches the kernel.
 """
 from __future__ import annotations
 
-import ctypes
 import json
 import os
 import socket
@@ -22,6 +21,7 @@ import threading
 from collections.abc import Collection
 
 from runners.errors import ParseError
+from runners.linux.nsspawn import setns_to
 
 RTM_NEWLINK, RTM_GETLINK = 16, 18
 RTM_NEWQDISC, RTM_GETQDISC = 36, 38
@@ -31,7 +31,6 @@ IFLA_IFNAME = 3
 TCA_KIND, TCA_STATS2 = 1, 7
 TCA_STATS_BASIC, TCA_STATS_QUEUE, TCA_STATS_PKT64 = 1, 3, 8
 TC_H_ROOT = 0xFFFFFFFF
-CLONE_NEWNET = 0x40000000
 
 NLMSGHDR = struct.Struct("=IHHII")      # length, type, flags, sequence, port
 TCMSG = struct.Struct("=BxxxiIII")      # family, ifindex, handle, parent, info
@@ -124,22 +123,6 @@ def dump_request(kind: int, seq: int, header: bytes) -> bytes:
     return NLMSGHDR.pack(NLMSGHDR.size + len(header), kind, NLM_F_REQUEST | NLM_F_DUMP, seq, 0) + header
 
 
-_libc = None
-
-
-def _setns(path: str) -> None:
-    global _libc
-    if _libc is None:
-        _libc = ctypes.CDLL(None, use_errno=True)
-    fd = os.open(path, os.O_RDONLY)
-    try:
-        if _libc.setns(fd, CLONE_NEWNET) != 0:
-            err = ctypes.get_errno()
-            raise OSError(err, f"setns({path}): {os.strerror(err)}")
-    finally:
-        os.close(fd)
-
-
 def namespace_id(pid: int) -> int:
     """Which network namespace process `pid` is in (its inode): nodes outside a namespace of their own, as
     Open vSwitch switches are, share the root one, and one read covers them all."""
@@ -156,7 +139,7 @@ def socket_in_namespace_of(pid: int, protocol: int = socket.NETLINK_ROUTE) -> so
 
     def enter() -> None:
         try:
-            _setns(f"/proc/{pid}/ns/net")
+            setns_to(pid, "net")
             made["socket"] = socket.socket(socket.AF_NETLINK, socket.SOCK_RAW, protocol)
         except BaseException as e:   # handed to the caller's thread
             made["error"] = e
