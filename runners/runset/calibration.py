@@ -134,9 +134,10 @@ def limit_text(lim: dict | None, unit: str = "Mbit/s") -> str:
     value, failed = lim.get("value"), lim.get("failed_at")
     if value is None:
         return f"none: not at {failed:g} {unit}, the least tried"
+    once = "; reproduced once, not probed again in time" if lim.get("confirmed") is False else ""
     if failed is None:
-        return f"at least {value:g} {unit}, the most tried"
-    return f"{value:g} {unit} ({failed:g} was not)"
+        return f"at least {value:g} {unit}, the most tried{once}"
+    return f"{value:g} {unit} ({failed:g} was not{once})"
 
 
 def table(doc: dict) -> str:
