@@ -50,6 +50,8 @@ class RunContext:
     fidelity: Any = None    # the run's FidelitySampler until it is judged (runners.collect.fidelity_sampler)
     # a VM's guest: the host writes its CPU rows beside the set (runners.collect.host_load)
     host_rows: bool = False
+    # a job's records are on disk (the progress line): called by the store once they are written
+    on_recorded: Callable[[Any, list[dict]], None] | None = None
 
     # the network's parts, as the collectors and tools name them
     client = property(lambda self: self.network.client)
@@ -72,6 +74,8 @@ class RunContext:
         """--pause-after: stop here until the person looking around says to go on."""
         if self.pause_after == where:
             from runners.pipeline.pause import pause
+
+            self.store.settle()   # the files of what ran so far are there to look at
             t0 = time.monotonic()
             pause(where, [self.network.get(n) for n in (*self.plan.hosts, *self.plan.routers)], log=self.log)
             self.phases["paused"] = round(self.phases.get("paused", 0.0) + time.monotonic() - t0, 3)

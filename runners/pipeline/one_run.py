@@ -56,8 +56,6 @@ def one_run(ctx: RunContext, job: Job) -> list[dict]:
     sc, mptcp = ctx.scenario, job.mode == "mptcp"
     together = {p: job.alone(p).run_id for p in job.together}
     on = f"paths {', '.join(job.together)} at the same time" if together else f"primary path {job.primary}"
-    ctx.log(f"run {'+'.join(together.values()) or job.run_id}: {job.mode} with {on}"
-             + (f" [{job.point.label}]" if job.multi_point else ""))
     started, clock = time.time(), StepClock()
     ctx.check_control_plane(f"before run {job.run_id}")
     # TCP baselines leave the endpoints alone: a plain TCP socket never uses them. The endpoints
@@ -78,6 +76,12 @@ def one_run(ctx: RunContext, job: Job) -> list[dict]:
     endpoints_text = endpoints.result(timeout=60)
     tool.servers_ready(req)
     clock.mark("pause")
+    # the last run's records were written meanwhile (add_runs in the background): on disk before this
+    # run measures anything, and their 9p round trips done before the pings time theirs
+    ctx.store.settle()   # ... and the line that says the last run finished printed, before this one's
+    ctx.log(f"run {'+'.join(together.values()) or job.run_id}: {job.mode} with {on}"
+            + (f" [{job.point.label}]" if job.multi_point else ""))
+    clock.mark("store_wait")
     # a switch may have forgotten its flows since the last warm-up (a controller's are cleared above)
     pings = ctx.pinger.ping_paths(job.run_id, warm_up=bool(ctx.plan.switches))
     clock.mark("pings")
@@ -116,7 +120,9 @@ def one_run(ctx: RunContext, job: Job) -> list[dict]:
             result["capture"] = captured
         if together:   # the pings, counter snapshots and capture of the job are kept once, with its first run
             result["shared_raw"] = f"raw/{job.run_id}"
-        ctx.store.add_run(result)
+    # written while the next run sets up (its store_wait), and said finished once written
+    ctx.store.add_runs(results, background=True,
+                       then=(lambda: ctx.on_recorded(job, results)) if ctx.on_recorded else None)
     ctx.maybe_pause("run")
     clock.mark("store")
     seconds = max(r["metrics"].get("seconds") or 0.0 for r in results)

@@ -88,6 +88,7 @@ class NativeRunner:
         ctx.counters, ctx.steering, ctx.pinger = Counters(ctx), Steering(ctx), Pinger(ctx)
         ctx.shaper, ctx.mptcp = Shaper(ctx), MptcpConfig(ctx)
         self.on_run = on_run
+        ctx.on_recorded = self._recorded if on_run else None
         self.signature: tuple | None = None
         self._sigterm = None
 
@@ -121,9 +122,11 @@ class NativeRunner:
             except RunFailure as e:
                 self._blame_the_control_plane(job, e)
                 raise
-            if self.on_run:
-                for path, result in zip(job.paths, results):
-                    self.on_run(job.alone(path), result)
+
+    def _recorded(self, job: Job, results: list[dict]) -> None:
+        """A job's records are on disk: its runs' lines (the store calls this once they are written)."""
+        for path, result in zip(job.paths, results):
+            self.on_run(job.alone(path), result)
 
     def prepare(self, point: Point) -> None:
         """The network for this point: built (or kept), shaped and verified, sysctls set."""

@@ -117,8 +117,10 @@ def more_rounds(runner, run_set: RunSet, max_repeat: int, progress) -> None:
     """--until-conclusive: one more repetition of every inconclusive point, until none is or max_repeat."""
     from runners.analysis.report import make_report
 
+    run_set.store.settle()   # the runs so far on disk: the report reads results.json
     rnd = max([r["repeat"] for r in run_set.store.runs] + [run_set.repeat])
     while rnd < max_repeat:
+        run_set.store.settle()
         pending = make_report(run_set.store.dir, plots=False).inconclusive_points()
         if not pending:
             return

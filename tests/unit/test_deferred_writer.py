@@ -6,6 +6,7 @@ import json
 import subprocess
 import sys
 import textwrap
+import threading
 
 import pytest
 
@@ -76,3 +77,80 @@ def test_an_exit_without_flush_still_writes_what_was_handed_over(tmp_path):
     assert r.returncode == 3
     assert [json.loads((tmp_path / "raw" / "r001-tcp-A" / f"f{k}.json").read_text())["k"] for k in range(30)] \
         == list(range(30))
+
+
+# ------------------------------------------------ runs written in the background (add_runs(background=True))
+
+def test_runs_handed_over_in_the_background_are_on_disk_once_settled_raw_files_first(tmp_path, monkeypatch):
+    import runners.results.store as store_mod
+
+    order, gate, real = [], threading.Event(), store_mod.atomic_write
+
+    def slow_write(path, data, make_parent=True):
+        gate.wait(10)   # the caller goes on while the write waits (a 9p round trip in a VM)
+        order.append(path.relative_to(tmp_path).as_posix())
+        real(path, data, make_parent)
+
+    monkeypatch.setattr(store_mod, "atomic_write", slow_write)
+    store = ResultStore(tmp_path)
+    store.save_raw("r001-tcp-A", "ping-A.txt", "64 bytes from 10.0.1.2")
+    store.save_raw("r001-tcp-A", "iperf3-client.json", "{}")
+    store.add_runs([RUN, {**RUN, "id": "r001-tcp-B", "primary": "B"}], background=True)
+    assert not (tmp_path / "results.json").exists()   # handed over; the caller was not kept waiting
+    gate.set()
+    store.settle()
+    doc = json.loads((tmp_path / "results.json").read_text())
+    assert [r["id"] for r in doc["runs"]] == ["r001-tcp-A", "r001-tcp-B"]
+    assert order.index("results.json") > max(order.index("raw/r001-tcp-A/ping-A.txt"),
+                                             order.index("raw/r001-tcp-A/iperf3-client.json"))
+    assert order.count("results.json") == 1   # two runs of one job: one write of the set's files
+    store.flush_raw()
+    assert json.loads((tmp_path / "raw" / "r001-tcp-B" / "run.json").read_text())["primary"] == "B"
+
+
+def test_a_background_write_that_failed_is_raised_by_the_next_settle_once(tmp_path):
+    store = ResultStore(tmp_path)
+    (tmp_path / "raw").write_text("not a folder")
+    store.save_raw("r001-tcp-A", "ping-A.txt", "x")
+    store.add_runs([RUN], background=True)
+    with pytest.raises(OSError):
+        store.settle()
+    store.settle()   # raised once
+    assert not (tmp_path / "results.json").exists()   # its raw files were not written: not recorded
+
+
+@pytest.mark.parametrize("change", ["set_metadata", "set_extra", "flush_raw", "add_run", "write_scenario"])
+def test_every_other_change_of_the_set_waits_for_the_runs_being_written(tmp_path, monkeypatch, change):
+    import runners.results.store as store_mod
+
+    gate, real = threading.Event(), store_mod.atomic_write
+    monkeypatch.setattr(store_mod, "atomic_write",
+                        lambda path, data, make_parent=True: (gate.wait(10), real(path, data, make_parent)))
+    store = ResultStore(tmp_path)
+    store.add_runs([RUN], background=True)
+    threading.Timer(0.2, gate.set).start()
+    args = {"set_metadata": {"status": "ok"}, "set_extra": {"key": "k", "value": 1}, "flush_raw": {},
+            "add_run": {"run": {**RUN, "id": "r002-tcp-A", "repeat": 2}}, "write_scenario": {"text": "name: x\n"}}
+    getattr(store, change)(**args[change])
+    assert store._writing is None   # settled before it changed anything
+    assert "r001-tcp-A" in (tmp_path / "results.json").read_text()
+
+
+def test_what_follows_a_background_write_is_done_by_settle_in_its_callers_thread_and_not_after_a_failure(tmp_path):
+    said = []
+    store = ResultStore(tmp_path)
+    store.add_runs([RUN], background=True,
+                   then=lambda: said.append(((tmp_path / "results.json").exists(), threading.current_thread())))
+    store.settle()
+    assert said == [(True, threading.main_thread())]   # the run's line: printed once it is on disk
+    store.settle()
+    assert len(said) == 1
+
+    lost = ResultStore(tmp_path / "lost")
+    (tmp_path / "lost" / "raw").write_text("not a folder")
+    lost.save_raw("r001-tcp-A", "ping-A.txt", "x")
+    lost.add_runs([RUN], background=True, then=lambda: said.append("lost"))
+    with pytest.raises(OSError):
+        lost.settle()
+    lost.settle()
+    assert "lost" not in said   # never said finished: it was not kept
