@@ -169,6 +169,7 @@ class NativeRunner:
         sig = topology_signature(point)
         built = sig != self.signature
         if built:
+            ctx.store.settle()   # the last point's last run said finished before this point's network
             self.cleanup()
             t0 = time.monotonic()
             ctx.log(f"building topology {ctx.scenario.topology.kind} with {len(ctx.plan.paths)} paths")

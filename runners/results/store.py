@@ -15,6 +15,7 @@ import json
 import os
 import re
 import secrets
+import signal
 import threading
 import weakref
 from concurrent.futures import ThreadPoolExecutor
@@ -131,9 +132,14 @@ def point_latest(scenario_dir: Path) -> Path | None:
 _WRITERS: "weakref.WeakSet[DeferredWriter]" = weakref.WeakSet()
 
 
+_STORE_WRITERS: "weakref.WeakSet[threading.Thread]" = weakref.WeakSet()   # add_runs(background=True)'s
+
+
 def wait_for_writes() -> None:
     """Every writer's files written, errors ignored: at exit (atexit), and before os._exit in a forked job,
     which skips atexit. A set whose write failed has reported it already."""
+    for t in list(_STORE_WRITERS):
+        t.join()
     for w in list(_WRITERS):
         try:
             w.flush(parallel=False)   # at exit, concurrent.futures takes no more work
@@ -180,19 +186,25 @@ class DeferredWriter:
                 folder.mkdir(parents=True, exist_ok=True)
                 self._folders.add(folder)
         if len(items) == 1 or not parallel:
-            errors = []
-            for path, data in items:
-                try:
-                    atomic_write(path, data, make_parent=False)
-                except OSError as e:
-                    errors.append(e)
-            if errors:
-                raise errors[0]
-            return
-        with ThreadPoolExecutor(max_workers=min(self.PARALLEL, len(items))) as pool:
-            futures = [pool.submit(atomic_write, path, data, False) for path, data in items]
+            return _write_in_turn(items)
+        try:
+            with ThreadPoolExecutor(max_workers=min(self.PARALLEL, len(items))) as pool:
+                futures = [pool.submit(atomic_write, path, data, False) for path, data in items]
+        except RuntimeError:   # the interpreter is ending (a set's records still being written): in turn
+            return _write_in_turn(items)
         for f in futures:
             f.result()
+
+
+def _write_in_turn(items: list[tuple[Path, str | bytes]]) -> None:
+    errors = []
+    for path, data in items:
+        try:
+            atomic_write(path, data, make_parent=False)
+        except OSError as e:
+            errors.append(e)
+    if errors:
+        raise errors[0]
 
 
 SPACE_RESERVE = ".space-reserve"
@@ -304,11 +316,21 @@ class ResultStore:
             if then is not None:
                 then()
             return
-        self._then = then
-        self._writing = threading.Thread(target=self._record_in_thread, args=(runs,), name="store-runs")
-        self._writing.start()
+        writer = threading.Thread(target=self._record_in_thread, args=(runs,), name="store-runs")
+        try:
+            writer.start()
+        except RuntimeError:   # no thread to be had (a pids limit): written now, as without `background`
+            self._record(runs)
+            if then is not None:
+                then()
+            return
+        self._writing, self._then = writer, then
+        _STORE_WRITERS.add(writer)
 
     def _record_in_thread(self, runs: list[dict]) -> None:
+        # the runner blocks Ctrl-C and SIGTERM in its thread while it cleans up; a thread that left them
+        # open would take the signal, and Python raises it in the main thread all the same
+        signal.pthread_sigmask(signal.SIG_BLOCK, {signal.SIGINT, signal.SIGTERM, signal.SIGHUP})
         try:
             self._record(runs)
         except BaseException as e:   # noqa: BLE001 - raised again by settle(), in the caller's thread

@@ -148,18 +148,37 @@ def run_to_the_end(runner, run_set: RunSet, jobs: list[Job], max_repeat: int | N
     except Terminated:
         return EXIT_TERMINATED, "terminated", None
     except (RunFailure, CommandError) as e:
+        # the last run's records are written while the next run sets up: a disk that failed them is
+        # what stopped the set, whatever the next run's set-up then ran into
+        unwritten = _settle_for_disk_error(run_set.store)
+        if unwritten is not None:
+            return _unwritable(run_set, unwritten, err)
         err(str(e))
         return EXIT_FAIL, "failed", str(e)
     except OSError as e:
         if not results_disk_error(e):
             raise
-        why = (f"cannot write the results in {run_set.store.dir}: {e.strerror}"
-               + (f" ({e.filename})" if e.filename else ""))
-        err(why + "; the set stopped there")
-        return EXIT_FAIL, RESULTS_UNWRITABLE, why
+        return _unwritable(run_set, e, err)
     finally:
         _write_what_was_handed_over(run_set.store)
         progress.close()
+
+
+def _unwritable(run_set: RunSet, e: OSError, err) -> tuple[int, str, str]:
+    why = (f"cannot write the results in {run_set.store.dir}: {e.strerror}"
+           + (f" ({e.filename})" if e.filename else ""))
+    err(why + "; the set stopped there")
+    return EXIT_FAIL, RESULTS_UNWRITABLE, why
+
+
+def _settle_for_disk_error(store) -> OSError | None:
+    """The pending write of the last run's records, finished: its error if the results' disk failed it."""
+    try:
+        store.settle()
+    except OSError as e:
+        if results_disk_error(e):
+            return e
+    return None
 
 
 def _write_what_was_handed_over(store) -> None:

@@ -119,21 +119,60 @@ def test_a_background_write_that_failed_is_raised_by_the_next_settle_once(tmp_pa
     assert not (tmp_path / "results.json").exists()   # its raw files were not written: not recorded
 
 
-@pytest.mark.parametrize("change", ["set_metadata", "set_extra", "flush_raw", "add_run", "write_scenario"])
-def test_every_other_change_of_the_set_waits_for_the_runs_being_written(tmp_path, monkeypatch, change):
+@pytest.mark.parametrize("change, writes", [("set_metadata", "metadata.json"), ("set_extra", "results.json"),
+                                            ("add_run", "results.json"), ("write_scenario", "scenario.yaml"),
+                                            ("flush_raw", None)])
+def test_every_other_change_of_the_set_waits_for_the_runs_being_written(tmp_path, monkeypatch, change, writes):
     import runners.results.store as store_mod
 
-    gate, real = threading.Event(), store_mod.atomic_write
-    monkeypatch.setattr(store_mod, "atomic_write",
-                        lambda path, data, make_parent=True: (gate.wait(10), real(path, data, make_parent)))
+    gate, real, order = threading.Event(), store_mod.atomic_write, []
+
+    def slow_write(path, data, make_parent=True):
+        if threading.current_thread().name == "store-runs":
+            gate.wait(10)
+        order.append(path.name)
+        real(path, data, make_parent)
+
+    monkeypatch.setattr(store_mod, "atomic_write", slow_write)
     store = ResultStore(tmp_path)
     store.add_runs([RUN], background=True)
     threading.Timer(0.2, gate.set).start()
     args = {"set_metadata": {"status": "ok"}, "set_extra": {"key": "k", "value": 1}, "flush_raw": {},
             "add_run": {"run": {**RUN, "id": "r002-tcp-A", "repeat": 2}}, "write_scenario": {"text": "name: x\n"}}
     getattr(store, change)(**args[change])
-    assert store._writing is None   # settled before it changed anything
-    assert "r001-tcp-A" in (tmp_path / "results.json").read_text()
+    assert store._writing is None and "r001-tcp-A" in (tmp_path / "results.json").read_text()
+    # the background's results.json first: the change wrote nothing before the runs were on disk
+    assert order[0] == "results.json"
+    if writes is not None:
+        assert writes in order[1:]
+
+
+def test_a_write_that_gets_no_thread_is_done_at_once_and_said_after_it(tmp_path, monkeypatch):
+    said = []
+    monkeypatch.setattr(threading.Thread, "start", lambda self: (_ for _ in ()).throw(RuntimeError("can't start new thread")))
+    store = ResultStore(tmp_path)
+    store.add_runs([RUN], background=True, then=lambda: said.append((tmp_path / "results.json").exists()))
+    assert said == [True]
+    store.settle()
+    assert said == [True]
+
+
+def test_the_writer_thread_leaves_ctrl_c_and_sigterm_to_the_main_thread(tmp_path, monkeypatch):
+    import signal
+
+    import runners.results.store as store_mod
+
+    masks, real = [], store_mod.atomic_write
+
+    def seeing_mask(path, data, make_parent=True):
+        masks.append(signal.pthread_sigmask(signal.SIG_BLOCK, set()))
+        real(path, data, make_parent)
+
+    monkeypatch.setattr(store_mod, "atomic_write", seeing_mask)
+    store = ResultStore(tmp_path)
+    store.add_runs([RUN], background=True)
+    store.settle()
+    assert masks and all({signal.SIGINT, signal.SIGTERM, signal.SIGHUP} <= m for m in masks)
 
 
 def test_what_follows_a_background_write_is_done_by_settle_in_its_callers_thread_and_not_after_a_failure(tmp_path):
@@ -154,3 +193,35 @@ def test_what_follows_a_background_write_is_done_by_settle_in_its_callers_thread
         lost.settle()
     lost.settle()
     assert "lost" not in said   # never said finished: it was not kept
+
+
+def test_a_disk_that_failed_the_last_runs_records_is_what_stopped_the_set_whatever_the_next_run_met(tmp_path,
+                                                                                                      monkeypatch):
+    """Run 1's records fail (a full disk) while run 2 sets up, and run 2's set-up then fails too: the set ends
+    on the disk, with the status that says --resume completes it, not on run 2's error."""
+    import runners.results.store as store_mod
+    from runners.errors import EXIT_FAIL, RunFailure
+    from runners.runset.session import RESULTS_UNWRITABLE, RunSet, run_to_the_end
+
+    def full(path, data, make_parent=True):
+        raise OSError(errno.ENOSPC, "No space left on device", str(path))
+
+    class Runner:
+        def __enter__(self):
+            return self
+
+        def __exit__(self, *exc):
+            return False
+
+        def run_jobs(self, jobs):
+            store.add_runs([RUN], background=True)   # run 1 ends
+            raise RunFailure("the iperf3 server on h2 did not start")   # run 2's set-up
+
+    store = ResultStore(tmp_path)
+    monkeypatch.setattr(store_mod, "atomic_write", full)
+    said = []
+    run_set = RunSet(exp=None, store=store, resumed=False, seed=1, shard=None, points=[], repeat=1)
+    progress = type("P", (), {"close": lambda self: None})()
+    code, status, why = run_to_the_end(Runner(), run_set, [], None, progress, said.append)
+    assert (code, status) == (EXIT_FAIL, RESULTS_UNWRITABLE)
+    assert "No space left on device" in why and said == [why + "; the set stopped there"]
