@@ -311,21 +311,19 @@ class ResultStore:
         `then`: called once the runs are on disk (by settle(), in its caller's thread; not after a failed
         write), as the run's line that says it finished: it is never printed for a run that was lost."""
         self.settle()
-        if not background:
-            self._record(runs)
-            if then is not None:
-                then()
-            return
-        writer = threading.Thread(target=self._record_in_thread, args=(runs,), name="store-runs")
-        try:
-            writer.start()
-        except RuntimeError:   # no thread to be had (a pids limit): written now, as without `background`
-            self._record(runs)
-            if then is not None:
-                then()
-            return
-        self._writing, self._then = writer, then
-        _STORE_WRITERS.add(writer)
+        if background:
+            writer = threading.Thread(target=self._record_in_thread, args=(runs,), name="store-runs")
+            try:
+                writer.start()
+            except RuntimeError:   # no thread to be had (a pids limit): written now, as without `background`
+                pass
+            else:
+                self._writing, self._then = writer, then
+                _STORE_WRITERS.add(writer)
+                return
+        self._record(runs)
+        if then is not None:
+            then()
 
     def _record_in_thread(self, runs: list[dict]) -> None:
         # the runner blocks Ctrl-C and SIGTERM in its thread while it cleans up; a thread that left them
