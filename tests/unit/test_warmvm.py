@@ -6,6 +6,7 @@ import shutil
 import signal
 import subprocess
 import sys
+import threading
 import time
 from pathlib import Path
 
@@ -326,3 +327,79 @@ def test_a_boot_after_a_failed_one_shares_its_stages_again(tmp_path, monkeypatch
     monkeypatch.setattr(warmvm.subprocess, "Popen", boots)
     warmvm._boot(vm, plan, log=lambda m: None, keep_seconds=None, booted_by="vm up")
     assert str(vm.stages) in seen["shared"] and seen["missing"] == []
+
+
+def _woken_guest(tmp_path, stdin):
+    vm = warmvm.WarmVm(tmp_path / "warm")
+    vm.spool.mkdir(parents=True)
+    # the guest's own looks an hour apart: a job that starts at all was started by its wake-up
+    proc = subprocess.Popen([sys.executable, "-m", "runners.backends.vm.warm_guest", "--spool", str(vm.spool),
+                             "--no-preload", "--wake-on-stdin", "--look-every", "3600"],
+                            cwd=REPO, stdin=stdin, stdout=subprocess.DEVNULL, start_new_session=True)
+    assert wait_for(lambda: (vm.spool / "ready").exists() or proc.poll() is not None, 30)
+    warmvm._write_json(vm.state_file, {"pid": proc.pid, "kernel": "test", "kernel_image": "/boot/vmlinuz-test",
+                                       "started": time.time(), "rwdirs": [str(vm.spool)],
+                                       "code": warmvm.code_fingerprint()})
+    return vm, proc
+
+
+def test_a_woken_guest_starts_a_job_and_stops_when_told_not_when_it_next_looks(tmp_path):
+    """qemu's standard input is the FIFO that `vm up` makes (the guest's `virtme.stdin`): a job and a stop
+    each wake the guest, which otherwise sleeps between looks (an hour here)."""
+    vm = warmvm.WarmVm(tmp_path / "warm")
+    vm.home.mkdir(parents=True)
+    fd = warmvm._wake_channel(vm)
+    try:
+        vm, proc = _woken_guest(tmp_path, fd)
+    finally:
+        os.close(fd)    # as after qemu's start: the guest's end holds the FIFO open, for reading and writing
+    try:
+        assert (vm.home / warmvm.WAKE_FIFO).is_fifo()
+        time.sleep(1.5)   # past any look the server made as it started
+        # a guest that did not wake up is killed after a minute: the job then fails (WarmVmGone), not hangs
+        watchdog = threading.Timer(60, lambda: os.killpg(proc.pid, signal.SIGKILL))
+        watchdog.start()
+        out = io.StringIO()
+        try:
+            assert warmvm.submit(vm, ["--check", str(REPO / "scenarios" / "two-paths.yaml")], out=out) == 0
+        finally:
+            watchdog.cancel()
+        assert "two-paths.yaml: ok" in out.getvalue()
+        (vm.spool / "stop").write_text("stop\n")
+        warmvm.wake(vm)
+        assert proc.wait(timeout=60) == 0      # it stopped itself: no SIGTERM after stop()'s grace
+    finally:
+        if proc.poll() is None:
+            os.killpg(proc.pid, signal.SIGKILL)
+            proc.wait()
+
+
+def test_a_guest_whose_wake_up_channel_ended_looks_on_its_own(tmp_path, monkeypatch):
+    """Standard input at its end (a guest started without the FIFO): it is given up, and the guest looks
+    every 0.1-0.5 s as before, not once an hour, and never spins on it."""
+    vm, proc = _woken_guest(tmp_path, subprocess.DEVNULL)
+    try:
+        warmvm.wake(vm)   # no FIFO: nothing to write to, and no error
+        out = io.StringIO()
+        assert warmvm.submit(vm, ["--check", str(REPO / "scenarios" / "two-paths.yaml")], out=out) == 0
+    finally:
+        os.killpg(proc.pid, signal.SIGKILL)
+        proc.wait()
+
+
+def test_wake_never_blocks_and_never_writes_into_a_file_that_is_not_the_fifo(tmp_path):
+    vm = warmvm.WarmVm(tmp_path / "warm")
+    vm.home.mkdir(parents=True)
+    fd = warmvm._wake_channel(vm)
+    os.close(fd)
+    warmvm.wake(vm)                        # a FIFO nobody reads: ENXIO, ignored at once
+    (vm.home / warmvm.WAKE_FIFO).unlink()
+    (vm.home / warmvm.WAKE_FIFO).write_text("")
+    warmvm.wake(vm)
+    assert (vm.home / warmvm.WAKE_FIFO).read_text() == ""
+    fd = warmvm._wake_channel(vm)          # made again over whatever was there
+    try:
+        for _ in range(70_000):            # past the pipe's 64 KiB: EAGAIN, ignored
+            warmvm.wake(vm)
+    finally:
+        os.close(fd)

@@ -14,6 +14,7 @@ import fcntl
 import json
 import os
 import signal
+import stat
 import subprocess
 import sys
 import time
@@ -43,6 +44,7 @@ def _stages_root() -> Path:
 WARM_DIR = _warm_dir()
 STALE_SECONDS = 30.0      # a heartbeat older than this: the guest is wedged
 BOOT_TIMEOUT = 600.0
+WAKE_FIFO = "wake"        # in the VM's home: qemu's standard input, the guest's wake-up (_wake_channel)
 
 
 class WarmVmGone(RuntimeError):
@@ -247,9 +249,13 @@ def _boot(vm: WarmVm, plan: VmPlan, log, keep_seconds: float | None, booted_by: 
     env = vng_env(vng)
     cached = root_cache.install_shim(script_dir / "bin", env, vng)   # its guest forgets the cache before each job
     t0 = time.time()
-    with open(vm.home / "console.log", "wb") as console:
-        proc = subprocess.Popen(plan.vng_argv(vng, script_dir), env=env, stdin=subprocess.DEVNULL,
-                                stdout=console, stderr=subprocess.STDOUT, start_new_session=True)
+    wake_fd = _wake_channel(vm)
+    try:
+        with open(vm.home / "console.log", "wb") as console:
+            proc = subprocess.Popen(plan.vng_argv(vng, script_dir), env=env, stdin=wake_fd,
+                                    stdout=console, stderr=subprocess.STDOUT, start_new_session=True)
+    finally:
+        os.close(wake_fd)
     state = {"pid": proc.pid, "kernel": kernel_release(plan.kernel), "kernel_image": str(plan.kernel),
              "modules": plan.modules,
              "accel": "kvm" if plan.kvm else "tcg", "cpu_model": plan.cpu_model, "cpus": plan.cpus,
@@ -274,9 +280,37 @@ def _boot(vm: WarmVm, plan: VmPlan, log, keep_seconds: float | None, booted_by: 
     return state
 
 
+def _wake_channel(vm: WarmVm) -> int:
+    """qemu's standard input: a FIFO it holds open for reading and writing (so never at its end), which
+    virtme-ng hands to the guest's command as its standard input (the `virtme.stdin` serial port). A byte
+    written to it wakes the guest at once (wake()), where it otherwise looks for a job every 0.1-0.5 s."""
+    path = vm.home / WAKE_FIFO
+    path.unlink(missing_ok=True)
+    os.mkfifo(path, 0o600)
+    return os.open(path, os.O_RDWR)
+
+
+def wake(vm: WarmVm) -> None:
+    """Tell the guest to look at its spool now (a job or a stop was written). Never blocks: a guest that
+    does not read (booted without the channel, or gone) leaves it to its own look."""
+    path = vm.home / WAKE_FIFO
+    try:
+        if not stat.S_ISFIFO(path.lstat().st_mode):   # written only where qemu reads
+            return
+        fd = os.open(path, os.O_WRONLY | os.O_NONBLOCK)
+    except OSError:   # none, or no reader (ENXIO)
+        return
+    try:
+        os.write(fd, b"\n")
+    except OSError:   # full (EAGAIN): the guest has wake-ups queued already
+        pass
+    finally:
+        os.close(fd)
+
+
 def plan_warm(kernel: Path | None, memory: str, cpus: int | None, vm: WarmVm,
               extra_rwdirs: list[Path], modules: Path | None = None) -> VmPlan:
-    guest = [sys.executable, "-m", "runners.backends.vm.warm_guest", "--spool", str(vm.spool)]
+    guest = [sys.executable, "-m", "runners.backends.vm.warm_guest", "--spool", str(vm.spool), "--wake-on-stdin"]
     vm.stages.mkdir(parents=True, exist_ok=True)
     return plan_vm(guest, [vm.spool, vm.stages, *extra_rwdirs], kernel=kernel, memory=memory, cpus=cpus,
                    modules=modules)
@@ -289,6 +323,7 @@ def stop(vm: WarmVm, log=print, grace: float = 20.0) -> bool:
         return False
     if _alive(st["pid"]) and vm.spool.exists():
         (vm.spool / "stop").write_text("stop\n")
+        wake(vm)
         deadline = time.time() + grace
         while _alive(st["pid"]) and time.time() < deadline:
             _reap(st["pid"])
@@ -359,7 +394,7 @@ def _reap(pid: int) -> None:
 def _clear(vm: WarmVm) -> None:
     import shutil
 
-    for name in ("state.json", "console.log"):
+    for name in ("state.json", "console.log", WAKE_FIFO):
         (vm.home / name).unlink(missing_ok=True)
     shutil.rmtree(vm.spool, ignore_errors=True)
     shutil.rmtree(vm.stages, ignore_errors=True)    # salvaged first (stop)
@@ -442,6 +477,7 @@ def submit(vm: WarmVm, argv: list[str], out=None, poll: float = 0.05, job_id: st
     job = jobs / f"{job_id or new_job_id()}.json"
     ahead = len([p for p in jobs.glob("*.json") if not p.with_suffix(".done").exists()])
     _write_json(job, {"argv": argv, "mounts": [[str(a), str(b)] for a, b in mounts]})
+    wake(vm)
     _wait_unless_stopping(vm, job)
     if ahead:
         out.write(f"warm VM: queued behind {ahead} job(s)\n")

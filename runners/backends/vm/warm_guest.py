@@ -19,6 +19,10 @@ shares with it:
                           removed when a job starts
   spool/stopped-idle      the guest stops because it was idle too long (see _stop_when_idle)
 
+With --wake-on-stdin (as `vm up` starts it), a byte on standard input means "look now": the host
+writes one after each job and stop (runners.backends.vm.warm.wake), and the guest sleeps on it
+between its own looks instead of looking every 0.1-0.5 s.
+
 Jobs run in name order (the host names them by submission time). After each
 job, whatever a run can leave behind is looked for and removed, and the
 `.done` file says what was found, so every job starts from a clean guest.
@@ -28,6 +32,7 @@ from __future__ import annotations
 import argparse
 import json
 import os
+import select
 import signal
 import sys
 import threading
@@ -38,6 +43,7 @@ from runners.backends import probe_cache
 
 HEARTBEAT_SECONDS = 1.0
 BRISK_SECONDS = 30.0    # after a job, look for the next one every 0.1 s for so long; then every 0.5 s
+WOKEN_LOOK_SECONDS = 1.0   # with a wake-up channel, the guest's own looks (keep.json's idle time, a lost byte)
 
 
 def _write(path: Path, text: str) -> None:
@@ -82,7 +88,10 @@ def main_in_this_child(argv: list[str], stdout_fd: int, stderr_fd: int) -> None:
         os.dup2(stderr_fd, 2)
         sys.stdout = open(1, "w", buffering=1, closefd=False)
         sys.stderr = open(2, "w", buffering=1, closefd=False)
-        sys.stdin = open(os.devnull)
+        null = os.open(os.devnull, os.O_RDONLY)   # the job's processes never read the warm VM's wake-ups
+        os.dup2(null, 0)
+        os.close(null)
+        sys.stdin = open(0, closefd=False)
         signal.signal(signal.SIGINT, signal.default_int_handler)
         signal.signal(signal.SIGTERM, signal.SIG_DFL)
         from runners.cli import main
@@ -148,15 +157,20 @@ def run_job(job: Path, spec: dict) -> dict:
         main_in_this_child(list(spec["argv"]), log, log)
     cancel = job.with_suffix(".cancel")
     sent = False
-    while True:
-        done, status = os.waitpid(pid, os.WNOHANG)
-        if done:
-            break
-        if cancel.exists() and not sent:
-            sig = signal.SIGTERM if cancel.read_text().strip() == "TERM" else signal.SIGINT
-            os.kill(pid, sig)
-            sent = True
-        time.sleep(0.1)
+    exited = _exit_notice(pid)
+    try:
+        while True:
+            done, status = os.waitpid(pid, os.WNOHANG)
+            if done:
+                break
+            if cancel.exists() and not sent:
+                sig = signal.SIGTERM if cancel.read_text().strip() == "TERM" else signal.SIGINT
+                os.kill(pid, sig)
+                sent = True
+            wait_readable(exited, 0.1)   # returns as the job exits, not up to 0.1 s later
+    finally:
+        if exited is not None:
+            os.close(exited)
     code = os.waitstatus_to_exitcode(status)
     if code < 0:
         code = 128 - code
@@ -165,6 +179,47 @@ def run_job(job: Path, spec: dict) -> dict:
     # host, where a clean-up would stop other people's runs (it once killed a test suite's VM)
     cleaned = remove_leftovers(ovs_was_running=False) if in_vm else []   # no OVS runs in the guest between jobs
     return {"code": code, "cleaned": cleaned, "seconds": round(time.monotonic() - t0, 3)}
+
+
+def _exit_notice(pid: int) -> int | None:
+    """A descriptor that becomes readable when `pid` exits (pidfd, Linux 5.3); None without one."""
+    try:
+        return os.pidfd_open(pid)
+    except (AttributeError, OSError):
+        return None
+
+
+def wait_readable(fd: int | None, timeout: float) -> bool:
+    """Sleep until `fd` is readable or `timeout` passed (plain sleep without a descriptor); True if readable."""
+    if fd is None:
+        time.sleep(timeout)
+        return False
+    try:
+        return bool(select.select([fd], [], [], timeout)[0])
+    except (OSError, ValueError):
+        time.sleep(timeout)
+        return False
+
+
+class WakeChannel:
+    """The host's wake-ups on standard input (one byte per job or stop). At its end (stdin at EOF or
+    unreadable) it is given up and the guest looks on its own, as without one."""
+
+    def __init__(self, fd: int | None):
+        self.fd = fd
+
+    def wait(self, timeout: float) -> None:
+        if self.fd is None:
+            time.sleep(timeout)
+            return
+        if not wait_readable(self.fd, timeout):
+            return
+        try:
+            if os.read(self.fd, 4096):
+                return
+        except OSError:
+            pass
+        self.fd = None   # at its end: never readable-and-empty in a loop
 
 
 def _read_job(job: Path) -> tuple[Path, dict | None]:
@@ -232,7 +287,8 @@ def _stop_when_idle(spool: Path, jobs: Path, idle_since: float) -> bool:
     return True
 
 
-def serve(spool: Path, preload: bool = True) -> int:
+def serve(spool: Path, preload: bool = True, wake_fd: int | None = None,
+          look_every: float = WOKEN_LOOK_SECONDS) -> int:
     jobs = spool / "jobs"
     jobs.mkdir(parents=True, exist_ok=True)
     halt = threading.Event()
@@ -245,6 +301,7 @@ def serve(spool: Path, preload: bool = True) -> int:
                                         "kernel": os.uname().release}) + "\n")
     print(f"warm VM: ready ({os.uname().release}); waiting for jobs in {jobs}", flush=True)
     idle_since, looked = time.monotonic(), 0.0
+    woken = WakeChannel(wake_fd)
     _write(spool / "idle", "\n")
     try:
         while not (spool / "stop").exists():
@@ -254,6 +311,9 @@ def serve(spool: Path, preload: bool = True) -> int:
                     looked = time.monotonic()
                     if _stop_when_idle(spool, jobs, idle_since):
                         break
+                if woken.fd is not None:   # the host says when a job comes: no look in between
+                    woken.wait(look_every)
+                    continue
                 # a job waits half of this on average before it starts: briefly while a script's next
                 # command may come, then less often (each look is a 9p round trip: an idle guest kept qemu
                 # at 13-20 % of a host core looking every 0.1 s, 8 % every 0.5 s; TCG, 2026-11-25)
@@ -275,8 +335,13 @@ def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser(prog="python -m runners.backends.vm.warm_guest", description=__doc__.splitlines()[0])
     ap.add_argument("--spool", required=True)
     ap.add_argument("--no-preload", action="store_true", help="skip the imports and probes (unit tests)")
+    ap.add_argument("--wake-on-stdin", action="store_true",
+                    help="sleep until a byte comes on standard input (the host's wake-up) between looks")
+    ap.add_argument("--look-every", type=float, default=WOKEN_LOOK_SECONDS, metavar="SECONDS",
+                    help="with --wake-on-stdin: look at the spool on its own this often (default: %(default)s)")
     a = ap.parse_args(argv)
-    return serve(Path(a.spool), preload=not a.no_preload)
+    return serve(Path(a.spool), preload=not a.no_preload, wake_fd=0 if a.wake_on_stdin else None,
+                 look_every=a.look_every)
 
 
 if __name__ == "__main__":
