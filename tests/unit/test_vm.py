@@ -156,6 +156,7 @@ def test_whether_an_image_came_from_backports_is_asked_once_per_image_and_change
     image = tmp_path / "vmlinuz-6.12.95+deb12-amd64"
     image.write_text("")
     asked = []
+    monkeypatch.setattr(vm, "DPKG_DB", tmp_path / "no-dpkg")   # dpkg's files do not say: dpkg-query is asked
 
     def dpkg_query(argv, **kw):
         asked.append(argv[1])
@@ -176,6 +177,32 @@ def test_whether_an_image_came_from_backports_is_asked_once_per_image_and_change
     os.chmod(image, 0o644)
     assert vm.is_backport(image) is False and vm.is_backport(image) is False
     assert asked[-2:] == ["timeout", "timeout"]     # no answer is kept: asked again
+
+
+def test_whether_an_image_came_from_backports_is_read_from_dpkgs_files_without_a_process(tmp_path, monkeypatch):
+    db = tmp_path / "dpkg"
+    (db / "info").mkdir(parents=True)
+    status = []
+    for release, version, state in (("6.12.95+deb12-amd64", "6.12.95-1~bpo12+1", "install ok installed"),
+                                    ("6.1.0-56-amd64", "6.1.192-2", "install ok installed"),
+                                    ("6.1.0-55-amd64", "6.1.190-1", "deinstall ok config-files")):
+        (db / "info" / f"linux-image-{release}.list").write_text(f"/.\n/boot\n/boot/vmlinuz-{release}\n")
+        status.append(f"Package: linux-image-{release}\nStatus: {state}\nPriority: optional\n"
+                      f"Version: {version}\nDescription: Linux {release}\n with a continued line: here\n")
+    (db / "info" / "linux-image-6.13.0-1-amd64-unsigned.list").write_text("/boot/vmlinuz-6.13.0-1-amd64\n")
+    status.append("Package: linux-image-6.13.0-1-amd64-unsigned\nStatus: install ok installed\nVersion: 6.13.2-1~bpo12+1\n")
+    (db / "status").write_text("\n".join(status))
+    assert vm.dpkg_version_of("/boot/vmlinuz-6.12.95+deb12-amd64", db) == "6.12.95-1~bpo12+1"
+    assert vm.dpkg_version_of("/boot/vmlinuz-6.1.0-56-amd64", db) == "6.1.192-2"
+    assert vm.dpkg_version_of("/boot/vmlinuz-6.13.0-1-amd64", db) == "6.13.2-1~bpo12+1"   # the -unsigned build
+    assert vm.dpkg_version_of("/boot/vmlinuz-6.1.0-55-amd64", db) is None     # removed: dpkg-query decides
+    assert vm.dpkg_version_of("/srv/vmlinuz-6.1.0-56-amd64", db) is None      # not the listed file
+    assert vm.dpkg_version_of("/boot/vmlinuz-6.2.0-1-amd64", db) is None      # no such package
+    monkeypatch.setattr(vm, "DPKG_DB", db)
+    monkeypatch.setattr(vm.subprocess, "run", lambda *a, **k: pytest.fail("a process was started"))
+    for release, bpo in (("6.12.95+deb12-amd64", True), ("6.1.0-56-amd64", False)):
+        image = Path(f"/boot/vmlinuz-{release}")
+        assert vm._installed_from_backports(str(image), hash((tmp_path, release))) is bpo
 
 
 def _fake_virtiofsd(path: Path, help_text: str) -> str:

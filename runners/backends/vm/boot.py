@@ -85,11 +85,15 @@ def is_backport(kernel: Path) -> bool:
 
 
 # Asked once per image and inode change (ctime: set when a package unpacks the file; dpkg sets the mtime
-# from the package): two dpkg-query processes per installed image, and a run with the VM backend chooses
-# its kernel 3 times (0.5 s of the host's time, 2026-11-27). Only definite answers are kept: a dpkg-query
-# that failed to start or timed out raises through the cache.
+# from the package): a run with the VM backend chooses its kernel 3 times (0.5 s of the host's time with
+# two dpkg-query processes per image, 2026-11-27; 0.15 s with the cache). Read from dpkg's database where
+# Debian's naming finds the package (no process: 0.15 s less of each command, 2026-11-29); else dpkg-query.
+# Only definite answers are kept: a dpkg-query that failed to start or timed out raises through the cache.
 @functools.lru_cache(maxsize=None)
 def _installed_from_backports(kernel: str, _changed: int) -> bool:
+    version = dpkg_version_of(kernel)
+    if version is not None:
+        return "bpo" in version
     pkg = subprocess.run(["dpkg-query", "-S", str(kernel)], capture_output=True, text=True, timeout=10)
     name = pkg.stdout.split(":", 1)[0].strip()
     if pkg.returncode != 0 or not name:
@@ -97,6 +101,34 @@ def _installed_from_backports(kernel: str, _changed: int) -> bool:
     ver = subprocess.run(["dpkg-query", "-W", "-f=${Version}", name], capture_output=True, text=True,
                          timeout=10).stdout
     return "bpo" in ver
+
+
+DPKG_DB = Path("/var/lib/dpkg")
+
+
+def dpkg_version_of(kernel: str, db: Path | None = None) -> str | None:
+    """The version of the package that installed the image `kernel`, from dpkg's own files: the package
+    Debian names after the image (linux-image-RELEASE, or its -unsigned build) when its file list holds
+    the image, and that package's Version in dpkg's status. None when those files do not say."""
+    db = DPKG_DB if db is None else db
+    release = Path(kernel).name.removeprefix("vmlinuz-")
+    try:
+        for name in (f"linux-image-{release}", f"linux-image-{release}-unsigned"):
+            listed = db / "info" / f"{name}.list"
+            if listed.is_file() and kernel in listed.read_text(errors="replace").splitlines():
+                return _status_version(db / "status", name)
+    except OSError:
+        return None
+    return None
+
+
+def _status_version(status: Path, package: str) -> str | None:
+    for stanza in status.read_text(errors="replace").split("\n\n"):
+        if stanza.lstrip("\n").startswith(f"Package: {package}\n"):
+            fields = dict(line.split(": ", 1) for line in stanza.splitlines() if ": " in line and line[0] != " ")
+            installed = fields.get("Status", "").endswith(" installed")
+            return fields.get("Version") if installed else None
+    return None
 
 
 def default_kernel(requirement: str | None = None) -> Path:
