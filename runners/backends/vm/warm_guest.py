@@ -300,6 +300,9 @@ def serve(spool: Path, preload: bool = True, wake_fd: int | None = None,
     _write(spool / "ready", json.dumps({"preload_seconds": round(time.monotonic() - t0, 3),
                                         "kernel": os.uname().release}) + "\n")
     print(f"warm VM: ready ({os.uname().release}); waiting for jobs in {jobs}", flush=True)
+    # what the imports cached of the host's root, dropped now, while the first job is still coming (its
+    # host starts; 0.2 s in TCG), not when it came (run_job drops it again: by then ~0.01 s)
+    _forget_cached_root()
     idle_since, looked = time.monotonic(), 0.0
     woken = WakeChannel(wake_fd)
     _write(spool / "idle", "\n")
