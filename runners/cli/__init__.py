@@ -92,7 +92,17 @@ def exit_at_once(code: int) -> None:
     atexit._run_exitfuncs()
     for stream in (sys.stdout, sys.stderr):
         try:
-            stream.flush()
-        except (OSError, ValueError):   # a closed pipe or stream: nothing more can reach it
+            if stream is not None:   # None: started with the descriptor closed
+                stream.flush()
+        except (BrokenPipeError, ValueError):   # its reader has gone, or it was closed: as terminal_gone
             pass
+        except OSError as e:   # what it printed was not all written (a full disk): as Python's own exit
+            try:
+                os.write(2, f"run-scenario: its output could not be written: {e}\n".encode())
+            except OSError:
+                pass
+            code = EXIT_OUTPUT_LOST
     os._exit(code)
+
+
+EXIT_OUTPUT_LOST = 120   # Python's own exit code when flushing the standard streams fails at exit

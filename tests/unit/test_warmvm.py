@@ -365,9 +365,9 @@ def test_a_woken_guest_starts_a_job_and_stops_when_told_not_when_it_next_looks(t
         finally:
             watchdog.cancel()
         assert "two-paths.yaml: ok" in out.getvalue()
-        (vm.spool / "stop").write_text("stop\n")
-        warmvm.wake(vm)
-        assert proc.wait(timeout=60) == 0      # it stopped itself: no SIGTERM after stop()'s grace
+        t0 = time.monotonic()
+        assert warmvm.stop(vm, log=lambda m: None, grace=120)   # writes `stop` and wakes the guest
+        assert time.monotonic() - t0 < 60, "the guest stopped only after stop()'s grace: it was not woken"
     finally:
         if proc.poll() is None:
             os.killpg(proc.pid, signal.SIGKILL)
@@ -403,3 +403,31 @@ def test_wake_never_blocks_and_never_writes_into_a_file_that_is_not_the_fifo(tmp
             warmvm.wake(vm)
     finally:
         os.close(fd)
+
+
+def test_a_wake_up_channel_wakes_the_guest_once_per_byte_and_is_given_up_at_its_end():
+    from runners.backends.vm.warm_guest import WakeChannel
+
+    r, w = os.pipe()
+    try:
+        channel = WakeChannel(r)
+        os.write(w, b"\n\n")
+        channel.wait(3600)                  # a byte waiting: returns at once, the bytes taken
+        assert channel.fd == r
+        assert not select_readable(r)
+        os.close(w)
+        w = None
+        channel.wait(3600)                  # at its end: readable and empty, so given up ...
+        assert channel.fd is None
+        t0 = time.monotonic()
+        channel.wait(0.05)                  # ... and a plain sleep from then on, not a spin
+        assert time.monotonic() - t0 >= 0.05
+    finally:
+        os.close(r)
+        if w is not None:
+            os.close(w)
+
+
+def select_readable(fd: int) -> bool:
+    import select
+    return bool(select.select([fd], [], [], 0)[0])

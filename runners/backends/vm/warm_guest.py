@@ -207,19 +207,26 @@ class WakeChannel:
 
     def __init__(self, fd: int | None):
         self.fd = fd
+        if fd is not None:
+            try:   # a byte another reader took between select and read must not block the read
+                os.set_blocking(fd, False)
+            except OSError:
+                self.fd = None
 
     def wait(self, timeout: float) -> None:
         if self.fd is None:
             time.sleep(timeout)
             return
-        if not wait_readable(self.fd, timeout):
-            return
         try:
+            if not select.select([self.fd], [], [], timeout)[0]:
+                return
             if os.read(self.fd, 4096):
                 return
-        except OSError:
+        except BlockingIOError:   # taken by another reader: none for us this time
+            return
+        except (OSError, ValueError):
             pass
-        self.fd = None   # at its end: never readable-and-empty in a loop
+        self.fd = None   # at its end or unusable: given up, never readable-and-empty in a loop
 
 
 def _read_job(job: Path) -> tuple[Path, dict | None]:
@@ -300,12 +307,12 @@ def serve(spool: Path, preload: bool = True, wake_fd: int | None = None,
     _write(spool / "ready", json.dumps({"preload_seconds": round(time.monotonic() - t0, 3),
                                         "kernel": os.uname().release}) + "\n")
     print(f"warm VM: ready ({os.uname().release}); waiting for jobs in {jobs}", flush=True)
-    # what the imports cached of the host's root, dropped now, while the first job is still coming (its
-    # host starts; 0.2 s in TCG), not when it came (run_job drops it again: by then ~0.01 s)
-    _forget_cached_root()
     idle_since, looked = time.monotonic(), 0.0
     woken = WakeChannel(wake_fd)
     _write(spool / "idle", "\n")
+    # what the imports cached of the host's root, dropped now, while the first job is still coming (its
+    # host starts; 0.2 s in TCG), not when it came (run_job drops it again: by then ~0.01 s)
+    _forget_cached_root()
     try:
         while not (spool / "stop").exists():
             pending = _pending(jobs)
@@ -343,6 +350,8 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--look-every", type=float, default=WOKEN_LOOK_SECONDS, metavar="SECONDS",
                     help="with --wake-on-stdin: look at the spool on its own this often (default: %(default)s)")
     a = ap.parse_args(argv)
+    if a.look_every <= 0:
+        ap.error("--look-every: more than 0 seconds")
     return serve(Path(a.spool), preload=not a.no_preload, wake_fd=0 if a.wake_on_stdin else None,
                  look_every=a.look_every)
 
