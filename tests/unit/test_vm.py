@@ -198,6 +198,10 @@ def test_whether_an_image_came_from_backports_is_read_from_dpkgs_files_without_a
     assert vm.dpkg_version_of("/boot/vmlinuz-6.1.0-55-amd64", db) is None     # removed: dpkg-query decides
     assert vm.dpkg_version_of("/srv/vmlinuz-6.1.0-56-amd64", db) is None      # not the listed file
     assert vm.dpkg_version_of("/boot/vmlinuz-6.2.0-1-amd64", db) is None      # no such package
+    (db / "updates").mkdir()
+    (db / "updates" / "0001").write_text("Package: linux-image-6.1.0-56-amd64\nStatus: install ok half-configured\n")
+    assert vm.dpkg_version_of("/boot/vmlinuz-6.1.0-56-amd64", db) is None     # dpkg is at work: dpkg-query decides
+    (db / "updates" / "0001").unlink()
     monkeypatch.setattr(vm, "DPKG_DB", db)
     monkeypatch.setattr(vm.subprocess, "run", lambda *a, **k: pytest.fail("a process was started"))
     for release, bpo in (("6.12.95+deb12-amd64", True), ("6.1.0-56-amd64", False)):

@@ -113,6 +113,8 @@ def dpkg_version_of(kernel: str, db: Path | None = None) -> str | None:
     db = DPKG_DB if db is None else db
     release = Path(kernel).name.removeprefix("vmlinuz-")
     try:
+        if any((db / "updates").glob("[0-9]*")):   # dpkg runs or was interrupted: status is not yet all
+            return None
         for name in (f"linux-image-{release}", f"linux-image-{release}-unsigned"):
             listed = db / "info" / f"{name}.list"
             if listed.is_file() and kernel in listed.read_text(errors="replace").splitlines():
