@@ -10,6 +10,7 @@ EXIT_INPUT = 2             # bad input or a bad command line: nothing was starte
 EXIT_KERNEL_REFUSED = 3
 EXIT_INTERRUPTED = 130     # Ctrl-C: 128 + SIGINT, as a shell reports a process the signal ended
 EXIT_TERMINATED = 143      # SIGTERM, or SIGHUP (a closed terminal): 128 + SIGTERM
+EXIT_OUTPUT_LOST = 120     # the output could not all be written at the exit (a full disk): as Python's own exit
 # stopped by the user, not failed: the set is kept as it is, to resume
 EXIT_STOPPED = (EXIT_INTERRUPTED, EXIT_TERMINATED)
 

@@ -16,7 +16,7 @@ import threading
 from typing import NamedTuple
 
 from runners.console.output import terminal_gone
-from runners.errors import EXIT_FAIL
+from runners.errors import EXIT_FAIL, EXIT_OUTPUT_LOST
 
 
 class Command(NamedTuple):
@@ -104,5 +104,3 @@ def exit_at_once(code: int) -> None:
             code = EXIT_OUTPUT_LOST
     os._exit(code)
 
-
-EXIT_OUTPUT_LOST = 120   # Python's own exit code when flushing the standard streams fails at exit

@@ -74,7 +74,8 @@ exit codes:
   0 ok; 1 failure while running (finished runs are kept), a failed verdict, or with
   --strict-fidelity an unfaithful run; 2 bad input or bad command line, or with
   --strict-fidelity a plan beyond the calibration (nothing was started); 130 Ctrl-C;
-  143 SIGTERM or SIGHUP (a closed terminal); each cleans up first.
+  143 SIGTERM or SIGHUP (a closed terminal); each cleans up first. 120: what it printed
+  last could not all be written (a full disk under a redirection), as Python's own exit.
 
 examples:
   run-scenario scenarios/two-paths.yaml
