@@ -82,8 +82,9 @@ class NativeRunner:
     def __init__(self, store: ResultStore, probe: ProbeReport, log: Callable[[str], None] = print,
                  on_run: Callable[[Job, dict], None] | None = None, base_dir: Path | None = None,
                  capture: CaptureSpec | None = None, pause_after: str | None = None, host_rows: bool = False):
+        log = never_failing(log)   # the network's teardown logs its steps too
         network = Network(store.dir / "controller", Path(base_dir or "."), log)
-        self.ctx = ctx = RunContext(store, probe, never_failing(log), network, capture=capture, pause_after=pause_after,
+        self.ctx = ctx = RunContext(store, probe, log, network, capture=capture, pause_after=pause_after,
                                     host_rows=host_rows)
         ctx.counters, ctx.steering, ctx.pinger = Counters(ctx), Steering(ctx), Pinger(ctx)
         ctx.shaper, ctx.mptcp = Shaper(ctx), MptcpConfig(ctx)
