@@ -52,6 +52,9 @@ pkgs+=(tmux util-linux)
 pkgs+=(tcpdump tshark)
 # os-ken (the maintained Ryu fork) for the controller apps; Debian and Ubuntu ship it.
 pkgs+=(python3-os-ken)
+# libnftables' Python binding: a namespace's nft counters are set up in the runner's own process, not by
+# an `nft` process per host (runners/linux/nftlib.py; without it, nft runs as before).
+pkgs+=(python3-nftables)
 # The test suite also submits docs/ci.md's Slurm recipe to a one-node Slurm cluster that it starts in a
 # folder of its own (tests/cluster). slurmd's and slurmctld's own services wait for an /etc/slurm/slurm.conf,
 # which nothing here writes; munge's starts with the package's key, and the test's cluster has a key of its own.

@@ -10,6 +10,7 @@ import contextlib
 import os
 import secrets
 import subprocess
+import sys
 import tempfile
 import threading
 import time
@@ -17,7 +18,7 @@ from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 from typing import Callable
 
-from runners.linux import ipbatch
+from runners.linux import ethtool, ipbatch, ipchanges, nftlib
 from runners.linux.commandlog import COMMANDS, Timed
 from runners.linux.nsspawn import SpawnerGone
 from runners.linux.processes import stop_processes
@@ -127,17 +128,20 @@ def split_batch(argvs: list[list[str]], marker: str, out: str, err: str) -> list
 
 
 def run_batch(node, argvs: list[list[str]], timeout: float = 60, check: bool = True) -> list[Result]:
-    """Run several commands in a host's namespace with one process start (and one more per run of
-    `ip`, `tc` or `nft` changes, which read their commands from a file: ipbatch); results in order.
-    A run of nft changes is applied all or nothing: one failed command fails the run's others too, and
-    with `check` the error raised names the command nft refused, not one it left unapplied."""
+    """Run several commands in a host's namespace, in order, with as few process starts as it takes;
+    results in order. A run of `ip`, `tc` or `nft` changes is one process (it reads its commands from a
+    file: ipbatch). Where this process can act in the node's namespace (a host's spawner thread, or a
+    switch's namespace, which is this process's own), `sysctl -q -w` and `ethtool -K` are done here
+    without a process, and each other unit starts on its own; elsewhere one shell runs them all. A run
+    of nft changes is applied all or nothing: one failed command fails the run's others too, and with
+    `check` the error raised names the command nft refused, not one it left unapplied."""
     if not argvs:
         return []
-    marker = "@@testbed-" + secrets.token_hex(8)
     for argv in argvs:
         COMMANDS.announce(node.name, argv)
     t0 = time.monotonic()
     parts = ipbatch.units(argvs)
+    place = _place_of(node)
     with tempfile.TemporaryDirectory(prefix="testbed-batch-") if any(u.lines for u in parts) else \
             contextlib.nullcontext() as folder:
         argv_of = []
@@ -148,9 +152,12 @@ def run_batch(node, argvs: list[list[str]], timeout: float = 60, check: bool = T
                 with open(path, "w") as f:
                     f.write("\n".join(unit.lines) + "\n")
             argv_of.append(unit.argv(path))
-        if len(argv_of) == 1 and argv_of[0][0] != "sysctl":
+        if place is not None:
+            done_all = [_run_unit_in_place(node, place, unit, argv, timeout) for unit, argv in zip(parts, argv_of)]
+        elif len(argv_of) == 1 and argv_of[0][0] != "sysctl":
             done_all = [_run(node, argv_of[0], timeout=timeout, check=False)]   # no shell: one start less
         else:
+            marker = "@@testbed-" + secrets.token_hex(8)
             res = _run(node, batch_argv(argv_of, marker), timeout=timeout, check=False)
             done_all = split_batch(argv_of, marker, res.out, res.err)
     results = []
@@ -167,6 +174,58 @@ def run_batch(node, argvs: list[list[str]], timeout: float = 60, check: bool = T
         raise CommandError(f"{node.name}: `{' '.join(r.argv)}` failed (exit {r.rc}): "
                            f"{(r.err or r.out).strip()[:500]}")
     return results
+
+
+def _place_of(node) -> Callable | None:
+    """How to run a function in the node's network namespace: by its host's spawner thread, or here for
+    a Mininet switch (it stays in this process's namespace); None where neither can."""
+    spawners = getattr(node, "spawners", None)
+    if spawners is not None:
+        return lambda fn: spawners.call(node, fn)
+    switch = getattr(sys.modules.get("mininet.node"), "Switch", None)
+    if switch is not None and isinstance(node, switch) and not node.inNamespace:
+        return lambda fn: fn()
+    return None
+
+
+def _run_unit_in_place(node, place: Callable, unit: ipbatch.Unit, argv: list[str], timeout: float) -> Result:
+    """One unit of a batch (`argv` runs it): done by this process in the node's namespace when it can be,
+    else started."""
+    fn = _done_here(unit, argv)
+    if fn is not None:
+        try:
+            rc, out, err = place(fn)
+            return Result(argv, rc, out, err)
+        except SpawnerGone:   # the host's shell ended: the process, started by mnexec, says what is wrong
+            pass
+    return _run(node, argv, timeout=timeout, check=False)
+
+
+def _done_here(unit: ipbatch.Unit, argv: list[str]) -> Callable[[], tuple[int, str, str]] | None:
+    """A function doing what the unit's `argv` does, returning (exit code, stdout, stderr), for the
+    commands this process can carry out itself: `sysctl -q -w KEY=VALUE`, ethtool's feature changes,
+    `ip` link and address changes (ipchanges), and `nft -f FILE` where libnftables' binding is installed."""
+    if unit.tool == "ip":
+        if unit.lines:
+            changes, batch_file = ipchanges.parse_lines(unit.options, unit.lines), argv[-1]
+        else:
+            key = ipbatch.batch_key(argv)
+            changes = key and ipchanges.parse_lines(key[1], (" ".join(argv[1 + len(key[1]):]),))
+            batch_file = None
+        return (lambda: ipchanges.apply(changes, batch_file)) if changes else None
+    if len(argv) == 4 and argv[:3] == ["sysctl", "-q", "-w"] and "=" in argv[3]:
+        key, _, value = argv[3].partition("=")
+
+        def write() -> tuple[int, str, str]:
+            error, _ = _write_sysctls([(key, value)])
+            return (1, "", f"sysctl: {error}\n") if error else (0, "", "")
+        return write
+    features = ethtool.parse_features(argv)
+    if features is not None:
+        return lambda: (lambda rc, err: (rc, "", err))(*ethtool.set_features(*features))
+    if len(argv) == 3 and argv[:2] == ["nft", "-f"] and nftlib.available():
+        return lambda: nftlib.run_file(argv[2])
+    return None
 
 
 # A namespace's sysctls are files of /proc/sys, which show the namespace of the thread that opens them: the
