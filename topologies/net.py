@@ -6,10 +6,10 @@ import signal
 import socket
 import subprocess
 import time
-from concurrent.futures import ThreadPoolExecutor
 from typing import Callable
 
 from topologies.plan import TopologyPlan
+from topologies.planned_host import planned_host_class, wait_in_own_namespaces
 
 
 def _bridge_class():
@@ -52,59 +52,17 @@ def _intf_classes():
     return PlannedIntf, SwitchPort
 
 
-def _planned_node_classes():
-    """(PlannedHost, PremadeLink): a host whose namespace's setup is the plan's, and a link whose veth
-    pair is already made."""
-    from subprocess import PIPE
-
+def _premade_link_class():
+    """A link whose veth pair make_veth_pairs made, with every other pair, in one `ip -batch`: Mininet
+    makes each through a node's shell (`ip link add`), one round trip per link."""
     from mininet.link import Link
-    from mininet.node import Host
-
-    class PlannedHost(Host):
-        """Mininet's config would bring `lo` up through the host's shell (`ifconfig lo up`), one host after
-        another: the runner's setup batch of the namespace does it (runners.pipeline.network). Mininet's
-        stop would wait for each host's shell to exit before it ends the next, and not at all for those a
-        failed stop did not reach: stop_network waits for them all at once and kills those. (Alone, this
-        did not shorten bench.scale's teardown measurably: 8.2 s against 8.1 s for 32 clients, TCG,
-        2026-11-28; the bridges deleted before their links did.)"""
-
-        # the runner's spawners (runners.linux.nsspawn.Spawners), set by build_network: a command starts
-        # in the host's namespaces without Mininet's `mnexec -da` before it (40 ms a command in a TCG guest)
-        spawners = None
-
-        def __init__(self, name, **params):
-            super().__init__(name, waitExited=False, **params)
-
-        def config(self, **_params):
-            return {}
-
-        def _popen(self, cmd, **params):
-            """Mininet's startShell runs `mnexec OPTS env PS1=<sentinel> bash ...`: the prompt goes in
-            bash's environment here, without `env`, one program less per host (50 ms in a TCG guest)."""
-            if len(cmd) > 4 and cmd[0] == "mnexec" and cmd[2] == "env" and cmd[3].startswith("PS1=") \
-                    and "env" not in params:
-                params["env"] = {**os.environ, "PS1": cmd[3][len("PS1="):]}
-                cmd = [*cmd[:2], *cmd[4:]]
-            return super()._popen(cmd, **params)
-
-        def popen(self, *args, **kwargs):
-            """Mininet's popen for an argument list, started by the spawners when they can."""
-            if self.spawners is not None and len(args) == 1 and isinstance(args[0], list) \
-                    and not {"mncmd", "shell"} & kwargs.keys():
-                proc = self.spawners.popen(self, args[0], **{"stdout": PIPE, "stderr": PIPE, **kwargs})
-                if proc is not None:
-                    return proc
-            return super().popen(*args, **kwargs)
 
     class PremadeLink(Link):
-        """A link whose veth pair make_veth_pairs made, with every other pair, in one `ip -batch`: Mininet
-        makes each through a node's shell (`ip link add`), one round trip per link."""
-
         @classmethod
         def makeIntfPair(cls, *_args, **_kwargs):
             return None
 
-    return PlannedHost, PremadeLink
+    return PremadeLink
 
 
 def veth_pair_lines(plan: TopologyPlan, netns_of: dict[str, int | None]) -> tuple[list[str], list[str]]:
@@ -177,7 +135,7 @@ def build_network(plan: TopologyPlan, controller_port: int | None = None,
     from mininet.net import Mininet
     from mininet.node import OVSSwitch, RemoteController
 
-    planned_host, premade_link = _planned_node_classes()
+    planned_host, premade_link = planned_host_class(), _premade_link_class()
     planned_host.spawners = spawners
     # every MAC is the plan's, set as the veth pair is made (Mininet's autoSetMacs set each host's first
     # one again afterwards: three shell round trips per host)
@@ -229,23 +187,13 @@ def build_network(plan: TopologyPlan, controller_port: int | None = None,
 
 
 def _start_hosts(net, names: list[str], host_class) -> dict:
-    """Every host's and router's shell started at once, then added to `net` in order. Mininet starts one
-    after another, and each waits for its bash to answer (0.25-0.3 s in a TCG guest). Whatever ends the
-    wait (a failure, a signal), every shell that did start is added, so that net.stop() ends it."""
-    if not names:
-        return {}
-    pool = ThreadPoolExecutor(max_workers=min(8, len(names)))
-    started = {name: pool.submit(host_class, name, ip=None) for name in names}
-    try:
-        for future in started.values():
-            future.exception()   # wait for each; a failure is raised below, once all are added
-    finally:
-        pool.shutdown(wait=True)
-        nodes = {name: net.addHost(name, cls=lambda _name, _f=future, **_params: _f.result())
-                 for name, future in started.items() if future.exception() is None}
-    for future in started.values():
-        if future.exception() is not None:
-            raise future.exception()
+    """Every host's and router's namespace holder started, one after another (10 ms each in a TCG guest),
+    then waited for, all at once: each makes its namespaces in parallel with the others. Mininet starts
+    one host after another, and waits for each shell to answer. A host is added to `net` as it starts,
+    so that net.stop() ends what did start whatever ends the wait (a failure, a signal)."""
+    nodes = {name: net.addHost(name, cls=host_class, ip=None, wait_later=True) for name in names}
+    for node in nodes.values():
+        wait_in_own_namespaces(node.shell, node.name)
     return nodes
 
 
@@ -265,12 +213,13 @@ SHELL_EXIT_S = 10.0
 
 
 def stop_network(net, grace: float = SHELL_EXIT_S) -> None:
-    """net.stop(), then every host's and router's shell waited for at once: Mininet ends each (it closes
-    the shell's terminal, and hangs it up), and PlannedHost does not wait there. A shell net.stop() did not
-    reach (it failed part-way: Mininet had not cleared the node's shell) is killed, as one that does not
-    exit within `grace` seconds is: a hangup alone is not enough where it is ignored (under nohup, which
-    the shells inherit). None is left unreaped."""
-    hosts = [(h, h.shell) for h in net.hosts if getattr(h, "shell", None) is not None]
+    """net.stop(), then every host's and router's processes waited for at once: its namespaces' holder
+    (killed by PlannedHost.terminate) and its bash if one was started (hung up, as Mininet ends it). One
+    net.stop() did not reach (it failed part-way: Mininet had not cleared the node's shell) is killed, as
+    one that does not exit within `grace` seconds is: a hangup alone is not enough where it is ignored
+    (under nohup, which the shells inherit). None is left unreaped."""
+    hosts = [(h, proc) for h in net.hosts for proc in (getattr(h, "shell", None), getattr(h, "bash", None))
+             if proc is not None]
     try:
         net.stop()
     finally:

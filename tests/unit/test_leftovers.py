@@ -17,11 +17,23 @@ def test_only_our_processes_are_leftovers(monkeypatch, tmp_path):
         # a SIGKILLed run's capture, the last process of its host's namespace; and a user's own tcpdump
         (108, "net:[9003]", "tcpdump", "tcpdump -i h1-eth0 -w /r/raw/r001-mptcp-A/pcap/h1-h1-eth0.part.pcap"),
         (109, "net:[9004]", "tcpdump", "tcpdump -i eth0 -w /root/mine.pcap"),
+        # a host's namespace holder (marked in its environment), a process in its namespace; a container's sleep
+        (110, "net:[9005]", "cat", "cat"),
+        (111, "net:[9005]", "iperf3", "iperf3 -s -1"),
+        (112, "net:[9006]", "cat", "cat"),
     ]
+    environ = {110: b"PATH=/usr/bin\0" + leftovers.HOLDER_MARK.encode() + b"=h2\0", 112: b"PATH=/usr/bin\0"}
     monkeypatch.setattr(leftovers, "_process_table", lambda: table)
+    monkeypatch.setattr(leftovers, "_environ", lambda pid: environ.get(pid, b""))
     found = dict(leftovers.leftover_processes())
-    assert sorted(found) == [101, 102, 104, 105, 106, 108]
+    assert sorted(found) == [101, 102, 104, 105, 106, 108, 110, 111]
     assert "micro-VM" in found[105] and "controller" in found[106]
+
+
+def test_the_holders_mark_is_the_one_the_hosts_get():
+    from topologies.planned_host import HOLDER_MARK
+
+    assert leftovers.HOLDER_MARK == HOLDER_MARK
 
 
 def test_temporary_folders_of_cold_boots_and_start_barriers_are_found(monkeypatch, tmp_path):

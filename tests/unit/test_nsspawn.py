@@ -140,22 +140,6 @@ def test_sysctls_go_by_process_where_a_node_has_no_spawner(monkeypatch):
     assert ran == [["sysctl", "-n", "net.ipv4.tcp_wmem", "net.mptcp.enabled"], ["sysctl", "-q", "-w", "net.mptcp.enabled=1"]]
 
 
-def test_a_planned_hosts_shell_gets_its_prompt_from_the_environment_not_env(monkeypatch):
-    from mininet.node import Node
-
-    from topologies.net import _planned_node_classes
-
-    seen = {}
-    monkeypatch.setattr(Node, "_popen", lambda self, cmd, **params: seen.update(cmd=cmd, params=params))
-    host_class, _ = _planned_node_classes()
-    host = host_class.__new__(host_class)
-    host._popen(["mnexec", "-cdn", "env", "PS1=\x7f", "bash", "--norc", "--noediting", "-is", "mininet:h1"])
-    assert seen["cmd"] == ["mnexec", "-cdn", "bash", "--norc", "--noediting", "-is", "mininet:h1"]
-    assert seen["params"]["env"]["PS1"] == "\x7f"
-    host._popen(["mnexec", "-da", "1", "ip", "link"])   # any other command as Mininet gave it
-    assert seen["cmd"] == ["mnexec", "-da", "1", "ip", "link"] and "env" not in seen["params"]
-
-
 def test_processes_start_with_no_signal_blocked_even_from_a_spawner_made_in_the_cleanup(monkeypatch):
     from runners.pipeline.runner import signals_blocked
 
