@@ -34,9 +34,17 @@ def _intf_classes():
             return {}
 
         def delete(self):
+            """Mininet's delete, by an argument list started in the node's namespace rather than through
+            its shell: a planned host starts its bash only for a command sent to it, which a teardown
+            would then have to wait for."""
             if not self.deleted_already:
-                super().delete()
-                return
+                proc = self.node.popen(["ip", "link", "del", self.name], stdin=subprocess.DEVNULL,
+                                       stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+                try:
+                    proc.wait(timeout=30)
+                except subprocess.TimeoutExpired:
+                    proc.kill()
+                    proc.wait()
             self.node.delIntf(self)
             self.link = None
 
@@ -218,12 +226,20 @@ def stop_network(net, grace: float = SHELL_EXIT_S) -> None:
     net.stop() did not reach (it failed part-way: Mininet had not cleared the node's shell) is killed, as
     one that does not exit within `grace` seconds is: a hangup alone is not enough where it is ignored
     (under nohup, which the shells inherit). None is left unreaped."""
-    hosts = [(h, proc) for h in net.hosts for proc in (getattr(h, "shell", None), getattr(h, "bash", None))
-             if proc is not None]
+    hosts = _processes_of(net)
     try:
         net.stop()
     finally:
-        reap_shells(hosts, grace)
+        seen = {id(proc) for _, proc in hosts}   # and a bash started by a command sent during the stop
+        reap_shells(hosts + [(h, p) for h, p in _processes_of(net) if id(p) not in seen], grace)
+        for h in net.hosts:
+            if hasattr(h, "close_lifeline"):
+                h.close_lifeline()
+
+
+def _processes_of(net) -> list:
+    return [(h, proc) for h in net.hosts for proc in (getattr(h, "shell", None), getattr(h, "bash", None))
+            if proc is not None]
 
 
 def reap_shells(hosts: list, grace: float) -> None:

@@ -83,21 +83,30 @@ def wait_in_own_namespaces(proc: subprocess.Popen, name: str, timeout: float = H
 
 
 def _kill_session(proc: subprocess.Popen, sig: int) -> None:
-    """`sig` to the process's session (mnexec -d made it lead one), never this process's own group."""
+    """`sig` to the process's session (mnexec -d made it lead one), never this process's own group; to
+    the process alone if it leads none yet (mnexec had not called setsid)."""
     if proc.pid <= 1:
         return
     try:
         os.killpg(proc.pid, sig)
     except (ProcessLookupError, PermissionError):
-        pass
+        try:
+            proc.send_signal(sig)
+        except OSError:
+            pass
 
 
 def _start_holder(node) -> None:
     """What Mininet's startShell sets up, with the holder for the shell: the node's terminal, which its
     bash gets if one is started, and the poll Mininet reads it with."""
-    node.master, node.slave = pty.openpty()
     node.shell, node.lifeline = start_holder(node.name)
     node.pid = node.shell.pid
+    try:
+        node.master, node.slave = pty.openpty()
+    except OSError:
+        _kill_session(node.shell, signal.SIGKILL)
+        node.close_lifeline()
+        raise
     node.stdin = os.fdopen(node.master, "r")
     node.stdout = node.stdin
     node.pollOut = select.poll()
@@ -109,17 +118,23 @@ def _start_holder(node) -> None:
 
 def _start_bash(node) -> None:
     """Mininet's shell, started in the holder's namespaces on the node's terminal as Mininet starts it
-    (its prompt a sentinel), and awaited."""
-    node.bash = subprocess.Popen(
+    (its prompt a sentinel), and awaited. RuntimeError, and no shell, if the host is gone or its shell
+    gives no prompt."""
+    if node.shell is None or node.shell.poll() is not None:
+        raise RuntimeError(f"host {node.name}: it has ended, a command cannot be sent to it")
+    bash = subprocess.Popen(
         ["mnexec", "-cda", str(node.pid), "bash", "--norc", "--noediting", "-is", "mininet:" + node.name],
         stdin=node.slave, stdout=node.slave, stderr=node.slave, close_fds=False, env={**os.environ, "PS1": chr(127)})
     deadline = time.monotonic() + HOLDER_START_S
     while True:   # a read only once there is output: the terminal stays open on this side
         if node.pollOut.poll(100) and node.read(1024).endswith(chr(127)):
             break
-        if node.bash.poll() is not None or time.monotonic() > deadline:
-            raise RuntimeError(f"host {node.name}: its shell did not start ({node.bash.poll()})")
-    node.waiting = False
+        if bash.poll() is not None or time.monotonic() > deadline:
+            why = f"exited {bash.returncode}" if bash.poll() is not None else f"gave no prompt within {HOLDER_START_S:g}s"
+            _kill_session(bash, signal.SIGKILL)
+            bash.wait()
+            raise RuntimeError(f"host {node.name}: its shell {why}")
+    node.bash, node.waiting = bash, False
 
 
 def _make_class():
@@ -177,10 +192,14 @@ def _make_class():
                 _kill_session(self.bash, signal.SIGHUP)
             if self.shell is not None and self.shell.poll() is None:
                 _kill_session(self.shell, signal.SIGKILL)
+            self.close_lifeline()
+            self.cleanup()
+
+        def close_lifeline(self):
+            """The holder's pipe closed: it ends once it reads end-of-file, if it had not ended yet."""
             if self.lifeline is not None:
                 os.close(self.lifeline)
                 self.lifeline = None
-            self.cleanup()
 
         def popen(self, *args, **kwargs):
             """Mininet's popen for an argument list, started by the spawners when they can."""

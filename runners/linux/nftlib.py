@@ -31,8 +31,10 @@ def run_file(path: str) -> tuple[int, str, str]:
     binding = _load()
     with _lock:
         nft = binding()
-        rc, out, err = nft.cmd_from_file(path)
-        del nft   # its context, and the netlink socket, are freed here, in this namespace's thread
+        try:
+            rc, out, err = nft.cmd_from_file(path)
+        finally:
+            del nft   # its context, and the netlink socket, are freed here, in this thread, under the lock
     return (0 if rc == 0 else 1), out or "", err or ""
 
 

@@ -198,6 +198,8 @@ def _run_unit_in_place(node, place: Callable, unit: ipbatch.Unit, argv: list[str
             return Result(argv, rc, out, err)
         except SpawnerGone:   # the host's shell ended: the process, started by mnexec, says what is wrong
             pass
+        except Exception as e:   # the kernel's socket refused, say: this command's failure, with its words
+            return Result(argv, 1, "", f"{argv[0]}: {e}\n")
     return _run(node, argv, timeout=timeout, check=False)
 
 

@@ -130,6 +130,10 @@ def test_a_planned_hosts_namespaces_are_held_by_a_holder_and_its_bash_starts_on_
     try:
         assert host.bash is None
         assert open(f"/proc/{host.pid}/comm").read().strip() == "cat"
+        # (the environment shows once exec has set up the new stack, a moment after its name changed)
+        deadline = time.monotonic() + 5
+        while not open(f"/proc/{host.pid}/environ", "rb").read() and time.monotonic() < deadline:
+            time.sleep(0.01)
         assert f"{HOLDER_MARK}=h9".encode() in open(f"/proc/{host.pid}/environ", "rb").read().split(b"\0")
         assert os.stat(f"/proc/{host.pid}/ns/net").st_ino != os.stat("/proc/self/ns/net").st_ino
         out = host.cmd("readlink /proc/self/ns/net; echo $1")

@@ -25,6 +25,8 @@ class SpawnerNode:
         assert node is self
         if self.gone:
             raise SpawnerGone("gone")
+        # this thread is in this machine's own namespaces: only the stood-in kernel calls may run here
+        assert STUBBED, "a test ran an in-process change without the `kernel` fixture"
         self.called += 1
         return fn()
 
@@ -33,16 +35,21 @@ class SpawnerNode:
         return subprocess.Popen(argv if argv[0] == "echo" else ["false"], **kw)
 
 
+STUBBED = []
+
+
 @pytest.fixture
 def kernel(monkeypatch):
     """The kernel calls recorded instead of made."""
     calls = []
+    STUBBED.append(True)
     monkeypatch.setattr(nsexec, "_write_sysctls", lambda pairs: (calls.append(("sysctl", pairs)), (None, 1))[1])
     monkeypatch.setattr(ethtool, "set_features", lambda i, w: (calls.append(("ethtool", i, w)), (0, ""))[1])
     monkeypatch.setattr(ipchanges, "apply", lambda c, f: (calls.append(("ip", [x.kind for x in c], f)), (0, "", ""))[1])
     monkeypatch.setattr(nftlib, "available", lambda: True)
     monkeypatch.setattr(nftlib, "run_file", lambda path: (calls.append(("nft", open(path).read())), (0, "", ""))[1])
-    return calls
+    yield calls
+    STUBBED.clear()
 
 
 def test_a_hosts_setup_starts_only_the_commands_that_cannot_be_done_in_process(kernel):
@@ -79,7 +86,7 @@ def test_a_gone_spawner_falls_back_to_the_program(kernel, tmp_path):
     assert res[0].rc != 0
 
 
-def test_a_refused_change_is_raised_with_its_own_command(monkeypatch):
+def test_a_refused_change_is_raised_with_its_own_command(kernel, monkeypatch):
     monkeypatch.setattr(ethtool, "set_features", lambda i, w: (1, f"Could not change tx-checksum-ipv4 of {i}\n"))
     with pytest.raises(nsexec.CommandError, match="ethtool -K s1-eth1 tx off.*Could not change"):
         nsexec.run_batch(SpawnerNode(), [["ethtool", "-K", "s1-eth1", "tx", "off"]])
@@ -176,3 +183,114 @@ def test_the_extended_acknowledgement_message_is_read_after_the_echoed_request()
     assert ipchanges._ack_message(ipchanges.NLM_F_ACK_TLVS | ipchanges.NLM_F_CAPPED, capped) == \
         "ipv4: Address already assigned"
     assert ipchanges._ack_message(0, payload) == ""   # no TLVs flagged: the errno's words
+
+
+NAMES = ["tx-scatter-gather", "tx-checksum-ipv4", "", "tx-checksum-ip-generic", "tx-generic-segmentation",
+         "rx-gro", "tx-tcp-segmentation", "tx-tcp6-segmentation", "rx-checksum"] + [f"f{k}" for k in range(9, 40)]
+
+
+class FakeEthtool:
+    """The kernel's side of SIOCETHTOOL for one device: feature names, and the active bits it reports."""
+
+    def __init__(self, active: int):
+        self.active, self.sent = active, []
+
+    def __call__(self, _sock, ifname, command: bytes) -> bytes:
+        cmd = struct.unpack_from("I", command)[0]
+        self.sent.append((ifname, cmd, command))
+        if cmd == ethtool.ETHTOOL_GSSET_INFO:
+            return command[:16] + struct.pack("I", len(NAMES))
+        if cmd == ethtool.ETHTOOL_GSTRINGS:
+            return command[:12] + b"".join(n.encode().ljust(ethtool.ETH_GSTRING_LEN, b"\0") for n in NAMES)
+        if cmd == ethtool.ETHTOOL_SFEATURES:
+            words = struct.unpack_from("I", command, 4)[0]
+            blocks = struct.unpack_from(f"{2 * words}I", command, 8)
+            for w in range(words):
+                valid, requested = blocks[2 * w], blocks[2 * w + 1]
+                self.active = (self.active & ~(valid << 32 * w)) | ((requested & valid) << 32 * w)
+            return command
+        if cmd == ethtool.ETHTOOL_GFEATURES:
+            words = struct.unpack_from("I", command, 4)[0]
+            return command[:8] + b"".join(struct.pack("4I", 0xFFFFFFFF, 0, self.active >> 32 * w & 0xFFFFFFFF, 0)
+                                          for w in range(words))
+        raise AssertionError(hex(cmd))
+
+
+def test_ethtool_sets_every_kernel_feature_its_word_stands_for_in_one_request(monkeypatch):
+    fake = FakeEthtool(active=(1 << len(NAMES)) - 1)
+    monkeypatch.setattr(ethtool, "_ioctl", fake)
+    monkeypatch.setattr(ethtool, "_names", None)
+    monkeypatch.setattr(ethtool.socket, "socket", lambda *a: __import__("contextlib").nullcontext())
+    assert ethtool.set_features("h1-eth0", [("tx", 0), ("tso", 0), ("gro", 0)]) == (0, "")
+    sets = [c for _, cmd, c in fake.sent if cmd == ethtool.ETHTOOL_SFEATURES]
+    assert len(sets) == 1
+    words = struct.unpack_from("I", sets[0], 4)[0]
+    assert words == 2   # 40 names: two blocks of 32
+    valid, requested = struct.unpack_from("2I", sets[0], 8)
+    assert valid == 0b11101010 and requested == 0   # checksums ipv4 and ip-generic, rx-gro, both TSO kinds
+    assert not fake.active & 0b11101010 and fake.active & 0b100010001 == 0b100010001   # sg, gso, rx-checksum kept
+
+
+def test_ethtool_says_which_features_did_not_take(monkeypatch):
+    class Stuck(FakeEthtool):
+        def __call__(self, sock, ifname, command):
+            out = super().__call__(sock, ifname, command)
+            self.active |= 1 << 5   # rx-gro stays on, whatever is asked
+            return out
+
+    monkeypatch.setattr(ethtool, "_ioctl", Stuck(active=1 << 5))
+    monkeypatch.setattr(ethtool, "_names", None)
+    monkeypatch.setattr(ethtool.socket, "socket", lambda *a: __import__("contextlib").nullcontext())
+    assert ethtool.set_features("h1-eth0", [("gro", 0)]) == (1, "Could not change rx-gro of h1-eth0\n")
+
+
+class FakeRtnl:
+    """A netlink socket that records each request and acknowledges it (with `refuse` as its errno)."""
+
+    def __init__(self, refuse: int = 0):
+        self.sent, self.refuse = [], refuse
+
+    def send(self, data):
+        self.sent.append(data)
+
+    def recv(self, _size):
+        length, kind, flags, seq, port = ipchanges.NLMSGHDR.unpack_from(self.sent[-1])
+        payload = struct.pack("=i", -self.refuse) + self.sent[-1][:16]
+        return ipchanges.NLMSGHDR.pack(16 + len(payload), ipchanges.NLMSG_ERROR, 0x100, seq, 0) + payload
+
+
+def _request(data):
+    length, kind, flags, _seq, _port = ipchanges.NLMSGHDR.unpack_from(data)
+    assert length == len(data)
+    return kind, flags, data[16:]
+
+
+def test_ip_changes_send_the_requests_ip_sends(monkeypatch):
+    monkeypatch.setattr(ipchanges.socket, "if_nametoindex", lambda name: 7)
+    sock = FakeRtnl()
+    for line in ("link set dev h1-eth0 up", "link set dev h1-eth0 gso_max_segs 1",
+                 "addr add 10.0.1.1/24 dev h1-eth0", "addr replace fd00::1/64 dev h1-eth0 nodad"):
+        ipchanges._apply_one(sock, ipchanges.parse_lines((), (line,))[0])
+    (k1, f1, up), (k2, f2, segs), (k3, f3, v4), (k4, f4, v6) = map(_request, sock.sent)
+    assert (k1, up) == (ipchanges.RTM_NEWLINK, ipchanges.IFINFOMSG.pack(0, 0, 7, 1, 1))
+    assert k2 == ipchanges.RTM_NEWLINK and segs[16:] == struct.pack("=HHI", 8, 40, 1)   # IFLA_GSO_MAX_SEGS = 40
+    assert k3 == ipchanges.RTM_NEWADDR and f3 == 0x1 | 0x4 | 0x400 | 0x200   # request, ack, create, excl
+    assert v4 == ipchanges.IFADDRMSG.pack(2, 24, 0, 0, 7) + struct.pack("=HH", 8, 2) + bytes([10, 0, 1, 1]) \
+        + struct.pack("=HH", 8, 1) + bytes([10, 0, 1, 1])
+    assert k4 == ipchanges.RTM_NEWADDR and f4 == 0x1 | 0x4 | 0x400 | 0x100   # replace, not excl
+    assert v6[:8] == ipchanges.IFADDRMSG.pack(10, 64, 2, 0, 7) and v6.endswith(struct.pack("=HHI", 8, 8, 2))
+
+
+def test_a_refused_ip_change_raises_with_its_errno(monkeypatch):
+    monkeypatch.setattr(ipchanges.socket, "if_nametoindex", lambda name: 7)
+    with pytest.raises(ipchanges._Refused) as e:
+        ipchanges._apply_one(FakeRtnl(refuse=17), ipchanges.parse_lines((), ("addr add 10.0.1.1/24 dev h1-eth0",))[0])
+    assert e.value.errno == 17 and e.value.message == ""
+
+
+def test_an_unexpected_failure_in_process_is_that_commands_failure(kernel, monkeypatch):
+    def broken(_i, _w):
+        raise OSError(97, "Address family not supported by protocol")
+    monkeypatch.setattr(ethtool, "set_features", broken)
+    with pytest.raises(nsexec.CommandError, match="ethtool -K h1-eth0 gso off.*Address family"):
+        nsexec.run_batch(SpawnerNode(), [["ethtool", "-K", "h1-eth0", "gso", "off"]])
