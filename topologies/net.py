@@ -1,7 +1,6 @@
 """Build a TopologyPlan as a real Mininet network (this part touches the kernel)."""
 from __future__ import annotations
 
-import os
 import signal
 import socket
 import subprocess
@@ -9,7 +8,7 @@ import time
 from typing import Callable
 
 from topologies.plan import TopologyPlan
-from topologies.planned_host import planned_host_class, wait_in_own_namespaces
+from topologies.planned_host import kill_session, planned_host_class, wait_in_own_namespaces
 
 
 def _bridge_class():
@@ -245,22 +244,12 @@ def _processes_of(net) -> list:
 def reap_shells(hosts: list, grace: float) -> None:
     for host, shell in hosts:
         if getattr(host, "shell", None) is not None and shell.poll() is None:   # not reached by the stop
-            _kill_group(shell)
+            kill_session(shell, signal.SIGKILL)
     deadline = time.monotonic() + grace
     for _, shell in hosts:
         try:
             shell.wait(timeout=max(0.0, deadline - time.monotonic()))
         except subprocess.TimeoutExpired:
-            _kill_group(shell)
+            kill_session(shell, signal.SIGKILL)
             shell.wait()
 
-
-def _kill_group(shell) -> None:
-    """The shell and what it started: it leads a session of its own (mnexec -cd), as Mininet's hangup
-    assumes."""
-    if shell.pid <= 1:   # never this process's own group (killpg(0)) nor init's
-        return
-    try:
-        os.killpg(shell.pid, signal.SIGKILL)
-    except (ProcessLookupError, PermissionError):
-        shell.kill()

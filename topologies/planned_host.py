@@ -77,14 +77,15 @@ def wait_in_own_namespaces(proc: subprocess.Popen, name: str, timeout: float = H
             raise RuntimeError(f"host {name}: could not make its namespaces (`{' '.join(holder_argv())}` "
                                f"exited {proc.returncode})")
         if time.monotonic() > deadline:
-            _kill_session(proc, signal.SIGKILL)
+            kill_session(proc, signal.SIGKILL)
             raise RuntimeError(f"host {name}: its namespaces were not made within {timeout:g}s")
         time.sleep(0.002)
 
 
-def _kill_session(proc: subprocess.Popen, sig: int) -> None:
-    """`sig` to the process's session (mnexec -d made it lead one), never this process's own group; to
-    the process alone if it leads none yet (mnexec had not called setsid)."""
+def kill_session(proc: subprocess.Popen, sig: int) -> None:
+    """`sig` to the process's session, and so to what it started (mnexec -d made it lead one, as
+    Mininet's hangup assumes), never this process's own group (killpg(0)) nor init's; to the process
+    alone if it leads none yet (mnexec had not called setsid)."""
     if proc.pid <= 1:
         return
     try:
@@ -104,7 +105,7 @@ def _start_holder(node) -> None:
     try:
         node.master, node.slave = pty.openpty()
     except OSError:
-        _kill_session(node.shell, signal.SIGKILL)
+        kill_session(node.shell, signal.SIGKILL)
         node.close_lifeline()
         raise
     node.stdin = os.fdopen(node.master, "r")
@@ -131,7 +132,7 @@ def _start_bash(node) -> None:
             break
         if bash.poll() is not None or time.monotonic() > deadline:
             why = f"exited {bash.returncode}" if bash.poll() is not None else f"gave no prompt within {HOLDER_START_S:g}s"
-            _kill_session(bash, signal.SIGKILL)
+            kill_session(bash, signal.SIGKILL)
             bash.wait()
             raise RuntimeError(f"host {node.name}: its shell {why}")
     node.bash, node.waiting = bash, False
@@ -189,9 +190,9 @@ def _make_class():
             """The shell hung up, as Mininet ends it; the holder, which runs nothing, killed."""
             self.unmountPrivateDirs()
             if self.bash is not None and self.bash.poll() is None:
-                _kill_session(self.bash, signal.SIGHUP)
+                kill_session(self.bash, signal.SIGHUP)
             if self.shell is not None and self.shell.poll() is None:
-                _kill_session(self.shell, signal.SIGKILL)
+                kill_session(self.shell, signal.SIGKILL)
             self.close_lifeline()
             self.cleanup()
 

@@ -26,22 +26,21 @@ import socket
 import struct
 from dataclasses import dataclass
 
-RTM_NEWLINK, RTM_NEWADDR, RTM_DELADDR, RTM_GETADDR = 16, 20, 21, 22
-NLMSG_ERROR, NLMSG_DONE = 2, 3
-NLM_F_REQUEST, NLM_F_ACK, NLM_F_REPLACE, NLM_F_EXCL, NLM_F_CREATE, NLM_F_DUMP = 0x1, 0x4, 0x100, 0x200, 0x400, 0x300
+from runners.linux.rtnetlink import (IFINFOMSG, NLM_F_DUMP, NLM_F_REQUEST, NLMSG_DONE, NLMSG_ERROR, NLMSGHDR,
+                                     RTATTR, RTM_NEWLINK, NetlinkError, attribute_records)
+
+RTM_NEWADDR, RTM_DELADDR, RTM_GETADDR = 20, 21, 22
+NLM_F_ACK, NLM_F_REPLACE, NLM_F_EXCL, NLM_F_CREATE = 0x4, 0x100, 0x200, 0x400
 NLM_F_CAPPED, NLM_F_ACK_TLVS = 0x100, 0x200   # in an acknowledgement's header
 SOL_NETLINK, NETLINK_EXT_ACK, NLMSGERR_ATTR_MSG = 270, 11, 1
 IFF_UP = 0x1
-IFLA_IFNAME, IFLA_GSO_MAX_SEGS = 3, 40
+IFLA_GSO_MAX_SEGS = 40
 IFA_ADDRESS, IFA_LOCAL, IFA_FLAGS = 1, 2, 8
 IFA_F_NODAD = 0x02
 RT_SCOPE_UNIVERSE = 0
 ANSWER_S = 10.0   # how long the kernel's answer to one change may take
 
-NLMSGHDR = struct.Struct("=IHHII")     # length, type, flags, sequence, port
-IFINFOMSG = struct.Struct("=BxHiII")   # family, type, index, flags, change
 IFADDRMSG = struct.Struct("=BBBBI")    # family, prefix length, flags, scope, index
-RTATTR = struct.Struct("=HH")
 
 
 @dataclass(frozen=True)
@@ -203,14 +202,8 @@ def _addresses(sock: socket.socket, index: int) -> list[tuple[int, int, int, byt
                 raise OSError(code, os.strerror(code))
             family, prefixlen, _flags, scope, ifindex = IFADDRMSG.unpack_from(payload)
             if ifindex == index:
-                rest, offset = b"", IFADDRMSG.size
-                while offset + RTATTR.size <= len(payload):
-                    length, kind = RTATTR.unpack_from(payload, offset)
-                    if length < RTATTR.size:
-                        break
-                    if kind in (IFA_LOCAL, IFA_ADDRESS):
-                        rest += _attr(kind, payload[offset + RTATTR.size:offset + length])
-                    offset += (length + 3) & ~3
+                rest = b"".join(_attr(kind, value) for kind, value in attribute_records(payload, IFADDRMSG.size)
+                                if kind in (IFA_LOCAL, IFA_ADDRESS))
                 out.append((family, prefixlen, scope, rest))
 
 
@@ -220,15 +213,12 @@ def _ack_message(flags: int, payload: bytes) -> str:
     if not flags & NLM_F_ACK_TLVS or len(payload) < 4 + NLMSGHDR.size:
         return ""
     echoed = NLMSGHDR.size if flags & NLM_F_CAPPED else NLMSGHDR.unpack_from(payload, 4)[0]
-    offset = 4 + ((echoed + 3) & ~3)
-    while offset + RTATTR.size <= len(payload):
-        length, kind = RTATTR.unpack_from(payload, offset)
-        if length < RTATTR.size:
-            break
-        if kind == NLMSGERR_ATTR_MSG:
-            return payload[offset + RTATTR.size:offset + length].split(b"\0")[0].decode(errors="replace")
-        offset += (length + 3) & ~3
-    return ""
+    try:
+        records = attribute_records(payload, 4 + ((echoed + 3) & ~3))
+    except NetlinkError:   # a record running past the message: no words to give
+        return ""
+    return next((value.split(b"\0")[0].decode(errors="replace") for kind, value in records
+                 if kind == NLMSGERR_ATTR_MSG), "")
 
 
 def _messages(data: bytes) -> list[tuple[int, int, int, bytes]]:

@@ -131,8 +131,9 @@ def run_batch(node, argvs: list[list[str]], timeout: float = 60, check: bool = T
     """Run several commands in a host's namespace, in order, with as few process starts as it takes;
     results in order. A run of `ip`, `tc` or `nft` changes is one process (it reads its commands from a
     file: ipbatch). Where this process can act in the node's namespace (a host's spawner thread, or a
-    switch's namespace, which is this process's own), `sysctl -q -w` and `ethtool -K` are done here
-    without a process, and each other unit starts on its own; elsewhere one shell runs them all. A run
+    switch's namespace, which is this process's own), what _done_here knows (`sysctl -q -w`, `ethtool
+    -K`, `ip` link and address changes, `nft -f`) is done here without a process, and each other unit
+    starts on its own; elsewhere one shell runs them all. A run
     of nft changes is applied all or nothing: one failed command fails the run's others too, and with
     `check` the error raised names the command nft refused, not one it left unapplied."""
     if not argvs:
@@ -224,7 +225,10 @@ def _done_here(unit: ipbatch.Unit, argv: list[str]) -> Callable[[], tuple[int, s
         return write
     features = ethtool.parse_features(argv)
     if features is not None:
-        return lambda: (lambda rc, err: (rc, "", err))(*ethtool.set_features(*features))
+        def set_features() -> tuple[int, str, str]:
+            rc, err = ethtool.set_features(*features)
+            return rc, "", err
+        return set_features
     if len(argv) == 3 and argv[:2] == ["nft", "-f"] and nftlib.available():
         return lambda: nftlib.run_file(argv[2])
     return None
