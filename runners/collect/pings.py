@@ -7,25 +7,30 @@ import subprocess
 from typing import Any
 
 from runners.errors import ParseError
-from runners.linux.nsexec import Argv
+from runners.linux.icmp_echo import EchoRequest
+from runners.linux.nsexec import Argv, echo_from
 
 
 class Pinger:
-    """Pings from the runner's client (`host`, the RunContext: plan, client, procs, store)."""
+    """Pings from the runner's client (`host`, the RunContext: plan, client, procs, store).
+
+    Where the runner has a thread in the client's namespaces, the echoes are sent and timed by the
+    runner itself, as `ping` would (runners.linux.icmp_echo: a ping process cost 0.1-0.2 s to start in
+    a TCG guest), and their text is ping's; elsewhere `ping` runs."""
 
     def __init__(self, host):
         self.host = host
 
     def warm_up(self) -> None:
-        """Every path at once: unmeasured echoes until one is answered (warm_up_ping_argv)."""
-        self._ping_all([warm_up_ping_argv(p.client_ip, p.server_ip) for p in self.host.plan.paths])
+        """Every path at once: unmeasured echoes until one is answered (warm_up_request)."""
+        self._echo_all([warm_up_request(p.client_ip, p.server_ip) for p in self.host.plan.paths])
 
     def ping_paths(self, run_id: str, warm_up: bool = False) -> dict:
         """RTT of every path, all paths at once (each ping is bound to its own path's addresses); with
-        `warm_up` (switched topologies), each after one answered echo (ping_after_one_echo_argv)."""
+        `warm_up` (switched topologies), each after one answered echo (PING_AFTER_ONE_ECHO)."""
         paths = self.host.plan.paths
-        argv = ping_after_one_echo_argv if warm_up else ping_argv
-        texts = self._ping_all([argv(p.client_ip, p.server_ip) for p in paths])
+        measured = [measured_request(p.client_ip, p.server_ip) for p in paths]
+        texts = self._echo_all(measured, after_one_echo=warm_up)
         out = {}
         for p, text in zip(paths, texts):
             self.host.store.save_raw(run_id, f"ping-{p.name}.txt", text)
@@ -34,6 +39,19 @@ class Pinger:
             except ParseError:
                 out[p.name] = {"loss_pct": 100.0, "rtt_avg_ms": None}
         return out
+
+    def _echo_all(self, requests: list[EchoRequest], after_one_echo: bool = False) -> list[str]:
+        """Each request's output, all at once; `after_one_echo`: each path's first echo unmeasured."""
+        client = self.host.client
+        first = [one_echo_request(r.src, r.dst) for r in requests] if after_one_echo else []
+        if first:
+            echo_from(client, first)   # its outcome is not kept, as the process's was not (> /dev/null)
+        done = echo_from(client, requests)
+        if done is not None:
+            return [outcome.text() for outcome in done]
+        argvs = ([ping_after_one_echo_argv(r.src, r.dst, r.count) for r in requests] if after_one_echo
+                 else [r.argv for r in requests])
+        return self._ping_all(argvs)
 
     def _ping_all(self, argvs: list[list[str]], timeout: float = 30) -> list[str]:
         """Start every ping, then collect each one's output (stdout and stderr)."""
@@ -56,9 +74,13 @@ class Pinger:
 PING_INTERVAL_S = "0.02"
 
 
+def measured_request(src: str, dst: str, count: int = 5) -> EchoRequest:
+    """`count` measured echoes with per-reply lines. A path is warmed up first (warm_up_request)."""
+    return EchoRequest(src, dst, count, float(PING_INTERVAL_S), linger=3)
+
+
 def ping_argv(src: str, dst: str, count: int = 5) -> Argv:
-    """`count` measured echoes with per-reply lines. A path is warmed up first (warm_up_ping_argv)."""
-    return ["ping", "-n", "-c", str(count), "-i", PING_INTERVAL_S, "-W", "3", "-I", src, dst]
+    return measured_request(src, dst, count).argv
 
 
 # Neighbour resolution holds every echo sent before it ends: on a 250 ms path (ARP itself takes 500 ms)
@@ -66,16 +88,26 @@ def ping_argv(src: str, dst: str, count: int = 5) -> Argv:
 # echo a path gets unmeasured ones, 0.2 s apart until one is answered (up to 10 s: a lossy path may
 # lose a few). Once the neighbour is known it stays usable between runs (a stale entry is used at once
 # and confirmed meanwhile), so this is done once per build or reshaping. Switched topologies also get
-# one echo before every run's measured ones (ping_after_one_echo_argv).
+# one echo before every run's measured ones (PING_AFTER_ONE_ECHO).
+def warm_up_request(src: str, dst: str) -> EchoRequest:
+    return EchoRequest(src, dst, 1, 0.2, deadline=10, quiet=True)
+
+
 def warm_up_ping_argv(src: str, dst: str) -> Argv:
-    return ["ping", "-n", "-q", "-c", "1", "-w", "10", "-i", "0.2", "-I", src, dst]
+    return warm_up_request(src, dst).argv
+
+
+def one_echo_request(src: str, dst: str) -> EchoRequest:
+    """One unmeasured echo, waited for up to 10 s (`ping -c 1 -W 10`)."""
+    return EchoRequest(src, dst, 1, 1.0, linger=10)
 
 
 # Switched topologies: one unmeasured echo that must come back, then the measured ones, in one process
 # per path, as every run did before 2026-11-25. A controller's flows are cleared before every run, and
 # each unanswered echo is one more packet-in for it; lab 5's joins (their flows installed by the
 # controller during the transfer) were timed with this. The addresses are positional parameters of
-# the shell, never part of its script.
+# the shell, never part of its script. (Where the runner sends the echoes itself, every path's one
+# echo is answered or waited for before any path's measured ones go.)
 PING_AFTER_ONE_ECHO = ('ping -n -c 1 -W 10 -I "$1" "$2" >/dev/null 2>&1; '
                        'exec ping -n -c "$3" -i "$4" -W 3 -I "$1" "$2"')
 

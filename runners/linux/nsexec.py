@@ -18,7 +18,7 @@ from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 from typing import Callable
 
-from runners.linux import ethtool, ipbatch, ipchanges, nftlib
+from runners.linux import ethtool, icmp_echo, ipbatch, ipchanges, nftlib
 from runners.linux.commandlog import COMMANDS, Timed
 from runners.linux.nsspawn import SpawnerGone
 from runners.linux.processes import stop_processes
@@ -273,6 +273,24 @@ def write_sysctls(node, pairs: list[tuple[str, str]]) -> None:
         COMMANDS.record(node.name, argv, 1 if n == written else 0, seconds / len(argvs))
     if error:
         raise CommandError(f"{node.name}: `{' '.join(argvs[written])}` failed: {error}")
+
+
+def echo_from(node, requests: list[icmp_echo.EchoRequest]) -> list[icmp_echo.EchoOutcome] | None:
+    """The pings `requests` stand for, all at once, sent and timed by this process from the node's
+    namespaces (runners.linux.icmp_echo) and logged as those pings; None where no thread of this process
+    is in them, or the kernel refused a socket (the ping process, started then, says why in its words)."""
+    try:
+        done = _in_namespace(node, lambda: icmp_echo.open_sockets(requests))
+    except OSError:
+        return None
+    if done is None:
+        return None
+    for r in requests:
+        COMMANDS.announce(node.name, r.argv)
+    outcomes = icmp_echo.echo_all(list(zip(requests, done[0])))
+    for r, outcome in zip(requests, outcomes):
+        COMMANDS.record(node.name, r.argv, outcome.rc, outcome.elapsed_ms / 1000)
+    return outcomes
 
 
 def _in_namespace(node, fn) -> tuple[object, float] | None:
