@@ -18,7 +18,7 @@ from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 from typing import Callable
 
-from runners.linux import ethtool, icmp_echo, ipbatch, ipchanges, nftlib
+from runners.linux import ethtool, icmp_echo, ipbatch, ipchanges, mptcp_pm, nftlib
 from runners.linux.commandlog import COMMANDS, Timed
 from runners.linux.nsspawn import SpawnerGone
 from runners.linux.processes import stop_processes
@@ -132,7 +132,8 @@ def run_batch(node, argvs: list[list[str]], timeout: float = 60, check: bool = T
     results in order. A run of `ip`, `tc` or `nft` changes is one process (it reads its commands from a
     file: ipbatch). Where this process can act in the node's namespace (a host's spawner thread, or a
     switch's namespace, which is this process's own), what _done_here knows (`sysctl -q -w`, `ethtool
-    -K`, `ip` link and address changes, `nft -f`) is done here without a process, and each other unit
+    -K`, `ip` link, address and MPTCP endpoint changes, `ip mptcp endpoint show`, `nft -f`) is done here
+    without a process, and each other unit
     starts on its own; elsewhere one shell runs them all. A run
     of nft changes is applied all or nothing: one failed command fails the run's others too, and with
     `check` the error raised names the command nft refused, not one it left unapplied."""
@@ -197,7 +198,7 @@ def _run_unit_in_place(node, place: Callable, unit: ipbatch.Unit, argv: list[str
         try:
             rc, out, err = place(fn)
             return Result(argv, rc, out, err)
-        except SpawnerGone:   # the host's shell ended: the process, started by mnexec, says what is wrong
+        except (SpawnerGone, mptcp_pm.UseTheProgram):   # the process says what is wrong, in its words
             pass
         except Exception as e:   # the kernel's socket refused, say: this command's failure, with its words
             return Result(argv, 1, "", f"{argv[0]}: {e}\n")
@@ -207,8 +208,11 @@ def _run_unit_in_place(node, place: Callable, unit: ipbatch.Unit, argv: list[str
 def _done_here(unit: ipbatch.Unit, argv: list[str]) -> Callable[[], tuple[int, str, str]] | None:
     """A function doing what the unit's `argv` does, returning (exit code, stdout, stderr), for the
     commands this process can carry out itself: `sysctl -q -w KEY=VALUE`, ethtool's feature changes,
-    `ip` link and address changes (ipchanges), and `nft -f FILE` where libnftables' binding is installed."""
+    `ip` link, address and MPTCP endpoint changes (ipchanges, mptcp_pm), `ip mptcp endpoint show`, and
+    `nft -f FILE` where libnftables' binding is installed."""
     if unit.tool == "ip":
+        if argv == mptcp_pm.SHOW_ARGV:
+            return lambda: mptcp_pm.show(ipchanges.ANSWER_S)
         if unit.lines:
             changes, batch_file = ipchanges.parse_lines(unit.options, unit.lines), argv[-1]
         else:

@@ -160,3 +160,35 @@ def test_a_holder_ends_with_the_process_that_made_it_even_when_that_is_killed():
     while os.path.exists(f"/proc/{holder}") and time.monotonic() < deadline:
         time.sleep(0.05)   # (reparented to init, which reaps it)
     assert not os.path.exists(f"/proc/{holder}")
+
+
+MPTCP_BATCH = [
+    ["ip", "addr", "add", "10.0.1.1/24", "dev", "h1-eth0"],
+    ["ip", "addr", "add", "fd00:2::1/64", "dev", "h1-eth1", "nodad"],
+    ["ip", "mptcp", "endpoint", "flush"],
+    ["ip", "mptcp", "limits", "set", "subflows", "3", "add_addr_accepted", "2"],
+    ["ip", "mptcp", "endpoint", "add", "10.0.1.1", "dev", "h1-eth0", "signal", "port", "5300"],
+    ["ip", "mptcp", "endpoint", "add", "10.0.1.1", "dev", "h1-eth0", "signal", "port", "5300"],   # refused: there
+    ["ip", "mptcp", "endpoint", "add", "fd00:2::1", "dev", "h1-eth1", "subflow", "backup"],
+    ["ip", "mptcp", "endpoint", "add", "10.0.3.1", "subflow", "fullmesh"],
+    ["ip", "mptcp", "endpoint", "change", "fd00:2::1", "nobackup"],
+    ["ip", "mptcp", "endpoint", "change", "10.9.9.9", "backup"],                                 # refused: none
+    ["ip", "mptcp", "limits", "set", "subflows", "9"],                                           # refused: > 8
+]
+
+
+def test_mptcp_endpoints_set_in_process_read_and_say_what_ip_reads_and_says(pair):
+    here, there = pair
+    done_here, done_there = run_batch(here, MPTCP_BATCH, check=False), run_batch(there, MPTCP_BATCH, check=False)
+    assert [r.rc != 0 for r in done_here] == [r.rc != 0 for r in done_there]
+    assert [i for i, r in enumerate(done_here) if r.rc] == [5, 9, 10]
+    for mine, theirs in zip(done_here, done_there):
+        assert _words(mine.err) == _words(theirs.err), mine.argv
+    shown_here = run_batch(here, [["ip", "mptcp", "endpoint", "show"]])[0].out
+    assert shown_here == run_batch(there, [["ip", "mptcp", "endpoint", "show"]])[0].out
+    assert shown_here == here.run("ip", "mptcp", "endpoint", "show") == there.run("ip", "mptcp", "endpoint", "show")
+    assert "10.0.1.1 port 5300 id 1 signal dev h1-eth0 \n" in shown_here and "fullmesh" in shown_here
+    assert here.run("ip", "mptcp", "limits", "show") == there.run("ip", "mptcp", "limits", "show")
+    # a device this namespace lacks: ip itself runs the batch and says so
+    gone = run_batch(here, [["ip", "mptcp", "endpoint", "add", "10.0.5.1", "dev", "nosuch0"]], check=False)[0]
+    assert gone.rc != 0 and "nosuch0" in gone.err

@@ -7,7 +7,7 @@ import subprocess
 
 import pytest
 
-from runners.linux import ethtool, ipbatch, ipchanges, nftlib, nsexec
+from runners.linux import ethtool, ipbatch, ipchanges, nftlib, nlrequest, nsexec, rtnetlink
 from runners.linux.nsspawn import SpawnerGone
 
 
@@ -147,7 +147,7 @@ def test_ip_errors_read_as_the_programs_and_reach_each_command(monkeypatch):
         if change.dev == "gone0":
             raise ipchanges._NoDevice()
         if change.kind == "addr add":
-            raise ipchanges._Refused(17, "ipv4: Address already assigned")
+            raise nlrequest.Refused(17, "ipv4: Address already assigned")
 
     monkeypatch.setattr(ipchanges, "_apply_one", apply_one)
     lines = ("link set dev lo up", "addr add 10.0.1.1/24 dev h1-eth0", "link set dev gone0 up")
@@ -163,7 +163,7 @@ def test_ip_errors_read_as_the_programs_and_reach_each_command(monkeypatch):
 
 def test_a_refusal_without_the_kernels_words_reads_as_rtnetlink_answers(monkeypatch):
     def apply_one(_sock, _change):
-        raise ipchanges._Refused(1, "")
+        raise nlrequest.Refused(1, "")
     monkeypatch.setattr(ipchanges, "_apply_one", apply_one)
     assert ipchanges.apply(ipchanges.parse_lines((), ("link set dev lo up",)), None)[2] == \
         "RTNETLINK answers: Operation not permitted\n"
@@ -176,13 +176,13 @@ def _attr(kind, data):
 
 def test_the_extended_acknowledgement_message_is_read_after_the_echoed_request():
     request = struct.pack("=IHHII", 16 + 12, 20, 0x605, 7, 0) + bytes(12)   # a 12-byte body, echoed whole
-    tlvs = _attr(ipchanges.NLMSGERR_ATTR_MSG, b"ipv4: Address already assigned\0") + _attr(2, b"\0\0\0\0")
+    tlvs = _attr(nlrequest.NLMSGERR_ATTR_MSG, b"ipv4: Address already assigned\0") + _attr(2, b"\0\0\0\0")
     payload = struct.pack("=i", -17) + request + tlvs
-    assert ipchanges._ack_message(ipchanges.NLM_F_ACK_TLVS, payload) == "ipv4: Address already assigned"
+    assert nlrequest.ack_message(nlrequest.NLM_F_ACK_TLVS, payload) == "ipv4: Address already assigned"
     capped = struct.pack("=i", -17) + request[:16] + tlvs   # only the header echoed (NLM_F_CAPPED)
-    assert ipchanges._ack_message(ipchanges.NLM_F_ACK_TLVS | ipchanges.NLM_F_CAPPED, capped) == \
+    assert nlrequest.ack_message(nlrequest.NLM_F_ACK_TLVS | nlrequest.NLM_F_CAPPED, capped) == \
         "ipv4: Address already assigned"
-    assert ipchanges._ack_message(0, payload) == ""   # no TLVs flagged: the errno's words
+    assert nlrequest.ack_message(0, payload) == ""   # no TLVs flagged: the errno's words
 
 
 NAMES = ["tx-scatter-gather", "tx-checksum-ipv4", "", "tx-checksum-ip-generic", "tx-generic-segmentation",
@@ -254,13 +254,13 @@ class FakeRtnl:
         self.sent.append(data)
 
     def recv(self, _size):
-        length, kind, flags, seq, port = ipchanges.NLMSGHDR.unpack_from(self.sent[-1])
+        length, kind, flags, seq, port = rtnetlink.NLMSGHDR.unpack_from(self.sent[-1])
         payload = struct.pack("=i", -self.refuse) + self.sent[-1][:16]
-        return ipchanges.NLMSGHDR.pack(16 + len(payload), ipchanges.NLMSG_ERROR, 0x100, seq, 0) + payload
+        return rtnetlink.NLMSGHDR.pack(16 + len(payload), rtnetlink.NLMSG_ERROR, 0x100, seq, 0) + payload
 
 
 def _request(data):
-    length, kind, flags, _seq, _port = ipchanges.NLMSGHDR.unpack_from(data)
+    length, kind, flags, _seq, _port = rtnetlink.NLMSGHDR.unpack_from(data)
     assert length == len(data)
     return kind, flags, data[16:]
 
@@ -283,7 +283,7 @@ def test_ip_changes_send_the_requests_ip_sends(monkeypatch):
 
 def test_a_refused_ip_change_raises_with_its_errno(monkeypatch):
     monkeypatch.setattr(ipchanges.socket, "if_nametoindex", lambda name: 7)
-    with pytest.raises(ipchanges._Refused) as e:
+    with pytest.raises(nlrequest.Refused) as e:
         ipchanges._apply_one(FakeRtnl(refuse=17), ipchanges.parse_lines((), ("addr add 10.0.1.1/24 dev h1-eth0",))[0])
     assert e.value.errno == 17 and e.value.message == ""
 
