@@ -270,9 +270,12 @@ def _compose(text: str, file) -> yaml.Node | None:
     return node
 
 
-def _construct(text: str, file):
+def _construct(node: yaml.Node, file):
+    """The values of the node _compose made: what yaml.load of the text gives, without scanning and
+    composing the text a second time (0.07-0.09 s of a TCG guest's load)."""
+    loader = BoundedLoader("")
     try:
-        return yaml.load(text, Loader=BoundedLoader)
+        return loader.construct_document(node)
     except yaml.constructor.ConstructorError as e:
         mark = e.problem_mark
         where = f" at line {mark.line + 1}" if mark else ""
@@ -280,6 +283,8 @@ def _construct(text: str, file):
                                    "such as !!python/object)"]) from None
     except (yaml.YAMLError, RecursionError) as e:
         raise ScenarioError(file, [f"YAML error: {e}"]) from None
+    finally:
+        loader.dispose()
 
 
 def _kernels_as_written(node: yaml.Node, data: dict) -> None:
@@ -356,7 +361,7 @@ def parse_experiment(text: str, file: str | Path = "<string>", kernels: list[str
     _index_lines(node, (), lines, dups)
     if dups:
         raise ScenarioError(file, dups)
-    data = _construct(text, file)
+    data = _construct(node, file)
     if not isinstance(data, dict):
         raise ScenarioError(file, [f"the top level must be a mapping of keys (got {type(data).__name__})"])
     _kernels_as_written(node, data)
