@@ -13,13 +13,19 @@ What `ping -n [-q] -c COUNT -i INTERVAL (-W LINGER | -w DEADLINE) -I SRC DST` do
 - without a deadline, COUNT echoes INTERVAL apart; once the last is sent it waits twice the longest
   time seen (at least INTERVAL) if a reply came, else LINGER; it ends early once COUNT replies came;
 - with a deadline, echoes INTERVAL apart until COUNT replies came or the deadline passed;
-- an echo the kernel refuses to send (no route: a path taken down) counts as sent and as an error;
-- exit 0 when a reply came (with a deadline: COUNT replies), else 1.
+- an echo the kernel refuses to send (no route: a path taken down) counts as sent, and is not printed
+  (iputils since 20210202); an ICMP error that comes back for an echo (unreachable, prohibited) counts as
+  an error, and with the replies ends the ping once they make COUNT (with a deadline, at the first) - its
+  line is the errno's words, not ping's decoding of the ICMP message;
+- its statistics: `time` from the start to the last echo sent, mdev in whole microseconds as iputils
+  computes it; exit 0 when a reply came (with a deadline: COUNT replies), else 1.
+Each call's echoes carry identifiers from a random start and a random tag in their data, which a reply
+must carry back: a late reply to an earlier call's echo is not taken for one of these.
 """
 from __future__ import annotations
 
-import errno
 import os
+import secrets
 import select
 import socket
 import struct
@@ -67,7 +73,8 @@ class EchoOutcome:
     errors: int = 0
     rtts_us: list[int] = field(default_factory=list)
     lines: list[str] = field(default_factory=list)
-    elapsed_ms: int = 0
+    elapsed_ms: int = 0          # from the start to the end (commands.log)
+    sending_ms: int = 0          # from the start to the last echo sent (ping's `time`)
 
     @property
     def rc(self) -> int:
@@ -85,7 +92,7 @@ class EchoOutcome:
         loss = (self.sent - received) * 100.0 / self.sent if self.sent else 0.0
         stats = (f"{self.sent} packets transmitted, {received} received"
                  + (f", +{self.errors} errors" if self.errors else "") + f", {loss:g}% packet loss, "
-                 f"time {self.elapsed_ms}ms")
+                 f"time {self.sending_ms}ms")
         out = [head, *self.lines, "", f"--- {r.dst} ping statistics ---", stats]
         if self.rtts_us:
             out.append("rtt min/avg/max/mdev = " + "/".join(_ms(v) for v in rtt_summary_us(self.rtts_us)) + " ms")
@@ -110,13 +117,25 @@ def reply_time(triptime_us: int) -> str:
     return f"{t // 1000}.{t % 1000:03d}"
 
 
+INT_MAX = 2 ** 31 - 1
+
+
 def rtt_summary_us(rtts: list[int]) -> tuple[int, int, int, int]:
-    """min, avg, max, mdev in microseconds, as ping computes them (mdev: sqrt(mean(x^2) - mean(x)^2))."""
-    n = len(rtts)
-    avg = sum(rtts) // n
-    mean_sq = sum(x * x for x in rtts) // n
-    mdev = int(max(0, mean_sq - (sum(rtts) // n) ** 2) ** 0.5)
-    return min(rtts), avg, max(rtts), mdev
+    """min, avg, max, mdev in microseconds, in iputils' integer arithmetic (ping_print_statistics)."""
+    n, total, squares = len(rtts), sum(rtts), sum(x * x for x in rtts)
+    avg = total // n
+    variance = (squares - total * total // n) // n if total < INT_MAX else squares // n - avg * avg
+    return min(rtts), avg, max(rtts), llsqrt(variance)
+
+
+def llsqrt(a: int) -> int:
+    """iputils' integer square root (Newton's method, as it stops)."""
+    prev, x = 2 ** 63 - 1, a
+    if x > 0:
+        while x < prev:
+            prev = x
+            x = (x + a // x) // 2
+    return x
 
 
 def _ms(us: int) -> str:
@@ -132,10 +151,13 @@ def checksum(data: bytes) -> int:
     return ~total & 0xFFFF
 
 
-def echo_packet(ipv6: bool, ident: int, seq: int) -> bytes:
-    """An echo request: ICMP header, then DATA_BYTES of data (ping's pattern). An ICMPv6 socket fills in
-    its own checksum."""
-    data = bytes(range(DATA_BYTES))
+TAG_BYTES = 8
+
+
+def echo_packet(ipv6: bool, ident: int, seq: int, tag: bytes = bytes(TAG_BYTES)) -> bytes:
+    """An echo request: ICMP header, then DATA_BYTES of data: the call's tag, then ping's pattern. An
+    ICMPv6 socket fills in its own checksum."""
+    data = tag + bytes(range(TAG_BYTES, DATA_BYTES))
     kind = ICMP6_ECHO_REQUEST if ipv6 else ICMP_ECHO
     header = struct.pack("!BBHHH", kind, 0, 0, ident, seq)
     if ipv6:
@@ -143,9 +165,10 @@ def echo_packet(ipv6: bool, ident: int, seq: int) -> bytes:
     return struct.pack("!BBHHH", kind, 0, checksum(header + data), ident, seq) + data
 
 
-def parse_reply(ipv6: bool, packet: bytes) -> tuple[int, int, int | None] | None:
-    """(identifier, sequence, ttl or None) of an echo reply; None for anything else. An IPv4 raw socket
-    hands over the IP header too; an IPv6 one the ICMPv6 message only (its hop limit comes apart)."""
+def parse_reply(ipv6: bool, packet: bytes) -> tuple[int, int, int | None, bytes] | None:
+    """(identifier, sequence, ttl or None, the tag its data begins with) of an echo reply; None for
+    anything else. An IPv4 raw socket hands over the IP header too; an IPv6 one the ICMPv6 message only
+    (its hop limit comes apart)."""
     ttl = None
     if not ipv6:
         if len(packet) < 20:
@@ -157,7 +180,7 @@ def parse_reply(ipv6: bool, packet: bytes) -> tuple[int, int, int | None] | None
     kind, _, _, ident, seq = struct.unpack("!BBHHH", packet[:8])
     if kind != (ICMP6_ECHO_REPLY if ipv6 else ICMP_ECHOREPLY):
         return None
-    return ident, seq, ttl
+    return ident, seq, ttl, packet[8:8 + TAG_BYTES]
 
 
 def open_sockets(requests: list[EchoRequest]) -> list[socket.socket]:
@@ -197,8 +220,8 @@ def open_socket(request: EchoRequest) -> socket.socket:
 class _Session:
     """One ping's state: when its next echo goes, what it sent, what came back, and when it ends."""
 
-    def __init__(self, request: EchoRequest, sock: socket.socket, ident: int, now: float):
-        self.request, self.sock, self.ident = request, sock, ident
+    def __init__(self, request: EchoRequest, sock: socket.socket, ident: int, tag: bytes, now: float):
+        self.request, self.sock, self.ident, self.tag = request, sock, ident, tag
         self.out = EchoOutcome(request)
         self.started = now
         self.next_send: float | None = now
@@ -216,7 +239,7 @@ class _Session:
         if self.next_send is None or now < self.next_send:
             return
         seq = self.out.sent + 1
-        packet = echo_packet(r.ipv6, self.ident, seq & 0xFFFF)
+        packet = echo_packet(r.ipv6, self.ident, seq & 0xFFFF, self.tag)
         # the time just before the send, as ping takes it: nothing of this process's between the two (the
         # socket is connected: no address to parse; in a TCG guest each Python step costs ~30x native)
         self.sent_at[seq] = time.time_ns()
@@ -225,11 +248,10 @@ class _Session:
                 self.sock.send(packet)
             else:
                 self.sock.sendto(packet, (r.dst, 0))
-        except OSError as e:
-            self.out.errors += 1
-            if not r.quiet:
-                self.out.lines.append(f"ping: sendmsg: {os.strerror(e.errno or errno.EIO)}")
+        except OSError:   # counted as sent, neither printed nor an error (iputils since 20210202)
+            pass
         self.out.sent = seq
+        self.out.sending_ms = int((now - self.started) * 1000 + 0.5)
         self.next_send = now + r.interval
         if r.deadline is None and seq >= r.count:   # ping's schedule_exit, once the last echo is out
             self.next_send = None
@@ -242,10 +264,15 @@ class _Session:
                 packet, ancillary, _, source = self.sock.recvmsg(4096, socket.CMSG_SPACE(16) + socket.CMSG_SPACE(4))
             except (BlockingIOError, InterruptedError):
                 return
-            got = parse_reply(r.ipv6, packet)
-            if got is None or got[0] != self.ident or not _same_address(source[0], r.dst):
+            except OSError as e:   # an ICMP error came back for an echo (the connected socket's error)
+                self._error(now, e)
+                if self.done:
+                    return
                 continue
-            _, seq16, ttl = got
+            got = parse_reply(r.ipv6, packet)
+            if got is None or got[0] != self.ident or got[3] != self.tag or not _same_address(source[0], r.dst):
+                continue
+            _, seq16, ttl, _ = got
             seq = next((s for s in self.sent_at if s & 0xFFFF == seq16), None)
             if seq is None or seq in self.answered:
                 continue   # a duplicate, or not one of ours
@@ -257,9 +284,18 @@ class _Session:
                 ttl = ttl if ttl is not None else hop_limit
                 self.out.lines.append(f"{DATA_BYTES + 8} bytes from {r.dst}: icmp_seq={seq} "
                                       f"ttl={ttl if ttl is not None else '?'} time={reply_time(triptime)} ms")
-            if len(self.out.rtts_us) >= r.count:
+            if len(self.out.rtts_us) + self.out.errors >= r.count:
                 self.finish(now)
                 return
+
+    def _error(self, now: float, e: OSError) -> None:
+        r = self.request
+        self.out.errors += 1
+        if not r.quiet:
+            self.out.lines.append(f"From {r.dst}: {e.strerror or e}")
+        # ping's exit conditions: replies and errors make COUNT; with a deadline, any error
+        if len(self.out.rtts_us) + self.out.errors >= r.count or r.deadline is not None:
+            self.finish(now)
 
     def finish(self, now: float) -> None:
         self.done = True
@@ -290,8 +326,11 @@ def echo_all(pairs: list[tuple[EchoRequest, socket.socket]]) -> list[EchoOutcome
     """Every request on its own socket, all at once; each outcome as its ping would have ended. The
     sockets are closed here."""
     now = time.monotonic()
-    # identifiers as ping's (its process's), one per socket: a raw socket sees every echo reply of its namespace
-    sessions = [_Session(request, sock, (os.getpid() + n * 7919) & 0xFFFF, now) for n, (request, sock) in enumerate(pairs)]
+    # an identifier per socket (a raw socket sees every echo reply of its namespace) from a random start,
+    # and a random tag in the data: neither matches an earlier call's late reply
+    first = secrets.randbelow(1 << 16)
+    sessions = [_Session(request, sock, (first + n) & 0xFFFF, secrets.token_bytes(TAG_BYTES), now)
+                for n, (request, sock) in enumerate(pairs)]
     try:
         while True:
             now = time.monotonic()

@@ -135,13 +135,15 @@ def apply(sock: socket.socket, family: int, change: MptcpChange) -> None:
 
 
 def show(timeout: float) -> tuple[int, str, str]:
-    """(exit code, stdout, stderr) of `ip mptcp endpoint show` in the calling thread's namespace."""
+    """(exit code, stdout, stderr) of `ip mptcp endpoint show` in the calling thread's namespace: a dump
+    that fails part-way keeps the lines before, as ip's does."""
     with open_socket(NETLINK_GENERIC, timeout) as sock:
-        family = family_id(sock)
+        lines: list[str] = []
         try:
-            return 0, dump_lines(sock, family), ""
+            complete = dump_lines(sock, family_id(sock), lines)
         except OSError:
-            return 2, "", "Dump terminated\n"
+            complete = False
+        return (0, "".join(lines), "") if complete else (2, "".join(lines), "Dump terminated\n")
 
 
 def check_devices(changes) -> None:
@@ -200,29 +202,32 @@ def endpoint_line(payload: bytes) -> str | None:
         out.append(f"id {a[ADDR_ID][0]}")
     if ADDR_FLAGS in a:
         flags = struct.unpack("=I", a[ADDR_FLAGS][:4])[0]
+        if flags & FLAGS["implicit"]:   # `rawflags 10` to Debian 12's iproute2, `implicit` to later ones: ip says it
+            raise UseTheProgram()
         out += [name for name, mask in FLAGS.items() if flags & mask]
         unknown = flags & ~sum(FLAGS.values())
         if unknown:
             out.append(f"rawflags {unknown:02x}")
     if ADDR_IF_IDX in a:
         index = struct.unpack("=i", a[ADDR_IF_IDX][:4])[0]
-        try:
-            out.append(f"dev {socket.if_indextoname(index)}" if index else "")
-        except OSError:   # a device gone since: ip prints no name
-            pass
+        if index:
+            try:
+                out.append(f"dev {socket.if_indextoname(index)}")
+            except OSError:   # a device gone since: ip names it by its number
+                out.append(f"dev if{index}")
     return "".join(f"{part} " for part in out if part) + "\n"
 
 
-def dump_lines(sock: socket.socket, family: int) -> str:
-    """Every endpoint, as ip prints them: a GET_ADDR dump read to its end."""
+def dump_lines(sock: socket.socket, family: int, lines: list[str]) -> bool:
+    """Every endpoint into `lines`, as ip prints them: a GET_ADDR dump read to its end (True), or to a
+    message ip cannot print (False, as its dump stops there)."""
     seq = send(sock, family, NLM_F_DUMP, show_request())
-    lines = []
     while True:
         for msg_type, _flags, msg_seq, payload in split(sock.recv(65536)):
             if msg_seq != seq:
                 continue
             if msg_type == NLMSG_DONE:
-                return "".join(lines)
+                return True
             if msg_type == NLMSG_ERROR:
                 code = -struct.unpack_from("=i", payload)[0]
                 if code:
@@ -230,5 +235,5 @@ def dump_lines(sock: socket.socket, family: int) -> str:
                 continue
             line = endpoint_line(payload)
             if line is None:
-                return "".join(lines)
+                return False
             lines.append(line)

@@ -290,8 +290,9 @@ def _construct(node: yaml.Node, file):
 def _kernels_as_written(node: yaml.Node, data: dict) -> None:
     """`sweep: {kernel: [6.1, 6.10]}` as the user wrote it: YAML would read both as the float 6.1."""
     def entry(mapping, key):
+        # the last: the value the mapping keeps (construction put a merge key's `<<: *x` pairs first)
         if isinstance(mapping, yaml.MappingNode):
-            for k, v in mapping.value:
+            for k, v in reversed(mapping.value):
                 if isinstance(k, yaml.ScalarNode) and k.value == key:
                     return v
         return None

@@ -15,22 +15,21 @@ def test_reply_times_round_as_ping_rounds_them():
 
 def test_the_statistics_parse_back_to_the_replies_times():
     out = ie.EchoOutcome(pings.measured_request("10.0.1.1", "10.0.1.2"), sent=5,
-                         rtts_us=[30412, 30377, 30501, 30466, 30390], elapsed_ms=81)
+                         rtts_us=[30412, 30377, 30501, 30466, 30390], sending_ms=81, elapsed_ms=112)
     out.lines = [f"64 bytes from 10.0.1.2: icmp_seq={n + 1} ttl=64 time={ie.reply_time(t)} ms"
                  for n, t in enumerate(out.rtts_us)]
     text = out.text()
     assert text.splitlines()[0] == "PING 10.0.1.2 (10.0.1.2) from 10.0.1.1 : 56(84) bytes of data."
     assert "5 packets transmitted, 5 received, 0% packet loss, time 81ms" in text
-    # mdev as iputils computes it, in whole microseconds after each mean: 0.119, not the exact 0.046
-    assert "rtt min/avg/max/mdev = 30.377/30.429/30.501/0.119 ms" in text
+    assert "rtt min/avg/max/mdev = 30.377/30.429/30.501/0.047 ms" in text
     got = pings.parse_ping_after_warmup(text, warmup=0)
     assert got["received"] == 5 and got["rtt_min_ms"] == 30.4 and got["rtt_max_ms"] == 30.5
     assert out.rc == 0
 
 
-def test_no_reply_is_exit_1_and_all_loss_and_send_errors_are_counted():
+def test_no_reply_is_exit_1_and_all_loss_and_icmp_errors_are_counted():
     out = ie.EchoOutcome(ie.EchoRequest("fd00::1", "fd00::2", 2, 0.02, linger=1), sent=2, errors=2,
-                         lines=["ping: sendmsg: Network is unreachable"] * 2, elapsed_ms=20)
+                         lines=["From fd00::2: No route to host"] * 2, sending_ms=20)
     text = out.text()
     assert text.splitlines()[0] == "PING fd00::2(fd00::2) from fd00::1 : 56 data bytes"
     assert "2 packets transmitted, 0 received, +2 errors, 100% packet loss, time 20ms" in text
@@ -58,10 +57,12 @@ def test_an_echo_request_is_well_formed_and_its_reply_is_recognised():
     assert ie.checksum(packet) == 0          # a correct checksum sums to zero
     reply = bytes([ie.ICMP_ECHOREPLY]) + packet[1:]
     ip_header = bytes([0x45, 0, 0, 84, 0, 0, 0, 0, 63, 1, 0, 0]) + bytes(8)
-    assert ie.parse_reply(False, ip_header + reply) == (0x1234, 7, 63)
+    assert ie.parse_reply(False, ip_header + reply) == (0x1234, 7, 63, bytes(ie.TAG_BYTES))
+    tagged = ie.echo_packet(True, 0x1234, 9, b"12345678")
+    assert ie.parse_reply(True, bytes([ie.ICMP6_ECHO_REPLY]) + tagged[1:])[3] == b"12345678"
     assert ie.parse_reply(False, ip_header + packet) is None          # a request, not a reply
     v6 = struct.pack("!BBHHH", ie.ICMP6_ECHO_REPLY, 0, 0, 0x1234, 9) + bytes(56)
-    assert ie.parse_reply(True, v6) == (0x1234, 9, None)
+    assert ie.parse_reply(True, v6) == (0x1234, 9, None, bytes(8))
     assert ie.parse_reply(True, b"\x81\0") is None
 
 
@@ -71,6 +72,11 @@ def test_after_the_last_echo_ping_waits_twice_the_longest_time_or_its_linger():
     assert ie.wait_after_last_echo([], interval=0.02, linger=3) == 3             # no reply yet
 
 
-def test_rtt_summary_is_ping_s():
+def test_rtt_summary_is_ping_s_integer_arithmetic():
     assert ie.rtt_summary_us([30000]) == (30000, 30000, 30000, 0)
     assert ie.rtt_summary_us([1000, 3000]) == (1000, 2000, 3000, 1000)
+    # what iputils 20221126 printed for these RTTs (mdev 0.268 and 0.108 ms)
+    assert ie.rtt_summary_us([30137, 30582, 30867, 30821, 30782])[3] == 268
+    assert ie.rtt_summary_us([314, 42, 42, 41, 44])[3] == 108
+    # its square root: the floor, except just below a perfect square, where it gives that square's root
+    assert [ie.llsqrt(a) for a in (0, 1, 3, 4, 15, 16, 24, 10 ** 12)] == [0, 1, 2, 2, 4, 4, 5, 10 ** 6]

@@ -447,3 +447,14 @@ def test_a_run_refused_for_a_missing_kernel_says_how_to_add_it(tmp_path, monkeyp
     trixie_machine(tmp_path, monkeypatch)
     problem = vm_kernels_problem(load_experiment(REPO / "scenarios" / "kernels.yaml"), None)
     assert "kernel 6.1: no kernel in" in problem and "to add it: Debian 13 packages none" in problem
+
+
+def test_kernels_as_written_follow_yaml_merge_keys():
+    """A merge key (`<<: *s`) puts the merged pairs before the ones written out when the values are built;
+    the kernels are read back from the pair the mapping keeps."""
+    exp = parse_experiment(BASE + "variants:\n  - {name: a, sweep: &s {kernel: [6.1, 6.10]}}\n"
+                                  "  - {name: b, sweep: {<<: *s, kernel: [6.12]}}\n"
+                                  "  - {name: c, sweep: {<<: *s}}\n")
+    assert [(p.label, p.kernel) for p in exp.points] == [
+        ("variant=a, kernel=6.1", "6.1"), ("variant=a, kernel=6.10", "6.10"), ("variant=b, kernel=6.12", "6.12"),
+        ("variant=c, kernel=6.1", "6.1"), ("variant=c, kernel=6.10", "6.10")]

@@ -66,6 +66,12 @@ def test_show_prints_each_endpoint_as_ip_does(monkeypatch):
     v6 = _endpoint((1, struct.pack("=H", 10)), (2, b"\x02"), (4, socket.inet_pton(socket.AF_INET6, "fd00::1")),
                    (5, struct.pack("=H", 5300)), (6, struct.pack("=I", 0x4 | 0x2 | 0x40)), (7, struct.pack("=i", 0)))
     assert mptcp_pm.endpoint_line(v6) == "fd00::1 port 5300 id 2 subflow backup rawflags 40 \n"
+    gone = _endpoint((1, struct.pack("=H", 2)), (2, b"\x03"), (3, bytes([10, 0, 3, 1])), (7, struct.pack("=i", 9)))
+    monkeypatch.setattr(mptcp_pm.socket, "if_indextoname", lambda i: (_ for _ in ()).throw(OSError(6, "gone")))
+    assert mptcp_pm.endpoint_line(gone) == "10.0.3.1 id 3 dev if9 \n"     # ip names a device gone by number
+    implicit = _endpoint((1, struct.pack("=H", 2)), (3, bytes([10, 0, 3, 1])), (6, struct.pack("=I", 0x10)))
+    with pytest.raises(mptcp_pm.UseTheProgram):   # iproute2 versions print it differently: ip says it
+        mptcp_pm.endpoint_line(implicit)
 
 
 def test_show_alone_is_done_in_process_and_a_missing_device_is_left_to_ip(monkeypatch):
