@@ -79,10 +79,6 @@ def measured_request(src: str, dst: str, count: int = 5) -> EchoRequest:
     return EchoRequest(src, dst, count, float(PING_INTERVAL_S), linger=3)
 
 
-def ping_argv(src: str, dst: str, count: int = 5) -> Argv:
-    return measured_request(src, dst, count).argv
-
-
 # Neighbour resolution holds every echo sent before it ends: on a 250 ms path (ARP itself takes 500 ms)
 # the echoes of one `ping -i 0.2` sent meanwhile measured 580 ms for 500. So before the first measured
 # echo a path gets unmeasured ones, 0.2 s apart until one is answered (up to 10 s: a lossy path may
@@ -91,10 +87,6 @@ def ping_argv(src: str, dst: str, count: int = 5) -> Argv:
 # one echo before every run's measured ones (PING_AFTER_ONE_ECHO).
 def warm_up_request(src: str, dst: str) -> EchoRequest:
     return EchoRequest(src, dst, 1, 0.2, deadline=10, quiet=True)
-
-
-def warm_up_ping_argv(src: str, dst: str) -> Argv:
-    return warm_up_request(src, dst).argv
 
 
 def one_echo_request(src: str, dst: str) -> EchoRequest:

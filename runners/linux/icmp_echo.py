@@ -225,8 +225,7 @@ class _Session:
         self.out = EchoOutcome(request)
         self.started = now
         self.next_send: float | None = now
-        self.sent_at: dict[int, int] = {}      # sequence -> time.time_ns() just before it was sent
-        self.answered: set[int] = set()
+        self.sent_at: dict[int, int] = {}      # unanswered sequence -> time.time_ns() just before it was sent
         try:
             self.connected = bool(sock.getpeername())
         except OSError:
@@ -274,17 +273,16 @@ class _Session:
                 continue
             _, seq16, ttl, _ = got
             seq = next((s for s in self.sent_at if s & 0xFFFF == seq16), None)
-            if seq is None or seq in self.answered:
-                continue   # a duplicate, or not one of ours
-            self.answered.add(seq)
+            if seq is None:
+                continue   # a duplicate (answered already), or not one of ours
             received_ns, hop_limit = _ancillary(ancillary)
-            triptime = max(0, ((received_ns or time.time_ns()) - self.sent_at[seq]) // 1000)
+            triptime = max(0, ((received_ns or time.time_ns()) - self.sent_at.pop(seq)) // 1000)
             self.out.rtts_us.append(triptime)
             if not r.quiet:
                 ttl = ttl if ttl is not None else hop_limit
                 self.out.lines.append(f"{DATA_BYTES + 8} bytes from {r.dst}: icmp_seq={seq} "
                                       f"ttl={ttl if ttl is not None else '?'} time={reply_time(triptime)} ms")
-            if len(self.out.rtts_us) + self.out.errors >= r.count:
+            if self._counted_all():
                 self.finish(now)
                 return
 
@@ -293,9 +291,12 @@ class _Session:
         self.out.errors += 1
         if not r.quiet:
             self.out.lines.append(f"From {r.dst}: {e.strerror or e}")
-        # ping's exit conditions: replies and errors make COUNT; with a deadline, any error
-        if len(self.out.rtts_us) + self.out.errors >= r.count or r.deadline is not None:
+        if self._counted_all() or r.deadline is not None:   # with a deadline, ping ends at any error
             self.finish(now)
+
+    def _counted_all(self) -> bool:
+        """ping's end: its replies and errors make COUNT."""
+        return len(self.out.rtts_us) + self.out.errors >= self.request.count
 
     def finish(self, now: float) -> None:
         self.done = True

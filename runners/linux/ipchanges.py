@@ -22,15 +22,14 @@ from __future__ import annotations
 import contextlib
 import errno
 import ipaddress
-import os
 import socket
 import struct
 from dataclasses import dataclass
 
 from runners.linux import mptcp_pm
 from runners.linux.mptcp_pm import MptcpChange
-from runners.linux.nlrequest import Refused, ask, attr, open_socket, send, split
-from runners.linux.rtnetlink import IFINFOMSG, NLM_F_DUMP, NLMSG_DONE, NLMSG_ERROR, RTM_NEWLINK, attribute_records
+from runners.linux.nlrequest import Refused, ask, attr, dump, ifname_ok, open_socket
+from runners.linux.rtnetlink import IFINFOMSG, RTM_NEWLINK, attribute_records
 
 RTM_NEWADDR, RTM_DELADDR, RTM_GETADDR = 20, 21, 22
 NLM_F_REPLACE, NLM_F_EXCL, NLM_F_CREATE = 0x100, 0x200, 0x400
@@ -71,13 +70,13 @@ def parse_lines(options: tuple[str, ...], lines: tuple[str, ...]) -> list[Change
 def _parse_line(w: list[str], family: int | None) -> Change | MptcpChange | None:
     if w[:1] == ["mptcp"]:
         return mptcp_pm.parse_words(w[1:]) if family is None else None
-    if len(w) >= 5 and w[:3] == ["link", "set", "dev"] and _name_ok(w[3]):
+    if len(w) >= 5 and w[:3] == ["link", "set", "dev"] and ifname_ok(w[3]):
         if len(w) == 5 and w[4] in ("up", "down"):
             return Change(w[4], w[3])
         if len(w) == 6 and w[4] == "gso_max_segs" and w[5].isdigit() and 0 < int(w[5]) < 2 ** 16:
             return Change("gso_max_segs", w[3], w[5])
         return None
-    if len(w) in (5, 6) and w[0] == "addr" and w[1] in ("add", "replace") and w[3] == "dev" and _name_ok(w[4]):
+    if len(w) in (5, 6) and w[0] == "addr" and w[1] in ("add", "replace") and w[3] == "dev" and ifname_ok(w[4]):
         try:
             iface = ipaddress.ip_interface(w[2])
         except ValueError:
@@ -85,15 +84,11 @@ def _parse_line(w: list[str], family: int | None) -> Change | MptcpChange | None
         if "/" not in w[2] or (family is not None and iface.version != family) or w[5:] not in ([], ["nodad"]):
             return None
         return Change(f"addr {w[1]}", w[4], w[2], nodad=w[5:] == ["nodad"])
-    if w[:3] == ["addr", "flush", "dev"] and len(w) in (4, 6) and _name_ok(w[3]) and family is None:
+    if w[:3] == ["addr", "flush", "dev"] and len(w) in (4, 6) and ifname_ok(w[3]) and family is None:
         if len(w) == 6 and w[4:] != ["scope", "global"]:
             return None
         return Change("flush", w[3], global_only=len(w) == 6)
     return None
-
-
-def _name_ok(name: str) -> bool:
-    return 0 < len(name.encode()) < 16 and "/" not in name and not name.isspace()
 
 
 def apply(changes: list[Change | MptcpChange], batch_file: str | None) -> tuple[int, str, str]:
@@ -164,19 +159,11 @@ def _apply_one(sock: socket.socket, c: Change) -> None:
 
 def _addresses(sock: socket.socket, index: int) -> list[tuple[int, int, int, bytes]]:
     """(family, prefix length, scope, the IFA_LOCAL/IFA_ADDRESS attributes) of each address of the link."""
-    seq = send(sock, RTM_GETADDR, NLM_F_DUMP, IFADDRMSG.pack(socket.AF_UNSPEC, 0, 0, 0, 0))
     out = []
-    while True:
-        for msg_type, _flags, msg_seq, payload in split(sock.recv(65536)):
-            if msg_seq != seq:
-                continue
-            if msg_type == NLMSG_DONE:
-                return out
-            if msg_type == NLMSG_ERROR:
-                code = -struct.unpack_from("=i", payload)[0]
-                raise OSError(code, os.strerror(code))
-            family, prefixlen, _flags, scope, ifindex = IFADDRMSG.unpack_from(payload)
-            if ifindex == index:
-                rest = b"".join(attr(kind, value) for kind, value in attribute_records(payload, IFADDRMSG.size)
-                                if kind in (IFA_LOCAL, IFA_ADDRESS))
-                out.append((family, prefixlen, scope, rest))
+    for payload in dump(sock, RTM_GETADDR, IFADDRMSG.pack(socket.AF_UNSPEC, 0, 0, 0, 0)):
+        family, prefixlen, _flags, scope, ifindex = IFADDRMSG.unpack_from(payload)
+        if ifindex == index:
+            rest = b"".join(attr(kind, value) for kind, value in attribute_records(payload, IFADDRMSG.size)
+                            if kind in (IFA_LOCAL, IFA_ADDRESS))
+            out.append((family, prefixlen, scope, rest))
+    return out

@@ -23,8 +23,8 @@ import socket
 import struct
 from dataclasses import dataclass
 
-from runners.linux.nlrequest import ask, attr, open_socket, send, split
-from runners.linux.rtnetlink import NLM_F_DUMP, NLMSG_DONE, NLMSG_ERROR, attribute_records
+from runners.linux.nlrequest import ask, attr, dump, ifname_ok, open_socket
+from runners.linux.rtnetlink import attribute_records
 
 NETLINK_GENERIC = 16
 GENL_ID_CTRL, CTRL_CMD_GETFAMILY, CTRL_ATTR_FAMILY_ID, CTRL_ATTR_FAMILY_NAME = 0x10, 3, 1, 2
@@ -84,7 +84,7 @@ def _parse_add(address: str, rest: list[str]) -> MptcpChange | None:
         elif word in ("dev", "port") and i + 1 < len(rest):
             value = rest[i + 1]
             if word == "dev":
-                if not 0 < len(value.encode()) < 16 or "/" in value or value.isspace():
+                if not ifname_ok(value):
                     return None
                 dev = value
             elif value.isdigit() and 0 < int(value) < 2 ** 16:
@@ -221,19 +221,9 @@ def endpoint_line(payload: bytes) -> str | None:
 def dump_lines(sock: socket.socket, family: int, lines: list[str]) -> bool:
     """Every endpoint into `lines`, as ip prints them: a GET_ADDR dump read to its end (True), or to a
     message ip cannot print (False, as its dump stops there)."""
-    seq = send(sock, family, NLM_F_DUMP, show_request())
-    while True:
-        for msg_type, _flags, msg_seq, payload in split(sock.recv(65536)):
-            if msg_seq != seq:
-                continue
-            if msg_type == NLMSG_DONE:
-                return True
-            if msg_type == NLMSG_ERROR:
-                code = -struct.unpack_from("=i", payload)[0]
-                if code:
-                    raise OSError(code, "Dump terminated")
-                continue
-            line = endpoint_line(payload)
-            if line is None:
-                return False
-            lines.append(line)
+    for payload in dump(sock, family, show_request()):
+        line = endpoint_line(payload)
+        if line is None:
+            return False
+        lines.append(line)
+    return True

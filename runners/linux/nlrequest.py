@@ -11,8 +11,10 @@ import itertools
 import os
 import socket
 import struct
+from collections.abc import Iterator
 
-from runners.linux.rtnetlink import NLM_F_REQUEST, NLMSG_ERROR, NLMSGHDR, RTATTR, NetlinkError, attribute_records
+from runners.linux.rtnetlink import (NLM_F_DUMP, NLM_F_REQUEST, NLMSG_DONE, NLMSG_ERROR, NLMSGHDR, RTATTR,
+                                     NetlinkError, attribute_records)
 
 NLM_F_ACK = 0x4
 NLM_F_CAPPED, NLM_F_ACK_TLVS = 0x100, 0x200   # in an acknowledgement's header
@@ -74,6 +76,29 @@ def ask(sock: socket.socket, kind: int, flags: int, body: bytes) -> bytes | None
             if code:
                 raise Refused(code, ack_message(msg_flags, payload))
             return answer
+
+
+def dump(sock: socket.socket, kind: int, body: bytes) -> Iterator[bytes]:
+    """The payload of each answer to a dump request, to the dump's end; OSError with the kernel's errno
+    if the dump failed."""
+    seq = send(sock, kind, NLM_F_DUMP, body)
+    while True:
+        for msg_type, _flags, msg_seq, payload in split(sock.recv(65536)):
+            if msg_seq != seq:
+                continue
+            if msg_type == NLMSG_DONE:
+                return
+            if msg_type == NLMSG_ERROR:
+                code = -struct.unpack_from("=i", payload)[0]
+                if code:
+                    raise OSError(code, os.strerror(code))
+                continue
+            yield payload
+
+
+def ifname_ok(name: str) -> bool:
+    """A name the kernel could give a device (under IFNAMSIZ, no slash, not blank), as ip checks it."""
+    return 0 < len(name.encode()) < 16 and "/" not in name and not name.isspace()
 
 
 def ack_message(flags: int, payload: bytes) -> str:

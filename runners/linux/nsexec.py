@@ -133,8 +133,7 @@ def run_batch(node, argvs: list[list[str]], timeout: float = 60, check: bool = T
     file: ipbatch). Where this process can act in the node's namespace (a host's spawner thread, or a
     switch's namespace, which is this process's own), what _done_here knows (`sysctl -q -w`, `ethtool
     -K`, `ip` link, address and MPTCP endpoint changes, `ip mptcp endpoint show`, `nft -f`) is done here
-    without a process, and each other unit
-    starts on its own; elsewhere one shell runs them all. A run
+    without a process, and each other unit starts on its own; elsewhere one shell runs them all. A run
     of nft changes is applied all or nothing: one failed command fails the run's others too, and with
     `check` the error raised names the command nft refused, not one it left unapplied."""
     if not argvs:

@@ -182,6 +182,6 @@ class NativeRunner:
         t0 = time.monotonic()
         ctx.mptcp.apply_sysctls(ctx.scenario)
         if ctx.shaper.shape() or built:
-            ctx.pinger.warm_up()   # the paths' neighbours known before any echo is timed (warm_up_ping_argv)
+            ctx.pinger.warm_up()   # the paths' neighbours known before any echo is timed (pings.warm_up_request)
         ctx.phases["shaping"] = round(ctx.phases["shaping"] + time.monotonic() - t0, 3)
         ctx.maybe_pause("shaping")

@@ -44,9 +44,9 @@ def test_with_a_deadline_fewer_replies_than_asked_is_exit_1():
 
 
 def test_the_requests_stand_for_the_pings_the_runner_ran_before():
-    assert pings.ping_argv("10.0.1.1", "10.0.1.2") == ["ping", "-n", "-c", "5", "-i", "0.02", "-W", "3", "-I",
+    assert pings.measured_request("10.0.1.1", "10.0.1.2").argv == ["ping", "-n", "-c", "5", "-i", "0.02", "-W", "3", "-I",
                                                         "10.0.1.1", "10.0.1.2"]
-    assert pings.warm_up_ping_argv("10.0.1.1", "10.0.1.2") == ["ping", "-n", "-q", "-c", "1", "-w", "10", "-i",
+    assert pings.warm_up_request("10.0.1.1", "10.0.1.2").argv == ["ping", "-n", "-q", "-c", "1", "-w", "10", "-i",
                                                                 "0.2", "-I", "10.0.1.1", "10.0.1.2"]
     assert pings.one_echo_request("a", "b").argv == ["ping", "-n", "-c", "1", "-i", "1", "-W", "10", "-I", "a", "b"]
 

@@ -172,10 +172,10 @@ def test_switched_pings_warm_up_then_measure_with_addresses_kept_out_of_the_scri
 
 def test_pings_are_argument_lists_with_each_address_one_word():
     hostile = "10.0.0.1; touch /tmp/pwned"
-    assert pings.ping_argv(hostile, "10.0.1.2") == ["ping", "-n", "-c", "5", "-i", "0.02", "-W", "3", "-I",
+    assert pings.measured_request(hostile, "10.0.1.2").argv == ["ping", "-n", "-c", "5", "-i", "0.02", "-W", "3", "-I",
                                                        hostile, "10.0.1.2"]
     # the warm-up: echoes 0.2 s apart until one is answered, for at most 10 s
-    assert pings.warm_up_ping_argv(hostile, "10.0.1.2") == ["ping", "-n", "-q", "-c", "1", "-w", "10", "-i",
+    assert pings.warm_up_request(hostile, "10.0.1.2").argv == ["ping", "-n", "-q", "-c", "1", "-w", "10", "-i",
                                                                "0.2", "-I", hostile, "10.0.1.2"]
 
 
