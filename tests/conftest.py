@@ -161,6 +161,9 @@ def run_shards(parts: list[list[str]], workdir: Path, argv_of=vm_shard_argv) -> 
         signal.signal(signal.SIGTERM, old)
     for t in pumps:
         t.join(timeout=5)
+    for p, t in zip(procs, pumps):   # read to its end: closed here, not left to the garbage collector's warning
+        if not t.is_alive():          # (one still reading, its pipe held by a straggler, is left as it was)
+            p.stdout.close()
     return [p.returncode for p in procs], bool(terminated)
 
 
