@@ -152,6 +152,10 @@ def _make_class():
         # the runner's spawners (runners.linux.nsspawn.Spawners), set by build_network: a command starts
         # in the host's namespaces without Mininet's `mnexec -da` before it (40 ms a command in a TCG guest)
         spawners = None
+        # Mininet's class setup asks `which mnexec` and `which ifconfig` (two processes, 0.12 s of each
+        # build in a TCG guest). mnexec is checked with the testbed's other programs before anything
+        # starts (runners.backends.programs), and the testbed never runs ifconfig.
+        isSetup = True
 
         def __init__(self, name, wait_later=False, **params):
             """`wait_later`: the caller waits for its namespaces (wait_in_own_namespaces), as the build
