@@ -477,7 +477,8 @@ def _run(options: RunOptions, exp) -> int:
         return importlib.import_module(BACKENDS[choice.name]).run_set(options, exp, run_dir, choice.probe)
     finally:
         close_logs()
-        point_latest(run_dir.parent)   # a booted VM's guest could not: it sees only the set's folder
+        if not options.vm_guest:   # a VM's host links it once its guest is done (a booted guest sees only the set)
+            point_latest(run_dir.parent)
         hand_over(run_dir)
 
 

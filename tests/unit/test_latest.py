@@ -85,3 +85,20 @@ def test_resume_refuses_a_shell_session(tmp_path):
                        capture_output=True, text=True, timeout=60)
     assert r.returncode == 2 and "Traceback" not in r.stderr, r.stderr
     assert f"--resume {session.dir}: a `run-scenario shell` session's folder" in r.stderr
+
+
+def test_finding_the_newest_set_asks_nothing_of_the_older_ones(tmp_path, monkeypatch):
+    """Each question is a 9p round trip in the VM's guest: a scenario with many sets must not cost more."""
+    from runners.results import store as store_module
+
+    older = [a_set_with_a_run(tmp_path) for _ in range(3)]
+    newest = a_set_with_a_run(tmp_path)
+    asked = []
+    real = store_module.has_runs
+    monkeypatch.setattr(store_module, "has_runs", lambda d: asked.append(Path(d).name) or real(d))
+    assert store_module.newest_set_with_runs(tmp_path / "s") == newest
+    assert asked == [newest.name] and newest.name > max(d.name for d in older)
+    (newest / "results.json").unlink()                   # its runs gone: the next one down is asked
+    asked.clear()
+    assert store_module.newest_set_with_runs(tmp_path / "s") == older[-1]
+    assert asked == [newest.name, older[-1].name]
