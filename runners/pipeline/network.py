@@ -8,7 +8,7 @@ from pathlib import Path
 from typing import Callable
 
 from controller.launch import user_app_path
-from topologies.net import build_network, planned_link_ends, stop_network
+from topologies.net import build_network, leave_pairs_to_namespaces, planned_link_ends, stop_network
 from topologies.plan import TopologyPlan
 
 from runners.collect import counters
@@ -146,9 +146,11 @@ class Network:
             self._spawners = None
 
     def _delete_links(self) -> None:
-        """Every host's and router's links deleted by one `ip` process per namespace, all namespaces at
-        once: Mininet's stop asks each node's shell per interface end, one after another (0.8 s for the
-        default scenario's two links in a TCG guest). An end whose delete failed is left to Mininet."""
+        """The links to switches deleted by one `ip` batch per namespace, all namespaces at once: Mininet's
+        stop asks each node's shell per interface end, one after another (0.8 s for the default
+        scenario's two links in a TCG guest). An end whose delete failed is left to Mininet. The links
+        between two hosts or routers go with their namespaces (leave_pairs_to_namespaces)."""
+        leave_pairs_to_namespaces(self.mininet)
         ends = planned_link_ends(self.mininet)
 
         def delete(item):
