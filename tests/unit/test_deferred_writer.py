@@ -225,3 +225,63 @@ def test_a_disk_that_failed_the_last_runs_records_is_what_stopped_the_set_whatev
     code, status, why = run_to_the_end(Runner(), run_set, [], None, progress, said.append)
     assert (code, status) == (EXIT_FAIL, RESULTS_UNWRITABLE)
     assert "No space left on device" in why and said == [why + "; the set stopped there"]
+
+
+# ------------------------------------------------ a run's raw files written while its record is assembled
+
+def test_raw_files_started_early_are_written_while_the_caller_goes_on_and_before_the_run_is_recorded(tmp_path,
+                                                                                                     monkeypatch):
+    import runners.results.store as store_mod
+
+    order, gate, real = [], threading.Event(), store_mod.atomic_write
+
+    def slow_write(path, data, make_parent=True):
+        if path.name != "results.json":
+            gate.wait(10)   # a 9p round trip in the VM
+        order.append((path.name, threading.current_thread().name))
+        real(path, data, make_parent)
+
+    monkeypatch.setattr(store_mod, "atomic_write", slow_write)
+    store = ResultStore(tmp_path)
+    store.save_raw("r001-tcp-A", "ping-A.txt", "64 bytes from 10.0.1.2")
+    store.save_raw("r001-tcp-A", "nstat-client-after.txt", "TcpExtTCPOFOQueue 0")
+    store.write_raw_meanwhile()        # returns at once: the files wait for the gate in another thread
+    assert [t for t in threading.enumerate() if t.name == "raw-files"]
+    assert not (tmp_path / "raw").exists() or not list((tmp_path / "raw").rglob("*.txt"))
+    store.save_raw("r001-tcp-A", "fidelity-samples.json", "[]")   # handed over as the record is assembled
+    threading.Timer(0.2, gate.set).start()
+    store.add_run(RUN)
+    names = [n for n, _ in order]
+    assert names.index("results.json") > max(names.index(n) for n in
+                                             ("ping-A.txt", "nstat-client-after.txt", "fidelity-samples.json"))
+    assert not [t for t in threading.enumerate() if t.name == "raw-files"]   # joined before results.json
+
+
+def test_an_early_write_that_failed_is_raised_by_the_next_flush_once_and_the_run_is_not_recorded(tmp_path):
+    store = ResultStore(tmp_path)
+    (tmp_path / "raw").write_text("not a folder")
+    store.save_raw("r001-tcp-A", "ping-A.txt", "x")
+    store.write_raw_meanwhile()
+    with pytest.raises(OSError):
+        store.add_run(RUN)
+    assert not (tmp_path / "results.json").exists()
+    store.flush_raw()   # raised once
+
+
+def test_an_exit_during_an_early_write_still_writes_every_file(tmp_path):
+    code = textwrap.dedent(f"""
+        import sys
+        sys.path.insert(0, {str(REPO)!r})
+        from runners.results.store import ResultStore
+        s = ResultStore({str(tmp_path)!r})
+        for k in range(30):
+            s.save_raw("r001-tcp-A", f"f{{k}}.json", '{{"k": %d}}' % k)
+        s.write_raw_meanwhile()
+        for k in range(30, 40):
+            s.save_raw("r001-tcp-A", f"f{{k}}.json", '{{"k": %d}}' % k)
+        sys.exit(3)
+    """)
+    r = subprocess.run([sys.executable, "-c", code], timeout=60)
+    assert r.returncode == 3
+    assert [json.loads((tmp_path / "raw" / "r001-tcp-A" / f"f{k}.json").read_text())["k"] for k in range(40)] \
+        == list(range(40))
