@@ -58,7 +58,8 @@ def one_run(ctx: RunContext, job: Job) -> list[dict]:
     on = f"paths {', '.join(job.together)} at the same time" if together else f"primary path {job.primary}"
     started, clock = time.time(), StepClock()
     ctx.check_control_plane(f"before run {job.run_id}")
-    # TCP baselines leave the endpoints alone (a TCP socket never uses them); mptcp-endpoints.txt saves them
+    # TCP baselines leave the endpoints alone: a plain TCP socket never uses them. The endpoints
+    # in place are saved with the "before" counters (mptcp-endpoints.txt).
     ctx.after_connect = ctx.mptcp.apply_endpoints(sc, ctx.plan, job.primary) if mptcp else {}
     ctx.steering.clear_flows()
     clock.mark("endpoints")
@@ -105,7 +106,6 @@ def one_run(ctx: RunContext, job: Job) -> list[dict]:
     for run_id in together.values() or [job.run_id]:
         ctx.store.save_raw(run_id, "path-samples.json", json.dumps(traffic.path_samples) + "\n")
     after = ctx.counters.snapshot(job.run_id, "after")
-    ctx.store.write_raw_meanwhile()   # while the record is assembled (ResultStore.write_raw_meanwhile)
     clock.mark("snapshot_after")
     seen = record.Observations(before=before, after=after, pings=pings, path_samples=traffic.path_samples,
                                subflow_samples=traffic.subflow_samples, server_receives=upload)

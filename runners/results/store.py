@@ -174,54 +174,14 @@ class DeferredWriter:
         self._lock = threading.Lock()
         self._pending: dict[Path, str | bytes] = {}
         self._folders: set[Path] = set()
-        self._early: threading.Thread | None = None    # start_flush's write, under way
-        self._early_error: BaseException | None = None
 
     def put(self, path: Path, data: str | bytes) -> None:
         with self._lock:
             self._pending.pop(path, None)   # written once, with the latest text, in the latest place in order
             self._pending[path] = data
 
-    def start_flush(self) -> None:
-        """Begin writing what was handed over so far in a thread of its own, while the caller goes on (a
-        run's raw files as its record is assembled); the next flush() waits for it, and raises its error."""
-        if self._early is not None:
-            self._early.join()
-            self._early = None
-        with self._lock:
-            if not self._pending:
-                return
-        early = threading.Thread(target=self._write_early, name="raw-files")
-        try:
-            early.start()
-        except RuntimeError:   # no thread to be had (a pids limit): the next flush() writes them
-            return
-        self._early = early
-
-    def _write_early(self) -> None:
-        # as the store's own writer: Ctrl-C and SIGTERM stay with the main thread, which may have blocked them
-        signal.pthread_sigmask(signal.SIG_BLOCK, {signal.SIGINT, signal.SIGTERM, signal.SIGHUP})
-        try:
-            self._write_pending(True)
-        except BaseException as e:   # noqa: BLE001 - raised again by flush(), in its caller's thread
-            self._early_error = e
-
     def flush(self, parallel: bool = True) -> None:
-        """Write everything handed over, after start_flush's write; the first error is raised once all
-        were tried."""
-        if self._early is not None:
-            self._early.join()
-            self._early = None
-        error, self._early_error = self._early_error, None
-        try:
-            self._write_pending(parallel)
-        except BaseException:
-            if error is None:
-                raise
-        if error is not None:
-            raise error
-
-    def _write_pending(self, parallel: bool) -> None:
+        """Write everything handed over; the first error is raised once all were tried."""
         with self._lock:
             items, self._pending = list(self._pending.items()), {}
         if not items:
@@ -332,13 +292,6 @@ class ResultStore:
     def save_raw(self, run_id: str, name: str, text: str) -> None:
         """A tool's own output, written by the next flush_raw (add_run, the set's end)."""
         self.raw_writer.put(self.dir / "raw" / run_id / name, text)
-
-    def write_raw_meanwhile(self) -> None:
-        """Start writing the raw files handed over so far while the caller goes on (a run's, as its record
-        is assembled); the next flush (the run's add_runs) waits for them before results.json names the
-        run. Over 9p in the VM they take 0.2-0.4 s a run, which the next run's pings, or the set's end,
-        waited for in full (TCG, 2026-11-29)."""
-        self.raw_writer.start_flush()
 
     def flush_raw(self) -> None:
         """Every run and raw file handed over is on disk; the first failed write is raised here."""
