@@ -120,11 +120,15 @@ def planned_link_ends(net) -> dict[str, list]:
     port once, from its host's or router's end (deleting one end of a veth deletes the pair). A pair
     between two hosts or routers is left out: see leave_pairs_to_namespaces."""
     out: dict[str, list] = {}
-    for link in net.links:
-        ends = [i for i in (link.intf1, link.intf2) if getattr(i, "deletes_its_pair", False)]
+    for ends in map(_namespaced_ends, net.links):
         if len(ends) == 1:
             out.setdefault(ends[0].node.name, []).append(ends[0])
     return out
+
+
+def _namespaced_ends(link) -> list:
+    """The link's ends in a host's or router's namespace (PlannedIntf), not a switch's port."""
+    return [i for i in (link.intf1, link.intf2) if getattr(i, "deletes_its_pair", False)]
 
 
 def leave_pairs_to_namespaces(net) -> None:
@@ -133,8 +137,7 @@ def leave_pairs_to_namespaces(net) -> None:
     them first took 0.1 s of the default scenario's teardown in a TCG guest (2026-11-29), each deletion
     waiting for the kernel's RCU grace period, where the namespaces' end deletes them all in one batch.
     A switch's port is in this namespace, and outlives the host's: its pair is deleted by the runner."""
-    for link in net.links:
-        ends = [i for i in (link.intf1, link.intf2) if getattr(i, "deletes_its_pair", False)]
+    for ends in map(_namespaced_ends, net.links):
         if len(ends) == 2:
             for end in ends:
                 end.deleted_already = True
